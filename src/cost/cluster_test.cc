@@ -1,0 +1,126 @@
+#include "cost/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace weft {
+namespace {
+
+using namespace literals;
+
+Cluster ring(int workers, BytesPerSecond bandwidth, Seconds latency) {
+  Cluster c;
+  c.workers = workers;
+  c.bandwidth = bandwidth;
+  c.latency = latency;
+  return c;
+}
+
+Cluster ps(int workers, int servers, BytesPerSecond server_bandwidth = 0) {
+  Cluster c = ring(workers, 1_Gbit, 50_us);
+  c.arch = Arch::kParameterServer;
+  c.servers = servers;
+  c.server_bandwidth = server_bandwidth;
+  return c;
+}
+
+// Property: alone on the fabric, the flow takes the textbook ring time.
+TEST(AllReduce, FlowAloneTakesTheRingTime) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int p = std::uniform_int_distribution(2, 128)(rng);
+    const double b = std::uniform_real_distribution(1e6, 1e10)(rng);
+    const double alpha = std::uniform_real_distribution(0.0, 1e-3)(rng);
+    const Bytes n = std::uniform_int_distribution<Bytes>(0, 1_GiB)(rng);
+    const Cluster c = ring(p, b, alpha);
+    const double expected = 2.0 * (p - 1) * alpha + 2.0 * (p - 1) / p * n / b;
+
+    const Flow flow = allreduce_flow(c, n);
+    const LinkSet links = links_of(c);
+    ASSERT_EQ(flow.links, std::vector<int>{0});
+    ASSERT_EQ(links.capacity.size(), 1u);
+    EXPECT_NEAR(flow.startup + flow.volume / links.capacity[0], expected, 1e-12 * (1 + expected));
+    EXPECT_NEAR(allreduce_time(c, n), expected, 1e-12 * (1 + expected));
+  }
+}
+
+TEST(AllReduce, FittedFormOverridesTheRing) {
+  Cluster c = ring(8, 1_Gbit, 50_us);
+  c.fitted = FittedAllReduce{.a = 2_ms, .b = 1e-9};
+  const Flow flow = allreduce_flow(c, 1'000'000);
+  EXPECT_DOUBLE_EQ(flow.startup, 2e-3);
+  EXPECT_DOUBLE_EQ(links_of(c).capacity[0], 1e9);
+  EXPECT_DOUBLE_EQ(allreduce_time(c, 1'000'000), 2e-3 + 1e-3);
+}
+
+TEST(AllReduce, OneWorkerIsFree) {
+  const Cluster c = ring(1, 1_Gbit, 50_us);
+  EXPECT_EQ(allreduce_time(c, 100_MiB), 0.0);
+  EXPECT_EQ(allreduce_flow(c, 100_MiB).volume, 0.0);
+}
+
+TEST(ParameterServer, LinksAreNumberedPerTheHeader) {
+  const Cluster c = ps(3, 2, 10_Gbit);
+  const LinkSet links = links_of(c);
+  ASSERT_EQ(links.capacity.size(), 2u * 3 + 2u * 2);
+  EXPECT_EQ(links.name[2 * 1], "worker1.up");
+  EXPECT_EQ(links.name[2 * 1 + 1], "worker1.down");
+  EXPECT_EQ(links.name[2 * 3 + 2 * 1], "server1.up");
+  EXPECT_EQ(links.name[2 * 3 + 2 * 1 + 1], "server1.down");
+  EXPECT_EQ(links.capacity[0], 1_Gbit);
+  EXPECT_EQ(links.capacity[2 * 3], 10_Gbit);
+}
+
+TEST(ParameterServer, PushAndPullCrossBothEnds) {
+  const Cluster c = ps(4, 2);
+  const Flow push = push_flow(c, 2, 1, 1000);
+  EXPECT_EQ(push.links, (std::vector<int>{4, 2 * 4 + 2 + 1}));
+  EXPECT_EQ(push.startup, c.latency);
+  EXPECT_EQ(push.volume, 1000.0);
+  const Flow pull = pull_flow(c, 1, 2, 1000);
+  EXPECT_EQ(pull.links, (std::vector<int>{2 * 4 + 2, 5}));
+}
+
+TEST(ParameterServer, ServerBandwidthZeroMeansWorkers) {
+  const Cluster c = ps(2, 1, 0);
+  EXPECT_EQ(links_of(c).capacity.back(), c.bandwidth);
+}
+
+TEST(ParameterServer, FlowsOnTheWrongArchAreBugs) {
+  EXPECT_THROW(push_flow(ring(2, 1_Gbit, 0), 0, 0, 10), std::logic_error);
+  EXPECT_THROW(allreduce_flow(ps(2, 1), 10), std::logic_error);
+  EXPECT_THROW(pull_flow(ps(2, 1), 1, 0, 10), std::logic_error);  // no server 1
+}
+
+std::string message_of(const Cluster& c) {
+  try {
+    validate(c);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Validate, NamesTheFlagAndValue) {
+  EXPECT_EQ(message_of(ring(4, 1_Gbit, 0)), "");
+  EXPECT_NE(message_of(ring(0, 1_Gbit, 0)).find("--workers: 0"), std::string::npos);
+  EXPECT_NE(message_of(ring(4, 0, 0)).find("--bandwidth"), std::string::npos);
+  EXPECT_NE(message_of(ring(4, -5, 0)).find("> 0"), std::string::npos);
+  EXPECT_NE(message_of(ring(4, 1_Gbit, -1e-3)).find("--latency"), std::string::npos);
+  EXPECT_NE(message_of(ring(4, std::nan(""), 0)).find("--bandwidth"), std::string::npos);
+  EXPECT_NE(message_of(ps(4, 0)).find("--servers: 0"), std::string::npos);
+  EXPECT_NE(message_of(ps(4, 1, -1)).find("--server-bandwidth"), std::string::npos);
+  Cluster fitted = ring(4, 1_Gbit, 0);
+  fitted.fitted = FittedAllReduce{.a = 0, .b = 0};
+  EXPECT_NE(message_of(fitted).find("--fit-b"), std::string::npos);
+}
+
+TEST(Arch, ParsesAndPrints) {
+  EXPECT_EQ(parse_arch("ps"), Arch::kParameterServer);
+  EXPECT_EQ(to_string(parse_arch("allreduce")), "allreduce");
+  EXPECT_THROW(parse_arch("ring"), UsageError);
+}
+
+}  // namespace
+}  // namespace weft
