@@ -1,0 +1,19 @@
+// The subcommands of the `weft` binary. Each add_* registers one subcommand on the
+// app; its callback does the work. Bad user input is reported by throwing
+// UsageError (main prints it and exits 2); any other failure sets `exit_status`
+// to a non-zero value after printing what went wrong.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace weft::cli {
+
+void add_plan(CLI::App& app, int& exit_status);      // plan_command.cc
+void add_simulate(CLI::App& app, int& exit_status);  // plan_command.cc
+void add_train(CLI::App& app, int& exit_status);     // train_command.cc (runtime)
+void add_profile(CLI::App& app, int& exit_status);   // profile_command.cc (runtime)
+void add_netem(CLI::App& app, int& exit_status);     // netem_command.cc
+
+}  // namespace weft::cli

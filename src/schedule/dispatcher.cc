@@ -1,0 +1,120 @@
+#include "schedule/dispatcher.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace weft {
+
+Dispatcher::Dispatcher(const Schedule& schedule) : schedule_(schedule) {}
+
+void Dispatcher::ready(OpRef op) {
+  const CommOp& comm = schedule_.ops(op.iteration).at(static_cast<size_t>(op.index));
+  pending_.push_back({op, comm.priority, comm.bytes()});
+}
+
+void Dispatcher::done(const Message& message) {
+  if (in_flight_messages_ <= 0) {
+    throw std::logic_error("Dispatcher::done: no message in flight");
+  }
+  --in_flight_messages_;
+  in_flight_bytes_ -= message.bytes;
+}
+
+bool Dispatcher::idle() const { return pending_.empty() && in_flight_messages_ == 0; }
+
+std::vector<Message> Dispatcher::launch() {
+  switch (schedule_.dispatch.kind) {
+    case DispatchPolicy::Kind::kInOrder: return launch_in_order();
+    case DispatchPolicy::Kind::kCredit: return launch_credit();
+    case DispatchPolicy::Kind::kWindows: return launch_windows();
+  }
+  return {};
+}
+
+Message Dispatcher::make_message(std::vector<Pending>::iterator first,
+                                 std::vector<Pending>::iterator last) {
+  Message message;
+  for (auto it = first; it != last; ++it) {
+    message.ops.push_back(it->op);
+    message.bytes += it->bytes;
+  }
+  pending_.erase(first, last);
+  ++in_flight_messages_;
+  in_flight_bytes_ += message.bytes;
+  return message;
+}
+
+// One message at a time, in (iteration, list index) order. Iterations without
+// operations are skipped, so a local-SGD period does not stall the order.
+std::vector<Message> Dispatcher::launch_in_order() {
+  std::vector<Message> out;
+  if (in_flight_messages_ > 0) return out;
+  while (static_cast<size_t>(next_in_order_.index) >= schedule_.ops(next_in_order_.iteration).size()) {
+    // Only advance past an iteration once something of a later one is ready: the
+    // executor makes iterations ready in order, so nothing earlier can still come.
+    const bool later_ready = std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) {
+      return p.op.iteration > next_in_order_.iteration;
+    });
+    if (!later_ready) return out;
+    next_in_order_ = {next_in_order_.iteration + 1, 0};
+  }
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [&](const Pending& p) { return p.op == next_in_order_; });
+  if (it == pending_.end()) return out;
+  ++next_in_order_.index;
+  out.push_back(make_message(it, it + 1));
+  return out;
+}
+
+namespace {
+// Earlier iterations first (they gate the forward that is due first), then priority,
+// then list order: a total order, so every worker decides alike.
+bool before(const OpRef& a, int pa, const OpRef& b, int pb) {
+  if (a.iteration != b.iteration) return a.iteration < b.iteration;
+  if (pa != pb) return pa < pb;
+  return a.index < b.index;
+}
+}  // namespace
+
+std::vector<Message> Dispatcher::launch_credit() {
+  std::vector<Message> out;
+  std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+    return before(a.op, a.priority, b.op, b.priority);
+  });
+  const Bytes credit = schedule_.dispatch.credit;
+  while (!pending_.empty()) {
+    const Pending& head = pending_.front();
+    if (in_flight_messages_ > 0 && in_flight_bytes_ + head.bytes > credit) break;
+    out.push_back(make_message(pending_.begin(), pending_.begin() + 1));
+  }
+  return out;
+}
+
+// D-Credit's windows: message k of an iteration fuses the windows[k] best ready ops
+// of the earliest iteration that has any (SPEC §4.2).
+std::vector<Message> Dispatcher::launch_windows() {
+  std::vector<Message> out;
+  if (in_flight_messages_ > 0 || pending_.empty()) return out;
+  std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+    return before(a.op, a.priority, b.op, b.priority);
+  });
+  const int iteration = pending_.front().op.iteration;
+  if (iteration != window_iteration_) {
+    window_iteration_ = iteration;
+    windows_sent_ = 0;
+  }
+  const std::vector<int>& windows = schedule_.dispatch.windows;
+  const size_t k = static_cast<size_t>(windows_sent_);
+  const int want = k < windows.size() ? windows[k] : 1;
+  auto same_iteration_end = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
+    return p.op.iteration != iteration;
+  });
+  const auto available = same_iteration_end - pending_.begin();
+  const auto take = std::min<std::ptrdiff_t>(want, available);
+  ++windows_sent_;
+  out.push_back(make_message(pending_.begin(), pending_.begin() + take));
+  return out;
+}
+
+}  // namespace weft

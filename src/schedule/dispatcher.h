@@ -1,0 +1,79 @@
+// Dispatcher: the one interpretation of a Schedule's dispatch policy, shared by the
+// simulator and the runtime's communication engine (Note [One schedule, two
+// executors] in schedule.h).
+//
+// The dispatcher holds no clock. The executor tells it when an operation becomes
+// ready (its data exists and its release offset has passed) and when a message has
+// completed; after each such call it asks `launch()` which messages to start now.
+// One Dispatcher serves one worker (all-reduce executors may use one for all,
+// since every worker decides alike).
+//
+// Thread-safety: not thread-safe; the runtime calls it from its engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "schedule/schedule.h"
+
+namespace weft {
+
+// An operation of a global iteration: schedule.ops(iteration)[index].
+struct OpRef {
+  int iteration = 0;
+  int index = 0;
+  friend bool operator==(const OpRef&, const OpRef&) = default;
+};
+
+// Operations fused into one transfer, in the order their chunks are packed.
+struct Message {
+  std::vector<OpRef> ops;
+  Bytes bytes = 0;
+};
+
+class Dispatcher {
+ public:
+  // REQUIRES: `schedule` outlives the dispatcher and passed validate().
+  explicit Dispatcher(const Schedule& schedule);
+
+  // `op` may now be sent. REQUIRES: each op is made ready once; iterations are made
+  // ready in non-decreasing order of `iteration`.
+  void ready(OpRef op);
+
+  // A message returned by launch() has completed.
+  void done(const Message& message);
+
+  // The messages to start now, in order; may be empty. Call after every ready()
+  // and done(). Messages it returns count as in flight until done().
+  std::vector<Message> launch();
+
+  // No op is ready-but-unsent and nothing is in flight.
+  bool idle() const;
+
+  Bytes bytes_in_flight() const { return in_flight_bytes_; }
+
+ private:
+  struct Pending {
+    OpRef op;
+    int priority;
+    Bytes bytes;
+  };
+
+  std::vector<Message> launch_in_order();
+  std::vector<Message> launch_credit();
+  std::vector<Message> launch_windows();
+  Message make_message(std::vector<Pending>::iterator first, std::vector<Pending>::iterator last);
+
+  const Schedule& schedule_;
+  std::vector<Pending> pending_;  // ready and unsent
+  int in_flight_messages_ = 0;
+  Bytes in_flight_bytes_ = 0;
+  // kInOrder: the next operation to send, in (iteration, list) order.
+  OpRef next_in_order_;
+  // kWindows: messages already formed in each iteration.
+  int window_iteration_ = -1;
+  int windows_sent_ = 0;
+};
+
+}  // namespace weft

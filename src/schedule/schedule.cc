@@ -1,0 +1,175 @@
+#include "schedule/schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "profile/profile.h"
+
+namespace weft {
+
+std::string_view to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAverageGradients: return "average-gradients";
+    case OpKind::kAverageParameters: return "average-parameters";
+    case OpKind::kParameterServer: return "parameter-server";
+  }
+  return "?";
+}
+
+std::string_view to_string(DispatchPolicy::Kind kind) {
+  switch (kind) {
+    case DispatchPolicy::Kind::kInOrder: return "in-order";
+    case DispatchPolicy::Kind::kCredit: return "credit";
+    case DispatchPolicy::Kind::kWindows: return "windows";
+  }
+  return "?";
+}
+
+Bytes CommOp::bytes() const {
+  Bytes total = 0;
+  for (const Chunk& c : chunks) total += c.length;
+  return total;
+}
+
+namespace {
+
+[[noreturn]] void broken(const Schedule& s, int iteration, int op, const std::string& what) {
+  throw std::logic_error(
+      fmt::format("schedule '{}': iteration {}, op {}: {}", s.strategy, iteration, op, what));
+}
+
+// Byte ranges of one layer, sorted, to find overlaps and gaps.
+using Ranges = std::vector<std::pair<Bytes, Bytes>>;
+
+// Sorts `ranges` and checks they do not overlap; returns the bytes covered.
+Bytes merge_disjoint(const Schedule& s, int iteration, int layer, Ranges& ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  Bytes covered = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (i > 0 && ranges[i].first < ranges[i - 1].second) {
+      broken(s, iteration, -1,
+             fmt::format("layer {}: bytes [{}, {}) sent twice in one iteration", layer,
+                         ranges[i].first, std::min(ranges[i].second, ranges[i - 1].second)));
+    }
+    covered += ranges[i].second - ranges[i].first;
+  }
+  return covered;
+}
+
+}  // namespace
+
+void validate(const Schedule& s, const Profile& profile, int workers) {
+  if (s.period < 1 || static_cast<int>(s.iterations.size()) != s.period) {
+    throw std::logic_error(fmt::format("schedule '{}': period {} but {} iterations", s.strategy,
+                                       s.period, s.iterations.size()));
+  }
+  if (s.dispatch.kind == DispatchPolicy::Kind::kCredit && s.dispatch.credit <= 0) {
+    throw std::logic_error(fmt::format("schedule '{}': credit {} must be > 0", s.strategy,
+                                       s.dispatch.credit));
+  }
+  for (int w : s.dispatch.windows) {
+    if (w < 1) throw std::logic_error(fmt::format("schedule '{}': window {} < 1", s.strategy, w));
+  }
+  const int layers = profile.size();
+  // Bytes of each layer covered over the whole period (for parameter/PS schedules).
+  std::vector<Bytes> covered_in_period(static_cast<size_t>(layers), 0);
+  bool gradients = false;
+  for (int it = 0; it < s.period; ++it) {
+    std::map<int, Ranges> ranges;
+    const auto& ops = s.iterations[static_cast<size_t>(it)];
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      const CommOp& op = ops[static_cast<size_t>(i)];
+      gradients = gradients || op.kind == OpKind::kAverageGradients;
+      if (op.chunks.empty()) broken(s, it, i, "has no chunks");
+      if (op.ready_after < 0 || op.ready_after >= layers) {
+        broken(s, it, i, fmt::format("ready_after {} is not a layer (0..{})", op.ready_after, layers - 1));
+      }
+      if (op.needed_by != kBarrier && (op.needed_by < 0 || op.needed_by >= layers)) {
+        broken(s, it, i, fmt::format("needed_by {} is not a layer or kBarrier", op.needed_by));
+      }
+      if (!op.release_offset.empty()) {
+        if (static_cast<int>(op.release_offset.size()) != workers) {
+          broken(s, it, i, fmt::format("{} release offsets for {} workers", op.release_offset.size(), workers));
+        }
+        for (Seconds r : op.release_offset) {
+          if (!(r >= 0)) broken(s, it, i, fmt::format("release offset {} < 0", r));
+        }
+      }
+      for (const Chunk& c : op.chunks) {
+        if (c.layer < 0 || c.layer >= layers) {
+          broken(s, it, i, fmt::format("chunk of layer {} (model has {} layers)", c.layer, layers));
+        }
+        const Bytes size = profile.layers[static_cast<size_t>(c.layer)].bytes();
+        if (c.offset < 0 || c.length <= 0 || c.offset + c.length > size) {
+          broken(s, it, i, fmt::format("chunk [{}, {}) outside layer {} of {} bytes", c.offset,
+                                       c.offset + c.length, c.layer, size));
+        }
+        // Backward runs L-1..0, so the data of layer c exists once layer c is done;
+        // the op may leave only after its smallest layer.
+        if (op.ready_after > c.layer) {
+          broken(s, it, i, fmt::format("ready after layer {} but carries layer {}, whose backward ends later",
+                                       op.ready_after, c.layer));
+        }
+        ranges[c.layer].emplace_back(c.offset, c.offset + c.length);
+      }
+    }
+    for (auto& [layer, r] : ranges) {
+      covered_in_period[static_cast<size_t>(layer)] += merge_disjoint(s, it, layer, r);
+    }
+    if (gradients) {
+      for (int l = 0; l < layers; ++l) {
+        const Bytes size = profile.layers[static_cast<size_t>(l)].bytes();
+        const auto found = ranges.find(l);
+        Bytes got = 0;
+        if (found != ranges.end()) {
+          for (auto [a, b] : found->second) got += b - a;
+        }
+        if (got != size) {
+          broken(s, it, -1, fmt::format("gradients of layer {} cover {} of its {} bytes", l, got, size));
+        }
+      }
+    }
+  }
+  if (!gradients) {
+    for (int l = 0; l < layers; ++l) {
+      const Bytes size = profile.layers[static_cast<size_t>(l)].bytes();
+      if (size > 0 && covered_in_period[static_cast<size_t>(l)] < size) {
+        broken(s, -1, -1, fmt::format("layer {} is never synchronised in the period", l));
+      }
+    }
+  }
+}
+
+std::string to_json(const Schedule& s) {
+  nlohmann::json j;
+  j["strategy"] = s.strategy;
+  j["period"] = s.period;
+  j["dispatch"] = {{"policy", to_string(s.dispatch.kind)},
+                   {"credit_B", s.dispatch.credit},
+                   {"windows", s.dispatch.windows}};
+  j["easgd"] = {{"alpha", s.easgd.alpha}, {"beta", s.easgd.beta}};
+  j["options"] = nlohmann::json::parse(s.options_json.empty() ? "{}" : s.options_json);
+  auto& iterations = j["iterations"] = nlohmann::json::array();
+  for (const auto& ops : s.iterations) {
+    auto list = nlohmann::json::array();
+    for (const CommOp& op : ops) {
+      auto chunks = nlohmann::json::array();
+      for (const Chunk& c : op.chunks) chunks.push_back({c.layer, c.offset, c.length});
+      list.push_back({{"kind", to_string(op.kind)},
+                      {"chunks", chunks},
+                      {"ready_after", op.ready_after},
+                      {"release_offset_s", op.release_offset},
+                      {"priority", op.priority},
+                      {"needed_by", op.needed_by},
+                      {"server", op.server}});
+    }
+    iterations.push_back(std::move(list));
+  }
+  return j.dump(1);
+}
+
+}  // namespace weft

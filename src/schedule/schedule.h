@@ -1,0 +1,116 @@
+// The Schedule: weft's shared intermediate representation (SPEC §1.3).
+//
+// A scheduler is a pure function (profile, cluster, options) -> Schedule. The
+// simulator and the runtime both execute a Schedule and nothing else; neither
+// knows which strategy produced it. See Note [One schedule, two executors].
+//
+// Note [One schedule, two executors]
+// ----------------------------------
+// Everything a strategy decides is in this data: which bytes travel together
+// (chunks of an operation), when they may leave (ready + release offset), in what
+// order (priority, dispatch policy) and who waits for them (needed_by). The
+// dispatch policy is interpreted by one class, Dispatcher (schedule/dispatcher.h),
+// which both executors drive with their own clock: simulated events or real
+// completions. A strategy that needs behaviour not expressible here extends this
+// IR; it never adds a branch to an executor.
+//
+// Layers are 0-based in forward order (SPEC's layer l is index l-1).
+//
+// Thread-safety: plain data.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "units/units.h"
+
+namespace weft {
+
+struct Profile;
+
+// A contiguous byte range of one layer's parameters (or gradients).
+struct Chunk {
+  int layer = 0;
+  Bytes offset = 0;
+  Bytes length = 0;
+};
+
+enum class OpKind {
+  kAverageGradients,   // all-reduce (mean) of gradients, then the optimizer step
+  kAverageParameters,  // local optimizer step first, then all-reduce (mean) of parameters
+  kParameterServer,    // push to the server, server update (EASGD), pull
+};
+std::string_view to_string(OpKind kind);
+
+// needed_by value meaning "before the first forward of the next iteration".
+inline constexpr int kBarrier = -1;
+
+// One communication operation: the unit the dispatcher sends (possibly fused with
+// others into one message by the window policy).
+struct CommOp {
+  std::vector<Chunk> chunks;      // what; fused into one flat buffer in this order
+  OpKind kind = OpKind::kAverageGradients;
+  int ready_after = 0;            // layer whose backward (this iteration) produces the data
+  std::vector<Seconds> release_offset;  // per worker delay after ready; empty = all 0
+  int priority = 0;               // smaller is sent first (credit and window policies)
+  int needed_by = kBarrier;       // layer whose forward in the next iteration waits
+  int server = 0;                 // parameter server holding these chunks (kParameterServer)
+
+  Bytes bytes() const;
+  Seconds release(int worker) const {
+    return release_offset.empty() ? 0.0 : release_offset[static_cast<size_t>(worker)];
+  }
+};
+
+struct DispatchPolicy {
+  enum class Kind {
+    kInOrder,  // one message at a time, operations in list order (across iterations too)
+    kCredit,   // ready ops by priority; start while bytes in flight + op <= credit
+               // (one op is always allowed when nothing is in flight)
+    kWindows,  // one message at a time; message k of an iteration fuses the
+               // windows[k] highest-priority ready ops (1 past the sequence's end)
+  };
+  Kind kind = Kind::kInOrder;
+  Bytes credit = 0;          // kCredit
+  std::vector<int> windows;  // kWindows
+};
+std::string_view to_string(DispatchPolicy::Kind kind);
+
+// EASGD coefficients for parameter-server schedules (SPEC §4.4).
+struct Easgd {
+  double alpha = 0;  // elastic pull of a worker towards the centre
+  double beta = 0;   // moving rate of the centre
+};
+
+struct Schedule {
+  std::string strategy;
+  int period = 1;
+  // iterations[i] are the operations of iteration i of the period; global
+  // iteration t uses iterations[t % period].
+  std::vector<std::vector<CommOp>> iterations;
+  DispatchPolicy dispatch;
+  Easgd easgd;               // used by kParameterServer operations
+  std::string options_json;  // a JSON object: what the strategy was run with ("{}" if none)
+
+  const std::vector<CommOp>& ops(int global_iteration) const {
+    return iterations[static_cast<size_t>(global_iteration % period)];
+  }
+};
+
+// Checks the invariants every executor relies on; THROWS std::logic_error naming
+// the iteration, operation and values that break them:
+// - period >= 1 and iterations.size() == period;
+// - every chunk lies inside its layer; no byte is sent twice in one iteration;
+// - gradient schedules (kAverageGradients) cover every byte of every layer in every
+//   iteration; parameter and PS schedules cover every byte at least once per period;
+// - ready_after and needed_by name existing layers (needed_by may be kBarrier), and
+//   an operation is ready only after the backward of every layer it carries
+//   (ready_after <= min layer of its chunks, since backward runs L-1..0);
+// - release offsets are empty or one per worker and >= 0;
+// - kWindows has windows >= 1; kCredit has credit > 0.
+void validate(const Schedule& schedule, const Profile& profile, int workers);
+
+// JSON for inspection (`weft simulate --schedule-out`); not read back.
+std::string to_json(const Schedule& schedule);
+
+}  // namespace weft

@@ -1,0 +1,54 @@
+// The strategies (SPEC §2): pure functions from (profile, cluster, options) to a
+// Schedule, and the registry that names them.
+//
+// A scheduler includes only the profile, cost-model and schedule headers: never the
+// simulator or the runtime. Searches that need the simulator (tuning S_p, credit)
+// live in the planner (plan/planner.h), which calls schedulers with options fixed.
+//
+// Thread-safety: pure functions over constant tables.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cost/cluster.h"
+#include "profile/profile.h"
+#include "schedule/schedule.h"
+
+namespace weft {
+
+struct StrategyOptions {
+  int H = 5;                       // local SGD period (flsgd, plsgd, dreamddp*)
+  int T = 3;                       // interleaving period (ps-interleaved)
+  std::optional<Bytes> partition;  // S_p for bytescheduler/dcredit; unset = default
+  std::optional<Bytes> credit;     // C for bytescheduler; unset = default
+  std::optional<double> easgd_alpha;  // unset = beta / P
+  double easgd_beta = 0.9;
+};
+
+using SchedulerFn = Schedule (*)(const Profile&, const Cluster&, const StrategyOptions&);
+
+enum class Family { kSynchronous, kLocalSgd, kParameterServer };
+
+struct StrategyInfo {
+  std::string_view name;
+  Family family;
+  Arch arch;                 // the architecture it runs on
+  std::string_view summary;  // one line, for --help and the README table
+  SchedulerFn make;
+};
+
+// Every strategy, in the order tables print them.
+const std::vector<StrategyInfo>& strategies();
+// THROWS UsageError listing the accepted names.
+const StrategyInfo& find_strategy(std::string_view name);
+
+// S-SGD (schedulers/sync.cc).
+Schedule make_ssgd(const Profile&, const Cluster&, const StrategyOptions&);
+Schedule make_wfbp(const Profile&, const Cluster&, const StrategyOptions&);
+Schedule make_ddp(const Profile&, const Cluster&, const StrategyOptions&);
+Schedule make_mgwfbp(const Profile&, const Cluster&, const StrategyOptions&);
+
+}  // namespace weft

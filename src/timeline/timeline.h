@@ -1,0 +1,62 @@
+// Timeline: what an executor did, event by event, and its summary (SPEC §1.3).
+//
+// Both executors write this same structure: the simulator predicts it, the runtime
+// measures it. It is written as Chrome trace JSON (opens in Perfetto and
+// chrome://tracing): one process per worker (pid = worker, servers after workers),
+// one thread per lane ("compute", "comm", a link's name, ...), complete ("X")
+// events in microseconds, args {iteration, layer, bytes}.
+//
+// Thread-safety: plain data; the writer is a pure function plus one file write.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "units/units.h"
+
+namespace weft {
+
+struct Event {
+  int worker = 0;        // a worker rank; servers are numbered after the workers
+  std::string lane;      // "compute", "comm", "server", or a link name
+  std::string name;      // "fp conv1", "bp conv1", "allreduce 3 ops", "push g2", ...
+  Seconds start = 0;
+  Seconds end = 0;
+  int iteration = 0;
+  int layer = -1;        // -1 when the event spans several layers
+  Bytes bytes = 0;
+};
+
+struct Summary {
+  Seconds iteration = 0;       // mean, over whole periods in steady state
+  Seconds compute = 0;         // forward + backward (+ optimizer) of one iteration
+  Seconds exposed_comm = 0;    // iteration − compute
+  double link_utilisation = 0; // busy fraction of the busiest link, over the measured span
+  int iterations = 0;          // how many iterations the figures average over
+  int peak_server_incast = 0;  // most concurrent pushes into one server (PS only)
+  double server_busy = 0;      // busy fraction of the busiest server link (PS only)
+};
+
+struct Timeline {
+  std::string source;          // "simulated" or "measured"
+  std::string strategy;
+  std::vector<std::string> process_names;  // index = worker id in events
+  std::vector<Event> events;
+  Summary summary;
+};
+
+// Chrome trace JSON, written atomically (temporary file, then rename). Several
+// timelines (a prediction and a measurement) can go into one file: each becomes
+// its own set of processes, labelled "<source> <strategy> <process name>".
+// THROWS std::runtime_error naming the file if it cannot be written.
+void write_chrome_trace(const std::vector<const Timeline*>& timelines,
+                        const std::filesystem::path& file);
+void write_chrome_trace(const Timeline& timeline, const std::filesystem::path& file);
+std::string chrome_trace_json(const std::vector<const Timeline*>& timelines);
+
+// The summary as a JSON object (keys iteration_s, compute_s, exposed_comm_s,
+// link_utilisation, iterations, and for PS peak_server_incast, server_busy).
+std::string summary_json(const Summary& summary);
+
+}  // namespace weft
