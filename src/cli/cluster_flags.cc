@@ -1,0 +1,109 @@
+#include "cli/cluster_flags.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "profile/zoo.h"
+
+namespace weft::cli {
+
+void add_model_flags(CLI::App& command, ModelFlags& flags) {
+  command.add_option("--model", flags.model, "zoo model: " + fmt::format("{}", fmt::join(zoo_models(), ", ")))
+      ->capture_default_str();
+  command.add_option("--profile", flags.profile_file,
+                     "a profile JSON (SPEC §6, e.g. from `weft profile --out`); overrides --model");
+  command.add_option("--batch", flags.batch, "samples per worker per iteration (zoo models)")
+      ->capture_default_str();
+  command.add_option("--device", flags.device, "device preset for zoo compute times")->capture_default_str();
+  command.add_option("--seq", flags.sequence_length, "sequence length of transformer zoo models (0 = model default)")
+      ->capture_default_str();
+}
+
+void add_cluster_flags(CLI::App& command, ClusterFlags& flags) {
+  command.add_option("--workers,-P", flags.workers, "number of workers P")->capture_default_str();
+  command.add_option("--bandwidth,-B", flags.bandwidth, "each worker's link: 100Mbit, 1Gbit, 10MB/s, bytes/s")
+      ->capture_default_str();
+  command.add_option("--latency", flags.latency, "per-message latency alpha: 50us, 2ms, 0")->capture_default_str();
+  command.add_option("--arch", flags.arch, "allreduce | ps")->capture_default_str();
+  command.add_option("--servers", flags.servers, "parameter servers (--arch ps)")->capture_default_str();
+  command.add_option("--server-bandwidth", flags.server_bandwidth,
+                     "each server's link (--arch ps); default: same as --bandwidth");
+  command.add_option("--network", flags.network_file,
+                     "all-reduce fit T(n) = a + b*n from `weft profile --network --out FILE`; "
+                     "replaces --bandwidth/--latency for all-reduce costs");
+}
+
+void add_strategy_flags(CLI::App& command, StrategyFlags& flags) {
+  command.add_option("--H", flags.H, "local SGD period H (flsgd, plsgd, dreamddp, dreamddp-opt)")
+      ->capture_default_str();
+  command.add_option("--T", flags.T, "interleaving period T (ps-interleaved)")->capture_default_str();
+  command.add_option("--partition", flags.partition,
+                     "block size S_p for bytescheduler/dcredit, e.g. 4MiB (default: tuned)");
+  command.add_option("--credit", flags.credit, "credit C for bytescheduler, e.g. 16MiB (default: tuned)");
+  command.add_option("--easgd-alpha", flags.easgd_alpha, "EASGD elastic coefficient (default: beta / P)");
+  command.add_option("--easgd-beta", flags.easgd_beta, "EASGD centre moving rate")->capture_default_str();
+}
+
+Profile load_model(const ModelFlags& flags) {
+  if (!flags.profile_file.empty()) return load_profile(flags.profile_file);
+  if (flags.batch < 1) throw UsageError(fmt::format("--batch {}: expected an integer >= 1", flags.batch));
+  return zoo_profile(flags.model, {.batch = flags.batch, .device = flags.device,
+                                   .sequence_length = flags.sequence_length});
+}
+
+namespace {
+FittedAllReduce load_fit(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw UsageError(fmt::format("--network {}: cannot read the file", file));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    const auto j = nlohmann::json::parse(text.str());
+    FittedAllReduce fit{.a = j.at("a_s").get<double>(), .b = j.at("b_s_per_byte").get<double>()};
+    if (!(fit.a >= 0) || !(fit.b > 0)) {
+      throw UsageError(fmt::format("--network {}: a_s = {} must be >= 0 and b_s_per_byte = {} > 0",
+                                   file, fit.a, fit.b));
+    }
+    return fit;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("--network {}: expected a JSON object with numbers a_s and "
+                                 "b_s_per_byte (as `weft profile --network --out` writes): {}",
+                                 file, e.what()));
+  }
+}
+}  // namespace
+
+Cluster make_cluster(const ClusterFlags& flags) {
+  Cluster c;
+  c.workers = flags.workers;
+  c.bandwidth = parse_bandwidth(flags.bandwidth);
+  c.latency = parse_duration(flags.latency);
+  c.arch = parse_arch(flags.arch);
+  c.servers = flags.servers;
+  if (!flags.server_bandwidth.empty()) c.server_bandwidth = parse_bandwidth(flags.server_bandwidth);
+  if (!flags.network_file.empty()) c.fitted = load_fit(flags.network_file);
+  validate(c);
+  return c;
+}
+
+StrategyOptions make_strategy_options(const StrategyFlags& flags) {
+  if (flags.H < 1) throw UsageError(fmt::format("--H {}: expected an integer >= 1", flags.H));
+  if (flags.T < 1) throw UsageError(fmt::format("--T {}: expected an integer >= 1", flags.T));
+  if (!(flags.easgd_beta > 0 && flags.easgd_beta <= 1)) {
+    throw UsageError(fmt::format("--easgd-beta {}: expected a number in (0, 1]", flags.easgd_beta));
+  }
+  StrategyOptions o;
+  o.H = flags.H;
+  o.T = flags.T;
+  if (!flags.partition.empty()) o.partition = parse_bytes(flags.partition);
+  if (!flags.credit.empty()) o.credit = parse_bytes(flags.credit);
+  if (flags.easgd_alpha >= 0) o.easgd_alpha = flags.easgd_alpha;
+  o.easgd_beta = flags.easgd_beta;
+  return o;
+}
+
+}  // namespace weft::cli

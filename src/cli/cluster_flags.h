@@ -1,0 +1,54 @@
+// Command-line flags shared by the commands that describe a model and a cluster
+// (`weft plan`, `weft simulate`, `weft train`): how they are declared, their
+// defaults, and how they become a Profile, a Cluster and StrategyOptions.
+#pragma once
+
+#include <string>
+
+#include "cost/cluster.h"
+#include "profile/profile.h"
+#include "schedulers/strategies.h"
+
+namespace CLI {
+class App;
+}
+
+namespace weft::cli {
+
+struct ModelFlags {
+  std::string model = "gpt2";  // a zoo model
+  std::string profile_file;    // overrides --model
+  int batch = 32;
+  std::string device = "v100";
+  int sequence_length = 0;
+};
+
+struct ClusterFlags {
+  int workers = 16;
+  std::string bandwidth = "1Gbit";
+  std::string latency = "50us";
+  std::string arch = "allreduce";
+  int servers = 1;
+  std::string server_bandwidth;  // empty = same as --bandwidth
+  std::string network_file;      // a fit from `weft profile --network --out FILE`
+};
+
+struct StrategyFlags {
+  int H = 5;
+  int T = 3;
+  std::string partition;  // empty = tuned
+  std::string credit;     // empty = tuned
+  double easgd_alpha = -1;  // < 0 = beta / P
+  double easgd_beta = 0.9;
+};
+
+void add_model_flags(CLI::App& command, ModelFlags& flags);
+void add_cluster_flags(CLI::App& command, ClusterFlags& flags);
+void add_strategy_flags(CLI::App& command, StrategyFlags& flags);
+
+// THROW UsageError naming the flag, the value and what is accepted.
+Profile load_model(const ModelFlags& flags);
+Cluster make_cluster(const ClusterFlags& flags);
+StrategyOptions make_strategy_options(const StrategyFlags& flags);
+
+}  // namespace weft::cli

@@ -1,0 +1,43 @@
+// weft: communication scheduling for data-parallel training. One binary, one
+// subcommand per verb (SPEC §5). Exit status: 0 success, 2 bad input, 1 failure.
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "units/units.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft: schedules the communication of data-parallel training so it hides behind "
+               "computation.\nPlan and simulate strategies, train for real over Gloo, emulate slow links."};
+  app.require_subcommand(1);
+  int exit_status = 0;
+  weft::cli::add_plan(app, exit_status);
+  weft::cli::add_simulate(app, exit_status);
+#ifdef WEFT_HAVE_RUNTIME
+  weft::cli::add_train(app, exit_status);
+  weft::cli::add_profile(app, exit_status);
+#endif
+  weft::cli::add_netem(app, exit_status);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and the usage hint
+    return 2;
+  } catch (const weft::UsageError& e) {
+    std::cerr << "weft: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "weft: failed: " << e.what() << "\n";
+    return 1;
+  }
+  return exit_status;
+}

@@ -1,0 +1,171 @@
+// `weft plan` and `weft simulate`: the planner and the simulator on the command line.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cluster_flags.h"
+#include "cli/commands.h"
+#include "plan/planner.h"
+#include "sim/simulator.h"
+
+namespace weft::cli {
+namespace {
+
+struct PlanFlags {
+  ModelFlags model;
+  ClusterFlags cluster;
+  StrategyFlags strategy;
+  std::vector<std::string> strategies;
+  bool json = false;
+  bool no_tune = false;
+  std::string trace;
+};
+
+std::string short_options(const Schedule& s) {
+  const auto j = nlohmann::json::parse(s.options_json.empty() ? "{}" : s.options_json);
+  std::string out;
+  for (const auto& [key, value] : j.items()) {
+    if (!value.is_primitive()) continue;  // sets and windows are in --json
+    out += (out.empty() ? "" : " ") + key + "=" + value.dump();
+  }
+  return out;
+}
+
+void print_table(const Plan& plan) {
+  const Cluster& c = plan.cluster;
+  fmt::print("{} on {} workers, {} links, latency {}, {}{}\n", plan.model, c.workers,
+             format_bandwidth(c.bandwidth), format_duration(c.latency), to_string(c.arch),
+             c.fitted ? fmt::format(" (fitted a={} b={:.3g}s/B)", format_duration(c.fitted->a), c.fitted->b)
+                      : "");
+  fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>9}  {}\n", "strategy", "period", "iteration",
+             "compute", "exposed comm", "vs wfbp", "options");
+  for (const PlannedStrategy& s : plan.strategies) {
+    const Summary& sum = s.timeline.summary;
+    fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>8.2f}x  {}{}\n", s.name, s.schedule.period,
+               format_duration(sum.iteration), format_duration(sum.compute),
+               format_duration(sum.exposed_comm), s.speedup_vs_wfbp, short_options(s.schedule),
+               s.name == plan.recommended ? "  <- recommended" : "");
+  }
+}
+
+void run_plan(const PlanFlags& flags) {
+  const Profile profile = load_model(flags.model);
+  const Cluster cluster = make_cluster(flags.cluster);
+  PlanOptions options{.strategies = flags.strategies,
+                      .strategy = make_strategy_options(flags.strategy),
+                      .tune = !flags.no_tune,
+                      .record_iterations = flags.trace.empty() ? 0 : 3};
+  const Plan plan = weft::plan(profile, cluster, options);
+  if (flags.json) {
+    fmt::print("{}\n", plan_json(plan));
+  } else {
+    print_table(plan);
+  }
+  if (!flags.trace.empty()) {
+    std::vector<const Timeline*> timelines;
+    for (const PlannedStrategy& s : plan.strategies) timelines.push_back(&s.timeline);
+    write_chrome_trace(timelines, flags.trace);
+    if (!flags.json) fmt::print("trace: {} (open in https://ui.perfetto.dev)\n", flags.trace);
+  }
+}
+
+struct SimulateFlags {
+  ModelFlags model;
+  ClusterFlags cluster;
+  StrategyFlags strategy;
+  std::string name = "wfbp";
+  int iterations = 0;
+  bool json = false;
+  bool no_tune = false;
+  std::string trace;
+  int trace_iterations = 5;
+  std::string schedule_out;
+};
+
+void write_file_atomically(const std::string& file, const std::string& text) {
+  const std::string temp = file + ".tmp";
+  {
+    std::ofstream out(temp);
+    out << text;
+    if (!out) {
+      std::remove(temp.c_str());
+      throw UsageError(fmt::format("cannot write {}", file));
+    }
+  }
+  if (std::rename(temp.c_str(), file.c_str()) != 0) {
+    std::remove(temp.c_str());
+    throw UsageError(fmt::format("cannot write {}", file));
+  }
+}
+
+void run_simulate(const SimulateFlags& flags) {
+  if (flags.iterations < 0) throw UsageError(fmt::format("--iterations {}: expected >= 0", flags.iterations));
+  const Profile profile = load_model(flags.model);
+  const Cluster cluster = make_cluster(flags.cluster);
+  PlanOptions options{.strategies = {flags.name},
+                      .strategy = make_strategy_options(flags.strategy),
+                      .tune = !flags.no_tune};
+  // The planner resolves and tunes the strategy; the run itself is simulated here
+  // with the requested length and recording.
+  const Plan plan = weft::plan(profile, cluster, options);
+  const PlannedStrategy& chosen = plan.strategies.at(0);
+  const Timeline timeline = simulate(chosen.schedule, profile, cluster,
+                                     {.iterations = flags.iterations,
+                                      .record_iterations = flags.trace.empty() ? 0 : flags.trace_iterations});
+  if (!flags.schedule_out.empty()) write_file_atomically(flags.schedule_out, to_json(chosen.schedule));
+  if (!flags.trace.empty()) write_chrome_trace(timeline, flags.trace);
+  if (flags.json) {
+    fmt::print("{}\n", summary_json(timeline.summary));
+    return;
+  }
+  const Summary& s = timeline.summary;
+  fmt::print("{} {} on {} workers at {}: {} iterations simulated\n", plan.model, flags.name,
+             cluster.workers, format_bandwidth(cluster.bandwidth), s.iterations);
+  fmt::print("  iteration     {}\n  compute       {}\n  exposed comm  {}\n  link busy     {:.0f}%\n",
+             format_duration(s.iteration), format_duration(s.compute), format_duration(s.exposed_comm),
+             100 * s.link_utilisation);
+  if (cluster.arch == Arch::kParameterServer) {
+    fmt::print("  peak incast   {} pushes into one server\n  server busy   {:.0f}%\n", s.peak_server_incast,
+               100 * s.server_busy);
+  }
+  if (!flags.trace.empty()) fmt::print("trace: {}\n", flags.trace);
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app, int& exit_status) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand("plan", "Predict every strategy's iteration time and recommend one");
+  add_model_flags(*cmd, flags->model);
+  add_cluster_flags(*cmd, flags->cluster);
+  add_strategy_flags(*cmd, flags->strategy);
+  cmd->add_option("--strategy", flags->strategies, "only these strategies (repeatable; default: all for --arch)");
+  cmd->add_flag("--json", flags->json, "print the plan as JSON (SPEC §6)");
+  cmd->add_flag("--no-tune", flags->no_tune, "use default partition/credit instead of searching them");
+  cmd->add_option("--trace", flags->trace, "write the predicted timelines of every strategy (Chrome trace JSON)");
+  cmd->callback([flags] { run_plan(*flags); });
+}
+
+void add_simulate(CLI::App& app, int& exit_status) {
+  auto flags = std::make_shared<SimulateFlags>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Simulate one strategy for N iterations");
+  add_model_flags(*cmd, flags->model);
+  add_cluster_flags(*cmd, flags->cluster);
+  add_strategy_flags(*cmd, flags->strategy);
+  cmd->add_option("--strategy", flags->name, "the strategy")->capture_default_str();
+  cmd->add_option("--iterations,-n", flags->iterations, "iterations to simulate (0 = enough for a steady state)")
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json, "print the summary as JSON");
+  cmd->add_flag("--no-tune", flags->no_tune, "use default partition/credit instead of searching them");
+  cmd->add_option("--trace", flags->trace, "write the timeline (Chrome trace JSON, opens in Perfetto)");
+  cmd->add_option("--trace-iterations", flags->trace_iterations, "iterations recorded in --trace")
+      ->capture_default_str();
+  cmd->add_option("--schedule-out", flags->schedule_out, "write the schedule as JSON");
+  cmd->callback([flags] { run_simulate(*flags); });
+}
+
+}  // namespace weft::cli

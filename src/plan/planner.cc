@@ -1,0 +1,116 @@
+#include "plan/planner.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "plan/tuning.h"
+#include "sim/simulator.h"
+
+namespace weft {
+namespace {
+
+std::vector<const StrategyInfo*> selected(const Cluster& cluster, const PlanOptions& options) {
+  std::vector<const StrategyInfo*> out;
+  if (options.strategies.empty()) {
+    for (const StrategyInfo& info : strategies()) {
+      if (info.arch == cluster.arch) out.push_back(&info);
+    }
+    return out;
+  }
+  for (const std::string& name : options.strategies) {
+    const StrategyInfo& info = find_strategy(name);
+    if (info.arch != cluster.arch) {
+      std::string fitting;
+      for (const StrategyInfo& other : strategies()) {
+        if (other.arch == cluster.arch) fitting += (fitting.empty() ? "" : ", ") + std::string(other.name);
+      }
+      throw UsageError(fmt::format("--strategy {} runs on --arch {}, not {}; for --arch {} use: {}",
+                                   name, to_string(info.arch), to_string(cluster.arch),
+                                   to_string(cluster.arch), fitting));
+    }
+    out.push_back(&info);
+  }
+  return out;
+}
+
+PlannedStrategy evaluate(const StrategyInfo& info, const Profile& profile, const Cluster& cluster,
+                         const PlanOptions& options) {
+  const StrategyOptions chosen =
+      options.tune ? tune(info, profile, cluster, options.strategy) : options.strategy;
+  PlannedStrategy out;
+  out.name = std::string(info.name);
+  out.schedule = info.make(profile, cluster, chosen);
+  out.timeline = simulate(out.schedule, profile, cluster, {.record_iterations = options.record_iterations});
+  return out;
+}
+
+}  // namespace
+
+Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& options) {
+  validate(profile);
+  validate(cluster);
+  Plan result;
+  result.model = profile.model;
+  result.cluster = cluster;
+
+  // The reference is WFBP all-reduce on the same workers and links, whatever the
+  // architecture under study (seed 000 compares PS against it too).
+  Cluster reference = cluster;
+  reference.arch = Arch::kAllReduce;
+  const StrategyInfo& wfbp = find_strategy("wfbp");
+  result.wfbp_iteration = simulate(wfbp.make(profile, reference, options.strategy), profile, reference)
+                              .summary.iteration;
+
+  for (const StrategyInfo* info : selected(cluster, options)) {
+    PlannedStrategy row = evaluate(*info, profile, cluster, options);
+    row.speedup_vs_wfbp = result.wfbp_iteration / row.timeline.summary.iteration;
+    result.strategies.push_back(std::move(row));
+  }
+  const auto best = std::min_element(
+      result.strategies.begin(), result.strategies.end(), [](const auto& a, const auto& b) {
+        return a.timeline.summary.iteration < b.timeline.summary.iteration;
+      });
+  if (best != result.strategies.end()) result.recommended = best->name;
+  return result;
+}
+
+std::string plan_json(const Plan& plan) {
+  nlohmann::json j;
+  j["model"] = plan.model;
+  j["workers"] = plan.cluster.workers;
+  j["bandwidth_Bps"] = plan.cluster.bandwidth;
+  j["latency_s"] = plan.cluster.latency;
+  j["arch"] = to_string(plan.cluster.arch);
+  if (plan.cluster.arch == Arch::kParameterServer) {
+    j["servers"] = plan.cluster.servers;
+    j["server_bandwidth_Bps"] =
+        plan.cluster.server_bandwidth > 0 ? plan.cluster.server_bandwidth : plan.cluster.bandwidth;
+  }
+  if (plan.cluster.fitted) {
+    j["fitted"] = {{"a_s", plan.cluster.fitted->a}, {"b_s_per_byte", plan.cluster.fitted->b}};
+  }
+  auto& rows = j["strategies"] = nlohmann::json::array();
+  for (const PlannedStrategy& s : plan.strategies) {
+    const Summary& sum = s.timeline.summary;
+    nlohmann::json row = {{"name", s.name},
+                          {"period", s.schedule.period},
+                          {"iteration_s", sum.iteration},
+                          {"compute_s", sum.compute},
+                          {"exposed_comm_s", sum.exposed_comm},
+                          {"speedup_vs_wfbp", s.speedup_vs_wfbp},
+                          {"options", nlohmann::json::parse(s.schedule.options_json.empty()
+                                                                ? "{}"
+                                                                : s.schedule.options_json)}};
+    if (plan.cluster.arch == Arch::kParameterServer) {
+      row["peak_server_incast"] = sum.peak_server_incast;
+      row["server_busy"] = sum.server_busy;
+    }
+    rows.push_back(std::move(row));
+  }
+  j["recommended"] = plan.recommended;
+  return j.dump(2);
+}
+
+}  // namespace weft

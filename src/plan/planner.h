@@ -1,0 +1,49 @@
+// The planner: predicts every strategy's iteration time for a model and a cluster
+// with the simulator, tunes what can be tuned, and recommends one (SPEC §5 `weft
+// plan`, §6 plan output).
+//
+// Thread-safety: plan() is a pure function.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cost/cluster.h"
+#include "profile/profile.h"
+#include "schedule/schedule.h"
+#include "schedulers/strategies.h"
+#include "timeline/timeline.h"
+
+namespace weft {
+
+struct PlanOptions {
+  // Strategies to evaluate; empty = every strategy for the cluster's architecture.
+  std::vector<std::string> strategies;
+  StrategyOptions strategy;  // H, T, partition, credit, EASGD; unset values are tuned
+  bool tune = true;          // search the strategy's free parameters (plan/tuning.h)
+  int record_iterations = 0; // keep events of the first N iterations (for --trace)
+};
+
+struct PlannedStrategy {
+  std::string name;
+  Schedule schedule;
+  Timeline timeline;        // simulated; events only if record_iterations > 0
+  double speedup_vs_wfbp = 0;
+};
+
+struct Plan {
+  std::string model;
+  Cluster cluster;
+  std::vector<PlannedStrategy> strategies;  // in the registry's order
+  Seconds wfbp_iteration = 0;               // the reference (all-reduce WFBP)
+  std::string recommended;                  // the fastest strategy
+};
+
+// THROWS UsageError for an unknown strategy name or one that does not run on the
+// cluster's architecture (naming the ones that do), and for invalid options.
+Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& options = {});
+
+// The JSON object of SPEC §6.
+std::string plan_json(const Plan& plan);
+
+}  // namespace weft
