@@ -1,0 +1,39 @@
+// The strategy registry: one row per strategy of SPEC §2, in the order of its
+// tables. Adding a strategy is one row here plus its make_ function.
+
+#include "schedulers/strategies.h"
+
+#include <string>
+
+namespace weft {
+
+const std::vector<StrategyInfo>& strategies() {
+  using enum Family;
+  static const std::vector<StrategyInfo> table = {
+      // S-SGD (schedulers/sync.cc)
+      {"ssgd", kSynchronous, Arch::kAllReduce,
+       "no overlap: all gradients in one all-reduce after the whole backward", make_ssgd},
+      {"wfbp", kSynchronous, Arch::kAllReduce,
+       "wait-free backprop: each layer all-reduced when its backward ends", make_wfbp},
+      {"ddp", kSynchronous, Arch::kAllReduce,
+       "PyTorch DDP buckets: reverse layer order, 1 MiB first bucket, then 25 MiB", make_ddp},
+      {"mgwfbp", kSynchronous, Arch::kAllReduce,
+       "merged-gradient WFBP: the optimal contiguous merging of layers", make_mgwfbp},
+      // bytescheduler, dcredit
+      // Local SGD: flsgd, plsgd, dreamddp, dreamddp-opt
+      // Parameter server: ps, ps-interleaved
+  };
+  return table;
+}
+
+const StrategyInfo& find_strategy(std::string_view name) {
+  std::string accepted;
+  for (const StrategyInfo& info : strategies()) {
+    if (info.name == name) return info;
+    accepted += accepted.empty() ? "" : ", ";
+    accepted += info.name;
+  }
+  throw UsageError("unknown strategy '" + std::string(name) + "'; accepted: " + accepted);
+}
+
+}  // namespace weft
