@@ -1,0 +1,64 @@
+// `weft profile --network`: measures real Gloo all-reduces between K processes
+// and fits the cost model T(n) = a + b·n (SPEC §1.2) by least squares, so that the
+// planner can predict with this network's numbers (`weft plan --network FILE`).
+//
+// Like run_train, run_network_profile plays both roles (Note [Launcher and
+// workers] in runtime/launcher.h): with `nproc` it spawns that many copies of the
+// current command line and supervises them; inside a worker it measures. Rank 0
+// prints the fit and writes `out`.
+//
+// Output file (JSON object; the keys `a_s` and `b_s_per_byte` are what
+// `--network FILE` reads):
+//   {"a_s": 1.2e-4, "b_s_per_byte": 8.1e-10, "bandwidth_Bps": 1.23e9,
+//    "workers": 2, "r2": 0.9998, "max_relative_error": 0.04,
+//    "points": [{"bytes": 4096, "seconds": 1.3e-4, "fitted_s": 1.2e-4}, ...]}
+// `bandwidth_Bps` is 1/b, the all-reduce's effective rate (for a ring on links of
+// bandwidth B it is B·P / (2(P−1))), not the link's own rate.
+//
+// Thread-safety: run_network_profile once per process; fit_linear is pure.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "units/units.h"
+
+namespace weft::runtime {
+
+struct NetworkProfileOptions {
+  std::optional<int> nproc;         // spawn this many local workers; unset = worker or alone
+  Bytes min_bytes = 4 << 10;        // smallest message (4 KiB)
+  Bytes max_bytes = 64 << 20;       // largest message (64 MiB); sizes grow by 4x
+  int repeats = 5;                  // timed all-reduces per size (after one warm-up)
+  std::filesystem::path out;        // the fit as JSON; empty = print only
+  Seconds failure_timeout = 60;     // as TrainOptions::failure_timeout
+};
+
+// One measured size: the median of the repeats on rank 0.
+struct NetworkPoint {
+  Bytes bytes = 0;
+  Seconds seconds = 0;
+};
+
+struct NetworkFit {
+  Seconds a = 0;                 // startup, seconds
+  double b = 0;                  // seconds per byte
+  double r2 = 0;                 // coefficient of determination of the fit
+  double max_relative_error = 0; // max over points of |fit − measured| / measured
+};
+
+// Ordinary least squares of seconds against bytes. a is clamped at 0 (a negative
+// intercept is noise on a fast network) and b refitted through the origin then.
+// REQUIRES at least two points with distinct sizes; THROWS std::invalid_argument
+// otherwise.
+NetworkFit fit_linear(const std::vector<NetworkPoint>& points);
+
+// THROWS UsageError naming the option: sizes must satisfy 0 < min <= max, repeats
+// >= 1, nproc >= 1 when set, failure_timeout > 0.
+void validate(const NetworkProfileOptions& options);
+
+// Measures and reports as described above; returns the process exit status.
+int run_network_profile(const NetworkProfileOptions& options);
+
+}  // namespace weft::runtime
