@@ -1,0 +1,110 @@
+// Network: a fluid, max-min fair model of flows sharing links (SPEC §1.2).
+//
+// A flow (cost/cluster.h) first spends its `startup` seconds using no bandwidth, then
+// transfers `volume` bytes across every link in its `links` at one rate. At every
+// instant the rates of the transferring flows are the max-min fair allocation over
+// the link capacities (progressive filling: the most contended link fixes the rate
+// of its flows, which are then removed, and so on). Rates change only when a flow
+// starts transferring or finishes, so the model is exact between those events: no
+// time stepping, and times are computed in closed form.
+//
+// The network holds a clock but never advances it by itself: its owner (the
+// simulator) asks for the time of the next network event, merges it with its own
+// events, and advances the network to each event in time order.
+//
+// Cost: an event touches only the flows in flight and the links they cross, so the
+// common case of one to three concurrent flows costs a few dozen operations.
+//
+// Thread-safety: not thread-safe; one Network per simulation.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "cost/cluster.h"
+#include "units/units.h"
+
+namespace weft {
+
+class Network {
+ public:
+  using FlowId = int;
+  static constexpr Seconds kNever = std::numeric_limits<Seconds>::infinity();
+
+  // REQUIRES: every capacity is finite and > 0.
+  explicit Network(LinkSet links);
+
+  // Starts `flow` at time `now`; its startup begins now. Returns an id, valid until
+  // the flow is reported finished by advance() (ids are then reused).
+  // REQUIRES: time() <= now <= next_event(); every link id exists; startup and
+  // volume >= 0. THROWS std::logic_error naming the values otherwise.
+  FlowId start(Flow flow, Seconds now);
+
+  // The time of the next event (a startup ending or a flow finishing); kNever when
+  // no flow is in flight.
+  Seconds next_event() const { return next_event_; }
+
+  // Moves the clock to `t` and returns the flows that finished at `t`, in a
+  // deterministic order. The reference is valid until the next call on this object.
+  // REQUIRES: time() <= t <= next_event(). THROWS std::logic_error otherwise.
+  const std::vector<FlowId>& advance(Seconds t);
+
+  Seconds time() const { return now_; }
+  int flows_in_flight() const { return in_flight_; }
+
+  // The current rate of a transferring flow, in bytes/s per link; 0 during startup.
+  BytesPerSecond rate(FlowId id) const { return flows_[static_cast<size_t>(id)].rate; }
+
+  // Seconds, up to time(), during which at least one flow was transferring on `link`.
+  Seconds busy_time(int link) const;
+  // The most flows ever transferring on `link` at once.
+  int peak_flows(int link) const { return links_[static_cast<size_t>(link)].peak; }
+
+  const LinkSet& links() const { return link_set_; }
+
+ private:
+  enum class Phase { kFree, kStartup, kTransfer };
+
+  struct FlowState {
+    Phase phase = Phase::kFree;
+    Seconds startup_end = 0;
+    double remaining = 0;  // bytes still to cross, as of now_
+    BytesPerSecond rate = 0;
+    std::vector<int> links;
+    bool frozen = false;   // scratch for progressive filling
+  };
+
+  struct LinkState {
+    int transferring = 0;  // flows in kTransfer crossing the link
+    int peak = 0;
+    Seconds busy_since = 0;
+    Seconds busy_total = 0;
+    // Scratch for progressive filling.
+    double capacity_left = 0;
+    int unfrozen = 0;
+    std::uint64_t mark = 0;
+  };
+
+  Seconds finish_time(const FlowState& f) const;
+  void progress_to(Seconds t);
+  void begin_transfer(FlowId id);
+  void end_transfer(FlowId id);
+  void compute_rates();
+  void update_next_event();
+
+  LinkSet link_set_;
+  std::vector<LinkState> links_;
+  std::vector<FlowState> flows_;
+  std::vector<FlowId> free_ids_;
+  std::vector<FlowId> starting_;      // in kStartup
+  std::vector<FlowId> transferring_;  // in kTransfer
+  std::vector<FlowId> finished_;      // returned by advance()
+  std::vector<int> touched_links_;    // scratch for progressive filling
+  std::uint64_t mark_ = 0;
+  Seconds now_ = 0;
+  Seconds next_event_ = kNever;
+  int in_flight_ = 0;
+};
+
+}  // namespace weft

@@ -1,0 +1,193 @@
+#include "sim/network.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+namespace weft {
+namespace {
+
+using namespace literals;
+
+LinkSet make_links(std::vector<BytesPerSecond> capacity) {
+  LinkSet links;
+  for (size_t l = 0; l < capacity.size(); ++l) links.name.push_back("l" + std::to_string(l));
+  links.capacity = std::move(capacity);
+  return links;
+}
+
+// Runs the network until it is idle; returns each flow's finish time by id of start.
+std::map<Network::FlowId, Seconds> run_to_end(Network& net) {
+  std::map<Network::FlowId, Seconds> done;
+  while (net.next_event() != Network::kNever) {
+    const Seconds t = net.next_event();
+    for (Network::FlowId id : net.advance(t)) done[id] = t;
+  }
+  return done;
+}
+
+TEST(Network, EqualAllReducesShareTheFabricFairly) {
+  Cluster c;
+  c.workers = 8;
+  c.bandwidth = 1_Gbit;
+  c.latency = 50_us;
+  const Bytes n = 10_MiB;
+  Network net(links_of(c));
+  const Flow flow = allreduce_flow(c, n);
+  net.start(flow, 0);
+  net.start(flow, 0);
+  EXPECT_EQ(net.next_event(), flow.startup);
+  EXPECT_TRUE(net.advance(flow.startup).empty());
+  const Seconds expected = flow.startup + 2.0 * n / net.links().capacity[0];
+  EXPECT_DOUBLE_EQ(net.next_event(), expected);
+  EXPECT_EQ(net.advance(net.next_event()).size(), 2u);
+  EXPECT_EQ(net.flows_in_flight(), 0);
+  EXPECT_EQ(net.next_event(), Network::kNever);
+}
+
+TEST(Network, ParameterServerIncastTakesPTimesAsLong) {
+  for (int p : {1, 2, 5, 16}) {
+    Cluster c;
+    c.workers = p;
+    c.bandwidth = 1_Gbit;
+    c.latency = 1_ms;
+    c.arch = Arch::kParameterServer;
+    const Bytes n = 1_MiB;
+    Network net(links_of(c));
+    for (int w = 0; w < p; ++w) net.start(push_flow(c, w, 0, n), 0);
+    const auto done = run_to_end(net);
+    ASSERT_EQ(done.size(), static_cast<size_t>(p));
+    for (const auto& [id, t] : done) EXPECT_NEAR(t, c.latency + p * n / c.bandwidth, 1e-12);
+    EXPECT_EQ(net.peak_flows(2 * p + 1), p);  // server0.down
+    EXPECT_EQ(net.peak_flows(0), 1);          // worker0.up
+  }
+}
+
+TEST(Network, MaxMinGivesTheRestToTheUnconstrainedFlow) {
+  // Flow a crosses links 0 (10 B/s) and 1 (4 B/s); flow b crosses link 0 only.
+  Network net(make_links({10, 4}));
+  const auto a = net.start(Flow{.startup = 0, .volume = 40, .links = {0, 1}}, 0);
+  const auto b = net.start(Flow{.startup = 0, .volume = 60, .links = {0}}, 0);
+  EXPECT_DOUBLE_EQ(net.rate(a), 4);
+  EXPECT_DOUBLE_EQ(net.rate(b), 6);
+  const auto done = run_to_end(net);
+  EXPECT_DOUBLE_EQ(done.at(a), 10);
+  EXPECT_DOUBLE_EQ(done.at(b), 10);
+}
+
+TEST(Network, LateFlowSlowsTheEarlyOne) {
+  Network net(make_links({1}));
+  const auto a = net.start(Flow{.startup = 0, .volume = 10, .links = {0}}, 0);
+  EXPECT_TRUE(net.advance(4).empty());
+  const auto b = net.start(Flow{.startup = 0, .volume = 10, .links = {0}}, 4);
+  auto done = run_to_end(net);
+  // At t=4, a has 6 left; sharing at 1/2 each it ends at 16, b then runs alone.
+  EXPECT_DOUBLE_EQ(done.at(a), 16);
+  EXPECT_DOUBLE_EQ(done.at(b), 20);
+  EXPECT_DOUBLE_EQ(net.busy_time(0), 20);
+}
+
+TEST(Network, StartupUsesNoBandwidth) {
+  Network net(make_links({1}));
+  net.start(Flow{.startup = 5, .volume = 2, .links = {0}}, 0);
+  const auto b = net.start(Flow{.startup = 0, .volume = 3, .links = {0}}, 0);
+  EXPECT_DOUBLE_EQ(net.rate(b), 1);  // alone until the other's startup ends
+  const auto done = run_to_end(net);
+  EXPECT_DOUBLE_EQ(done.at(b), 3);
+  EXPECT_DOUBLE_EQ(net.busy_time(0), 3 + 2);  // idle from 3 to 5
+}
+
+TEST(Network, EmptyFlowFinishesWhenItsStartupEnds) {
+  Network net(make_links({1}));
+  net.start(Flow{.startup = 0, .volume = 0, .links = {0}}, 0);
+  EXPECT_EQ(net.next_event(), 0);
+  EXPECT_EQ(net.advance(0).size(), 1u);
+  net.start(Flow{.startup = 2, .volume = 0, .links = {0}}, 0);
+  EXPECT_EQ(net.advance(2).size(), 1u);
+  EXPECT_EQ(net.busy_time(0), 0);
+}
+
+TEST(Network, RejectsTimeTravel) {
+  Network net(make_links({1}));
+  net.start(Flow{.startup = 0, .volume = 10, .links = {0}}, 0);
+  EXPECT_THROW(net.advance(11), std::logic_error);  // past the finish at 10
+  net.advance(5);
+  EXPECT_THROW(net.start(Flow{.startup = 0, .volume = 1, .links = {0}}, 4), std::logic_error);
+  EXPECT_THROW(net.start(Flow{.startup = 0, .volume = 1, .links = {3}}, 5), std::logic_error);
+}
+
+// Property, on random flows over random links: at every event the rates are
+// feasible and max-min fair (every flow crosses a saturated link on which no flow
+// is faster), and each flow's rate integrated over time equals its volume.
+TEST(Network, RandomFlowsAreMaxMinFairAndConserveBytes) {
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n_links = std::uniform_int_distribution(1, 5)(rng);
+    std::vector<BytesPerSecond> capacity;
+    for (int l = 0; l < n_links; ++l) capacity.push_back(std::uniform_real_distribution(1.0, 10.0)(rng));
+    Network net(make_links(capacity));
+
+    struct Started {
+      Flow flow;
+      Seconds at;
+    };
+    std::vector<Started> plan;
+    const int n_flows = std::uniform_int_distribution(1, 8)(rng);
+    for (int f = 0; f < n_flows; ++f) {
+      Flow flow;
+      flow.startup = std::uniform_int_distribution(0, 1)(rng) ? std::uniform_real_distribution(0.0, 2.0)(rng) : 0.0;
+      flow.volume = std::uniform_real_distribution(0.0, 20.0)(rng);
+      for (int l = 0; l < n_links; ++l) {
+        if (std::uniform_int_distribution(0, 1)(rng)) flow.links.push_back(l);
+      }
+      if (flow.links.empty()) flow.links.push_back(std::uniform_int_distribution(0, n_links - 1)(rng));
+      plan.push_back({flow, std::uniform_real_distribution(0.0, 5.0)(rng)});
+    }
+    std::sort(plan.begin(), plan.end(), [](const Started& a, const Started& b) { return a.at < b.at; });
+
+    std::map<Network::FlowId, size_t> which;  // live id -> index into plan
+    std::vector<double> moved(plan.size(), 0);
+    std::vector<bool> finished(plan.size(), false);
+    size_t next = 0;
+    Seconds now = 0;
+    while (next < plan.size() || net.flows_in_flight() > 0) {
+      const Seconds t = next < plan.size() ? std::min(plan[next].at, net.next_event()) : net.next_event();
+      for (const auto& [id, index] : which) moved[index] += net.rate(id) * (t - now);
+      now = t;
+      if (t == net.next_event()) {
+        for (Network::FlowId id : net.advance(t)) {
+          const size_t index = which.at(id);
+          EXPECT_NEAR(moved[index], plan[index].flow.volume, 1e-9 * (1 + plan[index].flow.volume));
+          finished[index] = true;
+          which.erase(id);
+        }
+      } else {
+        which[net.start(plan[next].flow, t)] = next;
+        ++next;
+      }
+      // Fairness of the current allocation (flows in startup have rate 0).
+      std::vector<double> load(capacity.size(), 0);
+      std::vector<double> fastest(capacity.size(), 0);
+      for (const auto& [id, index] : which) {
+        for (int l : plan[index].flow.links) {
+          load[l] += net.rate(id);
+          fastest[l] = std::max(fastest[l], net.rate(id));
+        }
+      }
+      for (int l = 0; l < n_links; ++l) ASSERT_LE(load[l], capacity[l] * (1 + 1e-9));
+      for (const auto& [id, index] : which) {
+        if (net.rate(id) == 0) continue;
+        bool has_bottleneck = false;
+        for (int l : plan[index].flow.links) {
+          has_bottleneck |= load[l] >= capacity[l] * (1 - 1e-9) && net.rate(id) >= fastest[l] * (1 - 1e-9);
+        }
+        ASSERT_TRUE(has_bottleneck) << "trial " << trial << " flow " << index;
+      }
+    }
+    for (size_t i = 0; i < plan.size(); ++i) EXPECT_TRUE(finished[i]) << i;
+  }
+}
+
+}  // namespace
+}  // namespace weft
