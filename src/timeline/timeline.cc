@@ -1,0 +1,149 @@
+#include "timeline/timeline.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <system_error>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace weft {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMicrosecondsPerSecond = 1e6;
+
+json metadata(std::string_view what, int pid, int tid, json args) {
+  json m = {{"name", what}, {"ph", "M"}, {"pid", pid}, {"args", std::move(args)}};
+  if (tid >= 0) m["tid"] = tid;
+  return m;
+}
+
+// Appends one timeline's processes and events, numbering its processes from
+// `first_pid`; returns the number of pids it used.
+int append_timeline(const Timeline& timeline, int first_pid, json& out) {
+  int processes = static_cast<int>(timeline.process_names.size());
+  for (const Event& e : timeline.events) processes = std::max(processes, e.worker + 1);
+
+  // Lanes get the same tid in every process of a timeline, in order of first use, so
+  // that "compute" sits above "comm" as the executor wrote them.
+  std::unordered_map<std::string_view, int> tid_of;
+  std::vector<std::string_view> lanes;
+  std::vector<std::vector<bool>> used(static_cast<size_t>(processes));
+  for (const Event& e : timeline.events) {
+    auto [it, inserted] = tid_of.try_emplace(e.lane, static_cast<int>(lanes.size()) + 1);
+    if (inserted) lanes.push_back(e.lane);
+    auto& lanes_used = used[static_cast<size_t>(e.worker)];
+    if (lanes_used.size() <= static_cast<size_t>(it->second)) lanes_used.resize(it->second + 1);
+    lanes_used[static_cast<size_t>(it->second)] = true;
+  }
+
+  const std::string prefix =
+      timeline.strategy.empty() ? timeline.source : timeline.source + " " + timeline.strategy;
+  for (int p = 0; p < processes; ++p) {
+    const int pid = first_pid + p;
+    const std::string name = static_cast<size_t>(p) < timeline.process_names.size()
+                                 ? timeline.process_names[static_cast<size_t>(p)]
+                                 : fmt::format("worker {}", p);
+    out.push_back(metadata("process_name", pid, -1, {{"name", prefix + " " + name}}));
+    out.push_back(metadata("process_sort_index", pid, -1, {{"sort_index", pid}}));
+    const auto& lanes_used = used[static_cast<size_t>(p)];
+    for (size_t tid = 1; tid < lanes_used.size(); ++tid) {
+      if (!lanes_used[tid]) continue;
+      out.push_back(metadata("thread_name", pid, static_cast<int>(tid),
+                             {{"name", std::string(lanes[tid - 1])}}));
+      out.push_back(metadata("thread_sort_index", pid, static_cast<int>(tid),
+                             {{"sort_index", tid}}));
+    }
+  }
+  for (const Event& e : timeline.events) {
+    if (e.worker < 0) {
+      throw std::logic_error(fmt::format("timeline event '{}' has worker {}", e.name, e.worker));
+    }
+    out.push_back({{"name", e.name},
+                   {"ph", "X"},
+                   {"pid", first_pid + e.worker},
+                   {"tid", tid_of.at(e.lane)},
+                   {"ts", e.start * kMicrosecondsPerSecond},
+                   {"dur", std::max(0.0, e.end - e.start) * kMicrosecondsPerSecond},
+                   {"args", {{"iteration", e.iteration}, {"layer", e.layer}, {"bytes", e.bytes}}}});
+  }
+  return processes;
+}
+
+// A name no other writer in this process or another one picks at the same time.
+std::filesystem::path temporary_beside(const std::filesystem::path& file) {
+  static std::atomic<unsigned> counter{0};
+  return std::filesystem::path(
+      fmt::format("{}.tmp.{}.{}", file.string(), ::getpid(), counter.fetch_add(1)));
+}
+
+void write_atomically(const std::string& text, const std::filesystem::path& file) {
+  const std::filesystem::path tmp = temporary_beside(file);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      throw std::runtime_error(fmt::format("cannot write trace {}: {} (does its directory exist?)",
+                                           file.string(), std::strerror(errno)));
+    }
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.close();
+    if (!out) {
+      const std::string reason = std::strerror(errno);
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      throw std::runtime_error(fmt::format("cannot write trace {}: {}", file.string(), reason));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw std::runtime_error(fmt::format("cannot write trace {}: {}", file.string(), ec.message()));
+  }
+}
+
+}  // namespace
+
+std::string chrome_trace_json(const std::vector<const Timeline*>& timelines) {
+  json events = json::array();
+  int pid = 0;
+  for (const Timeline* timeline : timelines) pid += append_timeline(*timeline, pid, events);
+  const json trace = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+  return trace.dump();
+}
+
+void write_chrome_trace(const std::vector<const Timeline*>& timelines,
+                        const std::filesystem::path& file) {
+  write_atomically(chrome_trace_json(timelines), file);
+}
+
+void write_chrome_trace(const Timeline& timeline, const std::filesystem::path& file) {
+  write_chrome_trace(std::vector<const Timeline*>{&timeline}, file);
+}
+
+std::string summary_json(const Summary& s) {
+  json j = {{"iteration_s", s.iteration},
+            {"compute_s", s.compute},
+            {"exposed_comm_s", s.exposed_comm},
+            {"link_utilisation", s.link_utilisation},
+            {"iterations", s.iterations}};
+  // Only parameter-server runs have incast; all-reduce summaries leave the keys out.
+  if (s.peak_server_incast > 0) {
+    j["peak_server_incast"] = s.peak_server_incast;
+    j["server_busy"] = s.server_busy;
+  }
+  return j.dump();
+}
+
+}  // namespace weft
