@@ -1,0 +1,241 @@
+#include "netem/netem.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "netem/netns.h"
+#include "netem/process.h"
+#include "netem/shaping.h"
+
+namespace weft::netem {
+namespace {
+
+constexpr const char* kBridge = "br0";
+constexpr const char* kEndpointDevice = "eth0";
+// 10.77.0.0/16: endpoint k (workers, then servers) is host k + 1.
+constexpr int kAddressPrefixLength = 16;
+constexpr int kMaxEndpoints = (1 << 16) - 2;
+
+std::string address_of(int endpoint) {
+  const int host = endpoint + 1;
+  return fmt::format("10.77.{}.{}", host >> 8, host & 0xff);
+}
+
+// Workers' ranks are their numbers; a server's rank is given too.
+std::string label_of(const Endpoint& e) {
+  if (e.role == Role::kWorker) return fmt::format("worker {}", e.index);
+  return fmt::format("server {} (rank {})", e.index, e.rank);
+}
+
+// The hub's end of an endpoint's link: "w3", "s0".
+std::string hub_device(const Endpoint& e) {
+  return fmt::format("{}{}", e.role == Role::kWorker ? 'w' : 's', e.index);
+}
+
+void check_rate(BytesPerSecond rate, const char* flag) {
+  if (!(rate > 0) || !std::isfinite(rate)) {
+    throw UsageError(fmt::format("{} {} B/s: a link rate must be a positive number, such as "
+                                 "100Mbit, 1Gbit or 10MB/s",
+                                 flag, rate));
+  }
+}
+
+// Whether this kernel has the netem qdisc, tried for real on the loopback of
+// `scratch_netns`, a namespace nothing else uses. Returns tc's message if not.
+std::optional<std::string> netem_missing(const std::string& scratch_netns) {
+  CommandResult added = run_command(
+      {"tc", "-netns", scratch_netns, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"});
+  if (!added.succeeded()) {
+    std::string message = added.output;
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    return message.empty() ? describe_wait_status(added.wait_status) : message;
+  }
+  run_checked({"tc", "-netns", scratch_netns, "qdisc", "del", "dev", "lo", "root"});
+  return std::nullopt;
+}
+
+}  // namespace
+
+void validate(const NetemOptions& options) {
+  if (options.workers < 1) {
+    throw UsageError(fmt::format("--workers {}: at least 1 worker is needed", options.workers));
+  }
+  if (options.servers < 0) {
+    throw UsageError(fmt::format("--servers {}: must be 0 or more", options.servers));
+  }
+  if (static_cast<long long>(options.workers) + options.servers > kMaxEndpoints) {
+    throw UsageError(fmt::format("--workers {} --servers {}: at most {} endpoints fit in 10.77.0.0/16",
+                                 options.workers, options.servers, kMaxEndpoints));
+  }
+  check_rate(options.bandwidth, "--bandwidth");
+  if (options.server_bandwidth != 0) check_rate(options.server_bandwidth, "--server-bandwidth");
+  if (!(options.latency >= 0) || !std::isfinite(options.latency)) {
+    throw UsageError(fmt::format("--latency {} s: must be 0 or a positive duration, such as 50us or 2ms",
+                                 options.latency));
+  }
+  if (options.master_port < 1 || options.master_port > 65535) {
+    throw UsageError(fmt::format("--port {}: a TCP port is 1..65535", options.master_port));
+  }
+  if (options.mtu < 68 || options.mtu > 65535) {
+    throw UsageError(fmt::format("--mtu {}: an IPv4 MTU is 68..65535 bytes (1500 is Ethernet's, "
+                                 "9000 jumbo frames')",
+                                 options.mtu));
+  }
+}
+
+EmulatedNetwork::EmulatedNetwork(const NetemOptions& options) : options_(options) {
+  validate(options_);
+  if (!has_network_privileges()) {
+    throw UsageError(fmt::format(
+        "weft netem needs root: it creates network namespaces (CAP_SYS_ADMIN) and shapes links "
+        "with tc (CAP_NET_ADMIN), which this process (uid {}) lacks. Run it as root, for example "
+        "`sudo weft netem ...`, or give the binary both capabilities",
+        ::getuid()));
+  }
+  swept_ = sweep_stale_namespaces();
+
+  const std::string prefix = namespace_prefix(::getpid());
+  hub_ = prefix + "h";
+  const BytesPerSecond server_rate =
+      options_.server_bandwidth > 0 ? options_.server_bandwidth : options_.bandwidth;
+  for (int k = 0; k < options_.workers + options_.servers; ++k) {
+    Endpoint e;
+    e.role = k < options_.workers ? Role::kWorker : Role::kServer;
+    e.index = e.role == Role::kWorker ? k : k - options_.workers;
+    e.rank = k;
+    e.netns = fmt::format("{}{}{}", prefix, e.role == Role::kWorker ? 'w' : 's', e.index);
+    e.address = address_of(k);
+    e.rate = e.role == Role::kWorker ? options_.bandwidth : server_rate;
+    endpoints_.push_back(e);
+  }
+  try {
+    build();
+  } catch (...) {
+    remove_all();
+    throw;
+  }
+}
+
+EmulatedNetwork::~EmulatedNetwork() { remove_all(); }
+
+std::vector<std::string> EmulatedNetwork::namespaces() const { return made_; }
+
+void EmulatedNetwork::build() {
+  add_namespace(hub_);
+  made_.push_back(hub_);
+  run_checked({"ip", "-netns", hub_, "link", "set", "lo", "up"});
+  if (options_.latency > 0) {
+    if (std::optional<std::string> why = netem_missing(hub_)) {
+      throw UsageError(fmt::format(
+          "--latency {}: delays cannot be emulated, because this kernel has no netem qdisc "
+          "(tc said: {}); only rates can be shaped here. Leave out --latency: the planner then "
+          "uses the latency that `weft profile --network` measures on the emulated links. On a "
+          "kernel built with sch_netem, `modprobe sch_netem` makes delays available",
+          format_duration(options_.latency), *why));
+    }
+  }
+  run_checked({"ip", "-netns", hub_, "link", "add", kBridge, "type", "bridge"});
+  run_checked({"ip", "-netns", hub_, "link", "set", kBridge, "up"});
+  // Every message crosses two shaped egresses (Note at the top of netem.h).
+  const Seconds delay_per_hop = options_.latency / 2;
+  for (const Endpoint& e : endpoints_) add_endpoint(e, delay_per_hop);
+}
+
+void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop) {
+  add_namespace(e.netns);
+  made_.push_back(e.netns);
+  const std::string hub_end = hub_device(e);
+  const std::string mtu = std::to_string(options_.mtu);
+  // The pair is made inside the hub, with one end moved straight into the endpoint,
+  // so no interface ever appears in the caller's namespace (where names of parallel
+  // runs could clash).
+  run_checked({"ip", "-netns", e.netns, "link", "set", "lo", "up"});
+  run_checked({"ip", "-netns", hub_, "link", "add", hub_end, "mtu", mtu, "type", "veth", "peer",
+               "name", kEndpointDevice, "mtu", mtu, "netns", e.netns});
+  run_checked({"ip", "-netns", hub_, "link", "set", hub_end, "master", kBridge, "up"});
+  run_checked({"ip", "-netns", e.netns, "addr", "add",
+               fmt::format("{}/{}", e.address, kAddressPrefixLength), "dev", kEndpointDevice});
+  run_checked({"ip", "-netns", e.netns, "link", "set", kEndpointDevice, "up"});
+
+  const TokenBucket bucket = token_bucket_for(e.rate, options_.mtu);
+  try {
+    for (const auto& [netns, device] : {std::pair{e.netns, std::string(kEndpointDevice)},
+                                        std::pair{hub_, hub_end}}) {
+      for (const auto& command : shaping_commands(netns, device, bucket, delay_per_hop)) {
+        run_checked(command);
+      }
+    }
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(fmt::format("shaping the link of {} to {} ({} B/s) failed: {}",
+                                         label_of(e), tc_rate(e.rate), e.rate, error.what()));
+  }
+}
+
+void EmulatedNetwork::remove_all() noexcept {
+  // Endpoints first, then the hub: the reverse of creation.
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+    try {
+      delete_namespace(*it);
+    } catch (const std::exception& error) {
+      // A destructor has no caller to tell; say what to do by hand.
+      std::fprintf(stderr, "weft netem: could not remove network namespace %s (%s); "
+                           "remove it with `ip netns delete %s`\n",
+                   it->c_str(), error.what(), it->c_str());
+    }
+  }
+  made_.clear();
+}
+
+std::vector<std::string> EmulatedNetwork::environment_for(const Endpoint& e) const {
+  std::vector<std::string> env = {
+      "MASTER_ADDR=" + endpoints_.front().address,
+      fmt::format("MASTER_PORT={}", options_.master_port),
+      fmt::format("RANK={}", e.rank),
+      fmt::format("WORLD_SIZE={}", endpoints_.size()),
+      fmt::format("LOCAL_RANK={}", e.rank),
+      fmt::format("WEFT_ROLE={}", e.role == Role::kWorker ? "worker" : "server"),
+      fmt::format("WEFT_WORKERS={}", options_.workers),
+      fmt::format("WEFT_SERVERS={}", options_.servers),
+  };
+  if (e.role == Role::kServer) env.push_back(fmt::format("WEFT_SERVER_RANK={}", e.index));
+  return env;
+}
+
+RunReport run_emulated(const NetemOptions& network,
+                       const std::vector<std::vector<std::string>>& argv_per_rank,
+                       const SuperviseOptions& supervision) {
+  validate(network);
+  const std::size_t ranks = static_cast<std::size_t>(network.workers) + network.servers;
+  if (argv_per_rank.size() != ranks) {
+    throw std::logic_error(fmt::format("run_emulated: {} commands for {} workers + {} servers",
+                                       argv_per_rank.size(), network.workers, network.servers));
+  }
+  for (std::size_t r = 0; r < ranks; ++r) {
+    if (argv_per_rank[r].empty()) throw std::logic_error(fmt::format("run_emulated: rank {} has an empty command", r));
+    if (find_executable(argv_per_rank[r][0]).empty()) {
+      throw UsageError(fmt::format("command `{}` (rank {}) is not an executable file in PATH; "
+                                   "give its path or install it",
+                                   argv_per_rank[r][0], r));
+    }
+  }
+  // Installed before the network exists, so that Ctrl-C during set-up is noticed by
+  // supervise() and everything is still removed.
+  TerminationSignals signals;
+  EmulatedNetwork emulated(network);
+  std::vector<ProcessSpec> specs;
+  for (const Endpoint& e : emulated.endpoints()) {
+    specs.push_back({.label = label_of(e),
+                     .argv = argv_per_rank[static_cast<std::size_t>(e.rank)],
+                     .environment = emulated.environment_for(e),
+                     .netns = e.netns});
+  }
+  return supervise(specs, supervision, signals);
+}
+
+}  // namespace weft::netem

@@ -1,0 +1,136 @@
+// Emulated slow links on one machine (SPEC §3 "Network emulation").
+//
+// EmulatedNetwork gives every worker and every server of a job its own network
+// namespace, joined to a hub namespace's bridge by a veth pair, with both directions
+// of that link shaped to the requested rate:
+//
+//      weft<pid>w0 [eth0 10.77.0.1]──veth──[w0]┐
+//      weft<pid>w1 [eth0 10.77.0.2]──veth──[w1]├─ br0 in weft<pid>h
+//      weft<pid>s0 [eth0 10.77.0.3]──veth──[s0]┘
+//
+// Upload is shaped on the egress of the endpoint's eth0, download on the egress of
+// the hub's end, each by a tbf qdisc (Note [Token bucket parameters], shaping.h).
+// A transfer between two endpoints crosses the sender's upload and the receiver's
+// download, so P workers sending to one server share that server's rate: the incast
+// of SPEC §1.2. Addresses are 10.77.0.0/16, in namespaces nobody else uses, so
+// parallel runs may reuse them. Names follow Note [Namespace names] (netns.h).
+//
+// Delays need the kernel's netem qdisc, which our machines lack: a latency > 0 is
+// refused with a UsageError there (SPEC §3) rather than silently ignored. Where netem
+// exists, half the latency is added on each egress, so a message between two
+// endpoints is delayed by `latency`.
+//
+// Process contract (as torchrun's): each rank's process gets, on top of the caller's
+// environment,
+//   MASTER_ADDR   rank 0's address (10.77.0.1)      MASTER_PORT  NetemOptions::master_port
+//   RANK          workers 0..P-1, servers P..P+S-1  WORLD_SIZE   P+S
+//   LOCAL_RANK    = RANK: every rank runs on this one machine, so a rank that picks
+//                 a device by LOCAL_RANK gets its own
+//   WEFT_ROLE     "worker" or "server"              WEFT_WORKERS P, WEFT_SERVERS S
+//   WEFT_SERVER_RANK  j, for server j only (its RANK is P+j)
+// With no servers this is exactly what torchrun sets for P processes.
+//
+// Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Everything made is removed by the
+// destructor, on every failure path of the constructor, and, for runs that were
+// SIGKILLed, by the next construction's sweep of stale namespaces.
+//
+// Thread-safety: an EmulatedNetwork is immutable after construction. At most one
+// may exist per process at a time (its names are made from the pid); a second one
+// fails to construct, naming the namespace that exists.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "netem/supervisor.h"
+#include "units/units.h"
+
+namespace weft::netem {
+
+struct NetemOptions {
+  int workers = 0;                     // P >= 1
+  int servers = 0;                     // S >= 0
+  BytesPerSecond bandwidth = 0;        // each worker's link, each direction; > 0
+  Seconds latency = 0;                 // between two endpoints; > 0 needs netem
+  BytesPerSecond server_bandwidth = 0; // each server's link; 0: same as bandwidth
+  int master_port = 29500;             // MASTER_PORT given to every rank
+  int mtu = 1500;                      // of every interface, bytes (68..65535)
+};
+
+enum class Role { kWorker, kServer };
+
+// One worker's or server's end of the network.
+struct Endpoint {
+  Role role = Role::kWorker;
+  int index = 0;          // worker rank, or server number j
+  int rank = 0;           // RANK: index for workers, P + index for servers
+  std::string netns;      // its namespace, "weft<pid>w<index>" / "weft<pid>s<index>"
+  std::string address;    // its IPv4 address
+  BytesPerSecond rate = 0;
+};
+
+// REQUIRES nothing. THROWS UsageError naming the field (as its `weft netem` flag),
+// the value and what is accepted, for: workers < 1, servers < 0, a rate not > 0 or
+// not finite, latency < 0, too many endpoints for the address range, a port or MTU
+// out of range.
+void validate(const NetemOptions& options);
+
+class EmulatedNetwork {
+ public:
+  // Sweeps stale namespaces (sweep_stale_namespaces, netns.h), then builds the
+  // network described at the top.
+  // THROWS UsageError: invalid options (see validate); no root privileges (saying
+  // how to get them); latency > 0 on a kernel without netem.
+  // THROWS std::runtime_error: an `ip` or `tc` command failed, quoting it and its
+  // message (for example a rate under 1 bit/s, which tc cannot represent).
+  // On any throw, everything this constructor made has been removed again.
+  explicit EmulatedNetwork(const NetemOptions& options);
+  // Removes every namespace it made (the links and qdiscs go with them). Processes
+  // still running inside keep their namespace alive, unnamed, until they exit;
+  // callers end them first (run_emulated does).
+  ~EmulatedNetwork();
+  EmulatedNetwork(const EmulatedNetwork&) = delete;
+  EmulatedNetwork& operator=(const EmulatedNetwork&) = delete;
+
+  // Workers in rank order, then servers.
+  const std::vector<Endpoint>& endpoints() const { return endpoints_; }
+  // The hub namespace, which holds the bridge and the hub ends of the links.
+  const std::string& hub() const { return hub_; }
+  // Every namespace it made, hub included.
+  std::vector<std::string> namespaces() const;
+  // The stale namespaces the constructor's sweep removed.
+  const std::vector<std::string>& swept() const { return swept_; }
+
+  // The variables of the process contract (top of file) for `endpoint`, as
+  // "NAME=value". REQUIRES: endpoint is one of endpoints().
+  std::vector<std::string> environment_for(const Endpoint& endpoint) const;
+
+ private:
+  void build();
+  void add_endpoint(const Endpoint& endpoint, Seconds delay_per_hop);
+  void remove_all() noexcept;
+
+  NetemOptions options_;
+  std::string hub_;
+  std::vector<Endpoint> endpoints_;
+  std::vector<std::string> made_;  // namespaces created so far, in order
+  std::vector<std::string> swept_;
+};
+
+// Runs one command per rank under emulated links and returns how the job ended: it
+// builds an EmulatedNetwork for `network`, starts argv_per_rank[r] in endpoint r's
+// namespace (workers 0..P-1, then servers) with the process contract's variables,
+// supervises the ranks (supervisor.h), ends them all and removes the network. SIGINT
+// and SIGTERM received meanwhile end the job cleanly (exit_status 128 + signal).
+// This is what `weft netem` does; `weft train --bandwidth` calls it too.
+// REQUIRES: argv_per_rank.size() == workers + servers, each argv non-empty
+// (THROWS std::logic_error otherwise); no TerminationSignals alive in the process
+// (it installs its own).
+// THROWS UsageError: what EmulatedNetwork throws, or a command that is not an
+// executable in PATH (checked before anything is built); std::runtime_error as
+// EmulatedNetwork. A rank's failure is reported in the RunReport, not thrown.
+RunReport run_emulated(const NetemOptions& network,
+                       const std::vector<std::vector<std::string>>& argv_per_rank,
+                       const SuperviseOptions& supervision = {});
+
+}  // namespace weft::netem

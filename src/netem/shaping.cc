@@ -1,0 +1,57 @@
+#include "netem/shaping.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace weft::netem {
+namespace {
+
+// Note [Token bucket parameters]; the constants live here and only here.
+constexpr Bytes kEthernetHeader = 14;
+constexpr Seconds kBurstTime = 1e-3;
+constexpr Seconds kQueueTime = 50e-3;
+constexpr Bytes kGsoSegment = 64 * 1024;
+constexpr double kSmallPacket = 500;  // bytes; sizes netem's queue for a delay
+
+}  // namespace
+
+TokenBucket token_bucket_for(BytesPerSecond rate, int mtu) {
+  if (!(rate > 0) || !std::isfinite(rate) || mtu <= 0) {
+    throw std::logic_error(fmt::format("token_bucket_for: rate {} B/s and mtu {} must be > 0", rate, mtu));
+  }
+  const Bytes frame = mtu + kEthernetHeader;
+  const auto bytes_in = [rate](Seconds t) { return static_cast<Bytes>(std::ceil(rate * t)); };
+  TokenBucket bucket{.rate = rate};
+  bucket.burst = std::max(2 * frame, bytes_in(kBurstTime));
+  bucket.limit = std::max(bytes_in(kQueueTime), bucket.burst + 2 * kGsoSegment);
+  return bucket;
+}
+
+std::string tc_rate(BytesPerSecond rate) { return fmt::format("{}bit", std::llround(rate * 8)); }
+
+std::vector<std::vector<std::string>> shaping_commands(const std::string& netns,
+                                                       const std::string& device,
+                                                       const TokenBucket& bucket,
+                                                       Seconds delay) {
+  std::vector<std::vector<std::string>> commands;
+  commands.push_back({"tc", "-netns", netns, "qdisc", "add", "dev", device, "root", "handle",
+                      "1:", "tbf", "rate", tc_rate(bucket.rate), "burst",
+                      std::to_string(bucket.burst), "limit", std::to_string(bucket.limit)});
+  if (delay > 0) {
+    // tbf is classful with one class, 1:1; tbf takes packets from its netem child
+    // once their delay is over. netem must hold everything sent during one delay
+    // (its default, 1000 packets, drops at high rates): room for it in packets of
+    // kSmallPacket bytes, on top of the default.
+    const auto in_flight = static_cast<long long>(std::ceil(bucket.rate * delay / kSmallPacket));
+    commands.push_back({"tc", "-netns", netns, "qdisc", "add", "dev", device, "parent", "1:1",
+                        "handle", "10:", "netem", "delay",
+                        fmt::format("{}us", std::llround(delay * 1e6)), "limit",
+                        std::to_string(1000 + in_flight)});
+  }
+  return commands;
+}
+
+}  // namespace weft::netem

@@ -1,0 +1,59 @@
+// How one direction of an emulated link is shaped: the token-bucket parameters for a
+// rate, and the `tc` commands that install them on a device.
+//
+// Note [Token bucket parameters]
+// Each direction of a link is a `tbf` qdisc on the egress of one end of a veth pair.
+// tbf sends a packet when the bucket holds tokens (bytes) for it; tokens accrue at
+// `rate` up to `burst`; packets wait in a queue of at most `limit` bytes.
+//  - rate: the configured rate, counted on Ethernet frames (IP and TCP headers
+//    included), as a real NIC's rate is. TCP over a 1500-byte MTU therefore delivers
+//    about 1448/1514 = 95.6% of it as payload, as on real Ethernet; a 9000-byte MTU
+//    delivers 99.3%. The planner's fitted bandwidth (`weft profile --network`)
+//    measures what applications get, so it absorbs the difference.
+//  - burst = max(2 frames, rate × 1 ms). tbf cannot send a frame larger than the
+//    bucket, so it must hold at least one; two let the next frame start as soon as
+//    the previous one leaves. The 1 ms of tokens covers the time the dequeue timer
+//    and the softirq take to run on a busy machine: with a smaller bucket the link
+//    idles while tokens are lost to the cap, and at 1 Gbit and above the achieved
+//    rate falls well short of the configured one. The price: a transfer of n bytes
+//    can start with `burst` bytes at line speed, so its time is short by at most
+//    burst/rate = 1 ms (under 0.4% for 1 MB at 10 Mbit).
+//  - limit = max(rate × 50 ms, burst + 128 KiB). veth hands tbf TCP segments of up
+//    to 64 KiB (GSO); a queue shorter than a couple of them drops packets of a single
+//    flow, and TCP's recovery then leaves the link idle. 50 ms of queue keeps several
+//    flows (all-reduce peers) loss-free at high rates, like a switch buffer.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "units/units.h"
+
+namespace weft::netem {
+
+struct TokenBucket {
+  BytesPerSecond rate = 0;
+  Bytes burst = 0;  // bucket size, bytes
+  Bytes limit = 0;  // queue size, bytes
+};
+
+// The parameters of Note [Token bucket parameters] for a link of `rate` whose
+// interfaces have an MTU of `mtu` bytes. REQUIRES: rate > 0 and mtu > 0 (THROWS
+// std::logic_error naming them otherwise).
+TokenBucket token_bucket_for(BytesPerSecond rate, int mtu);
+
+// `rate` in tc's syntax: whole bits per second, "10000000bit". A rate under half a
+// bit per second comes out as "0bit", which tc rejects.
+std::string tc_rate(BytesPerSecond rate);
+
+// The `tc` command lines that shape the egress of `device` in namespace `netns`
+// with `bucket`, followed, when `delay` > 0, by a netem qdisc below the tbf that
+// holds every packet for `delay` seconds (which needs a kernel with sch_netem).
+std::vector<std::vector<std::string>> shaping_commands(const std::string& netns,
+                                                       const std::string& device,
+                                                       const TokenBucket& bucket,
+                                                       Seconds delay);
+
+}  // namespace weft::netem

@@ -1,0 +1,69 @@
+#include "netem/shaping.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+namespace weft::netem {
+namespace {
+
+using namespace weft::literals;
+
+// Note [Token bucket parameters], as properties over random rates and MTUs.
+TEST(TokenBucket, HoldsTwoFramesAndOneMillisecondAndQueuesTwoSegmentsBeyondIt) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> log_rate(3, 11);  // 1 kB/s .. 100 GB/s
+  std::uniform_int_distribution<int> mtu_of(68, 9000);
+  for (int i = 0; i < 1000; ++i) {
+    const BytesPerSecond rate = std::pow(10.0, log_rate(rng));
+    const int mtu = mtu_of(rng);
+    const TokenBucket b = token_bucket_for(rate, mtu);
+    EXPECT_EQ(b.rate, rate);
+    EXPECT_GE(b.burst, 2 * (mtu + 14)) << rate;
+    EXPECT_GE(b.burst, rate * 1e-3) << rate;
+    // No larger than it must be: the burst inflates short transfers.
+    EXPECT_LE(b.burst, std::max<double>(2 * (mtu + 14), rate * 1e-3 + 1)) << rate;
+    EXPECT_GE(b.limit, b.burst + 2 * 64 * 1024) << rate;
+    EXPECT_GE(b.limit, rate * 50e-3) << rate;
+  }
+}
+
+TEST(TokenBucket, TenMbitAtEthernetMtuIsTwoFramesBurst) {
+  const TokenBucket b = token_bucket_for(10_Mbit, 1500);
+  EXPECT_EQ(b.burst, 3028);
+  EXPECT_EQ(b.limit, 3028 + 131072);
+}
+
+TEST(TokenBucket, RejectsNonPositiveInputs) {
+  EXPECT_THROW(token_bucket_for(0, 1500), std::logic_error);
+  EXPECT_THROW(token_bucket_for(-1, 1500), std::logic_error);
+  EXPECT_THROW(token_bucket_for(1e6, 0), std::logic_error);
+}
+
+TEST(TcRate, IsWholeBitsPerSecond) {
+  EXPECT_EQ(tc_rate(10_Mbit), "10000000bit");
+  EXPECT_EQ(tc_rate(1_Gbit), "1000000000bit");
+  EXPECT_EQ(tc_rate(100_Gbit), "100000000000bit");
+  EXPECT_EQ(tc_rate(0.01), "0bit");
+}
+
+TEST(ShapingCommands, AddNetemBelowTbfOnlyForADelay) {
+  const TokenBucket b = token_bucket_for(1_Gbit, 1500);
+  const auto plain = shaping_commands("ns", "eth0", b, 0);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0][0], "tc");
+  EXPECT_NE(std::find(plain[0].begin(), plain[0].end(), "tbf"), plain[0].end());
+  EXPECT_NE(std::find(plain[0].begin(), plain[0].end(), std::to_string(b.burst)), plain[0].end());
+
+  const auto delayed = shaping_commands("ns", "eth0", b, 1_ms);
+  ASSERT_EQ(delayed.size(), 2u);
+  EXPECT_EQ(delayed[0], plain[0]);
+  EXPECT_NE(std::find(delayed[1].begin(), delayed[1].end(), "netem"), delayed[1].end());
+  EXPECT_NE(std::find(delayed[1].begin(), delayed[1].end(), "1000us"), delayed[1].end());
+}
+
+}  // namespace
+}  // namespace weft::netem
