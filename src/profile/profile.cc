@@ -1,0 +1,356 @@
+#include "profile/profile.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace weft {
+
+std::int64_t Profile::total_params() const {
+  std::int64_t total = 0;
+  for (const Layer& layer : layers) total += layer.params;
+  return total;
+}
+
+Bytes Profile::total_bytes() const {
+  Bytes total = 0;
+  for (const Layer& layer : layers) total += layer.bytes();
+  return total;
+}
+
+Seconds Profile::forward_time() const {
+  Seconds total = 0;
+  for (const Layer& layer : layers) total += layer.fp;
+  return total;
+}
+
+Seconds Profile::backward_time() const {
+  Seconds total = 0;
+  for (const Layer& layer : layers) total += layer.bp;
+  return total;
+}
+
+std::vector<Seconds> backward_end_times(const Profile& profile) {
+  std::vector<Seconds> bp_end(profile.layers.size());
+  Seconds t = 0;
+  for (int l = profile.size() - 1; l >= 0; --l) {
+    t += profile.layers[l].bp;
+    bp_end[l] = t;
+  }
+  return bp_end;
+}
+
+namespace {
+
+// The JSON field names of SPEC §6 and what each accepts. Messages from both the
+// parser and `validate` use these, so the two always describe the same rule.
+constexpr const char* kName = "name";
+constexpr const char* kParams = "params";
+constexpr const char* kBytesPerParam = "bytes_per_param";
+constexpr const char* kForward = "fp_s";
+constexpr const char* kBackward = "bp_s";
+
+std::string_view accepted(std::string_view field) {
+  if (field == kName) return "a non-empty string";
+  if (field == kParams) return "an integer >= 0";
+  if (field == kBytesPerParam) return "an integer >= 1 (default 4)";
+  return "a number >= 0 (seconds)";  // fp_s, bp_s
+}
+
+// "profile.json: layer 3 (\"conv2\")" — the name only when there is one.
+std::string where(std::string_view origin, std::size_t index, std::string_view name) {
+  if (name.empty()) return fmt::format("{}: layer {}", origin, index);
+  return fmt::format("{}: layer {} (\"{}\")", origin, index, name);
+}
+
+[[noreturn]] void bad_field(std::string_view origin, std::size_t index, std::string_view name,
+                            std::string_view field, std::string_view value) {
+  throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", where(origin, index, name),
+                               field, value, accepted(field)));
+}
+
+void check_time(std::string_view origin, std::size_t index, const Layer& layer,
+                std::string_view field, Seconds t) {
+  if (!std::isfinite(t) || t < 0) bad_field(origin, index, layer.name, field, fmt::format("{}", t));
+}
+
+}  // namespace
+
+void validate(const Profile& profile, std::string_view origin) {
+  if (profile.layers.empty()) {
+    throw UsageError(fmt::format(
+        "{}: the profile has no layers; expected \"layers\" to hold at least one layer", origin));
+  }
+  for (std::size_t i = 0; i < profile.layers.size(); ++i) {
+    const Layer& layer = profile.layers[i];
+    if (layer.name.empty()) bad_field(origin, i, layer.name, kName, "\"\"");
+    if (layer.params < 0)
+      bad_field(origin, i, layer.name, kParams, fmt::format("{}", layer.params));
+    if (layer.bytes_per_param < 1) {
+      bad_field(origin, i, layer.name, kBytesPerParam, fmt::format("{}", layer.bytes_per_param));
+    }
+    check_time(origin, i, layer, kForward, layer.fp);
+    check_time(origin, i, layer, kBackward, layer.bp);
+  }
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Reading one layer checks presence and JSON type only; value ranges are
+// `validate`'s job, so there is one place that states them.
+class LayerReader {
+ public:
+  LayerReader(std::string_view origin, std::size_t index, const json& object)
+      : origin_(origin), index_(index), object_(object) {}
+
+  std::string name() {
+    const json* value = find(kName);
+    if (value == nullptr) missing(kName);
+    if (!value->is_string()) bad(kName, *value);
+    name_ = value->get<std::string>();
+    return name_;
+  }
+
+  // An integer, also when written as a whole number in floating point (1e6).
+  template <typename Int>
+  Int integer(const char* field, std::optional<Int> fallback = std::nullopt) {
+    const json* value = find(field);
+    if (value == nullptr) {
+      if (fallback) return *fallback;
+      missing(field);
+    }
+    if (value->is_number_integer()) {
+      if (value->is_number_unsigned()) {
+        auto u = value->get<std::uint64_t>();
+        if (u > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())) bad(field, *value);
+        return static_cast<Int>(u);
+      }
+      auto i = value->get<std::int64_t>();
+      if (i < std::numeric_limits<Int>::min() || i > std::numeric_limits<Int>::max()) {
+        bad(field, *value);
+      }
+      return static_cast<Int>(i);
+    }
+    if (value->is_number_float()) {
+      double d = value->get<double>();
+      if (std::trunc(d) == d && d >= static_cast<double>(std::numeric_limits<Int>::min()) &&
+          d <= static_cast<double>(std::numeric_limits<Int>::max())) {
+        return static_cast<Int>(d);
+      }
+    }
+    bad(field, *value);
+  }
+
+  Seconds seconds(const char* field) {
+    const json* value = find(field);
+    if (value == nullptr) missing(field);
+    if (!value->is_number()) bad(field, *value);
+    return value->get<double>();
+  }
+
+ private:
+  const json* find(const char* field) const {
+    auto it = object_.find(field);
+    return it == object_.end() ? nullptr : &*it;
+  }
+  [[noreturn]] void missing(std::string_view field) const {
+    bad_field(origin_, index_, name_, field, "missing");
+  }
+  [[noreturn]] void bad(std::string_view field, const json& value) const {
+    bad_field(origin_, index_, name_, field, value.dump());
+  }
+
+  std::string_view origin_;
+  std::size_t index_;
+  const json& object_;
+  std::string name_;
+};
+
+// An optional informative top-level field: absent is fine, mistyped is not.
+template <typename T>
+void read_optional(const json& root, const char* field, std::string_view accepted_form,
+                   std::string_view origin, T& out) {
+  auto it = root.find(field);
+  if (it == root.end() || it->is_null()) return;
+  bool ok = std::is_same_v<T, std::string> ? it->is_string() : it->is_number_integer();
+  if (!ok) {
+    throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, it->dump(),
+                                 accepted_form));
+  }
+  out = it->get<T>();
+}
+
+}  // namespace
+
+Profile parse_profile(std::string_view json_text, std::string_view origin) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ...";
+    // the bracketed id means nothing to a user.
+    std::string_view detail = e.what();
+    if (auto end = detail.find("] "); end != std::string_view::npos) detail.remove_prefix(end + 2);
+    throw UsageError(
+        fmt::format("{}: not valid JSON ({}, byte {}); expected a profile object "
+                    "as in SPEC §6",
+                    origin, detail, e.byte));
+  }
+  if (!root.is_object()) {
+    throw UsageError(
+        fmt::format("{}: the top level is a JSON {}; expected an object with a \"layers\" array",
+                    origin, root.type_name()));
+  }
+
+  Profile profile;
+  read_optional(root, "model", "a string", origin, profile.model);
+  read_optional(root, "batch", "an integer", origin, profile.batch);
+  read_optional(root, "device", "a string", origin, profile.device);
+
+  auto layers = root.find("layers");
+  if (layers == root.end()) {
+    throw UsageError(fmt::format(
+        "{}: field \"layers\" is missing; expected an array of layers in forward order", origin));
+  }
+  if (!layers->is_array()) {
+    throw UsageError(
+        fmt::format("{}: field \"layers\" is a JSON {}; expected an array of layers "
+                    "in forward order",
+                    origin, layers->type_name()));
+  }
+  profile.layers.reserve(layers->size());
+  for (std::size_t i = 0; i < layers->size(); ++i) {
+    const json& entry = (*layers)[i];
+    if (!entry.is_object()) {
+      throw UsageError(
+          fmt::format("{}: layer {} is a JSON {}; expected an object with \"{}\", "
+                      "\"{}\", \"{}\" and \"{}\"",
+                      origin, i, entry.type_name(), kName, kParams, kForward, kBackward));
+    }
+    LayerReader read(origin, i, entry);
+    Layer layer;
+    layer.name = read.name();
+    layer.params = read.integer<std::int64_t>(kParams);
+    layer.bytes_per_param = read.integer<int>(kBytesPerParam, 4);
+    layer.fp = read.seconds(kForward);
+    layer.bp = read.seconds(kBackward);
+    profile.layers.push_back(std::move(layer));
+  }
+  validate(profile, origin);
+  return profile;
+}
+
+Profile load_profile(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw UsageError(
+        fmt::format("{}: cannot read the profile ({}); expected a readable profile "
+                    "JSON file",
+                    file.string(), std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_profile(text.str(), file.string());
+}
+
+std::string to_json(const Profile& profile) {
+  // ordered_json keeps the field order of SPEC §6, which is what people read.
+  nlohmann::ordered_json root;
+  root["model"] = profile.model;
+  root["batch"] = profile.batch;
+  root["device"] = profile.device;
+  auto& layers = root["layers"] = nlohmann::ordered_json::array();
+  for (const Layer& layer : profile.layers) {
+    layers.push_back({{kName, layer.name},
+                      {kParams, layer.params},
+                      {kBytesPerParam, layer.bytes_per_param},
+                      {kForward, layer.fp},
+                      {kBackward, layer.bp}});
+  }
+  return root.dump(2) + "\n";
+}
+
+namespace {
+
+// A new file beside `target`, closed and removed unless `release` is called.
+// Created like any other file (mode 0666 less the umask), unlike mkstemp's 0600,
+// because it becomes the user's profile.
+class TempFile {
+ public:
+  explicit TempFile(const std::filesystem::path& target) {
+    std::random_device random;
+    for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
+      path_ = fmt::format("{}.tmp-{}-{:08x}", target.string(), ::getpid(), random());
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
+    if (fd_ < 0) released_ = true;  // nothing was created, nothing to remove
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!released_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+
+  bool write_all(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  // Flushes to disk and closes, so that a rename publishes complete contents.
+  bool commit() {
+    bool synced = ::fsync(fd_) == 0;
+    bool closed = ::close(fd_) == 0;
+    fd_ = -1;
+    return synced && closed;
+  }
+  void release() { released_ = true; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool released_ = false;
+};
+
+}  // namespace
+
+void save_profile(const Profile& profile, const std::filesystem::path& file) {
+  const std::string text = to_json(profile);
+  auto fail = [&](std::string_view step) {
+    return UsageError(
+        fmt::format("{}: cannot save the profile ({} failed: {}); expected a "
+                    "writable path in an existing directory",
+                    file.string(), step, std::strerror(errno)));
+  };
+  // The temporary lives beside `file`, so the rename stays on one file system
+  // and is atomic.
+  TempFile temp(file);
+  if (!temp.ok()) throw fail("creating a temporary file");
+  if (!temp.write_all(text)) throw fail("writing");
+  if (!temp.commit()) throw fail("flushing");
+  if (::rename(temp.path().c_str(), file.c_str()) != 0) throw fail("renaming into place");
+  temp.release();
+}
+
+}  // namespace weft
