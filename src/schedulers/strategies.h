@@ -51,4 +51,12 @@ Schedule make_wfbp(const Profile&, const Cluster&, const StrategyOptions&);
 Schedule make_ddp(const Profile&, const Cluster&, const StrategyOptions&);
 Schedule make_mgwfbp(const Profile&, const Cluster&, const StrategyOptions&);
 
+// Blocks of options.partition bytes (default kDefaultPartition, schedulers/blocks.h),
+// layer-wise update. bytescheduler: a credit of options.credit bytes in flight
+// (default kDefaultCredit; schedulers/bytescheduler.cc); dcredit: D-Credit's window
+// sequence (schedulers/dcredit.h). THROW UsageError naming --partition or --credit
+// when it is <= 0.
+Schedule make_bytescheduler(const Profile&, const Cluster&, const StrategyOptions&);
+Schedule make_dcredit(const Profile&, const Cluster&, const StrategyOptions&);
+
 }  // namespace weft

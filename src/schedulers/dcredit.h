@@ -1,0 +1,57 @@
+// D-Credit's window sequence (SPEC §4.2, seed 001), computed offline from the
+// profile and the all-reduce cost; exposed for make_dcredit (schedulers/dcredit.cc),
+// for the planner and for tests.
+//
+// The sequence is read by DispatchPolicy::kWindows exactly as the Dispatcher
+// implements it: one message at a time, and whenever the channel is free and some
+// block is ready, message k of the iteration fuses the windows[k] highest-priority
+// ready blocks (fewer if fewer are ready). The dispatcher never leaves the channel
+// idle while a block is ready, so plan_windows() replays that same work-conserving
+// loop, message by message, and chooses each window at the moment the dispatcher
+// will launch it. See Note [D-Credit windows] in dcredit.cc.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "profile/profile.h"
+#include "schedulers/blocks.h"
+#include "units/units.h"
+
+namespace weft {
+
+// The time one message of n bytes takes alone on the channel: allreduce_time()
+// of the cluster (α + β·n in the α–β ring model, a + b·n when fitted).
+using MessageTime = std::function<Seconds(Bytes)>;
+
+struct WindowPlan {
+  std::vector<int> windows;  // for DispatchPolicy::kWindows; sums to the block count
+  int backward_windows = 0;  // windows[0, backward_windows) are launched before the
+                             // last gradient arrives (phase 1), the rest after (phase 2)
+  // The end of the next iteration's forward pass, in seconds from the start of the
+  // backward pass, when every message costs message_time alone: the steady-state
+  // iteration time this plan predicts.
+  Seconds forward_end = 0;
+};
+
+// The whole window sequence of one iteration (phase 1 greedy, then phase 2 optimal).
+// REQUIRES `blocks` in priority order as partition_blocks(profile, ·) returns them
+// (THROWS std::logic_error naming the first block out of order otherwise).
+WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks,
+                        const MessageTime& message_time);
+
+// Phase 2: the windows, in order, that send `remaining` (all ready, the channel
+// free) so that the next forward pass ends earliest, over every split of the
+// blocks into consecutive windows. `fp[l]` is layer l's forward time. Exact, in
+// O(G^2) calls of message_time for G layers in `remaining`; see Note [Optimal
+// forward-phase windows] in dcredit.cc. On ties it prefers more, smaller windows
+// (each layer's forward can start as soon as its own blocks are done).
+// REQUIRES `remaining` in priority order (THROWS std::logic_error otherwise) and
+// message_time subadditive (true of α + β·n with α >= 0).
+std::vector<int> forward_phase_windows(const std::vector<Block>& remaining,
+                                       const std::vector<Seconds>& fp,
+                                       const MessageTime& message_time);
+
+}  // namespace weft
