@@ -19,7 +19,9 @@ const std::vector<StrategyInfo>& strategies() {
        "PyTorch DDP buckets: reverse layer order, 1 MiB first bucket, then 25 MiB", make_ddp},
       {"mgwfbp", kSynchronous, Arch::kAllReduce,
        "merged-gradient WFBP: the optimal contiguous merging of layers", make_mgwfbp},
-      // bytescheduler, dcredit
+      // Blocks of S_p bytes, layer-wise update (schedulers/bytescheduler.cc, dcredit.cc)
+      {"bytescheduler", kSynchronous, Arch::kAllReduce, "ByteScheduler: S_p-byte blocks by layer priority, a fixed credit C of bytes in flight", make_bytescheduler},
+      {"dcredit", kSynchronous, Arch::kAllReduce, "D-Credit: S_p-byte blocks by layer priority, a dynamic window sequence planned offline", make_dcredit},
       // Local SGD: flsgd, plsgd, dreamddp, dreamddp-opt
       // Parameter server: ps, ps-interleaved
   };
