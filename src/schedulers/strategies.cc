@@ -22,7 +22,11 @@ const std::vector<StrategyInfo>& strategies() {
       // Blocks of S_p bytes, layer-wise update (schedulers/bytescheduler.cc, dcredit.cc)
       {"bytescheduler", kSynchronous, Arch::kAllReduce, "ByteScheduler: S_p-byte blocks by layer priority, a fixed credit C of bytes in flight", make_bytescheduler},
       {"dcredit", kSynchronous, Arch::kAllReduce, "D-Credit: S_p-byte blocks by layer priority, a dynamic window sequence planned offline", make_dcredit},
-      // Local SGD: flsgd, plsgd, dreamddp, dreamddp-opt
+      // Local SGD (schedulers/local_sgd.cc)
+      {"flsgd", kLocalSgd, Arch::kAllReduce, "local SGD: the whole model averaged every H iterations, blocking", make_flsgd},
+      {"plsgd", kLocalSgd, Arch::kAllReduce, "partial local SGD: H equal-count layer groups, one averaged per iteration", make_plsgd},
+      {"dreamddp", kLocalSgd, Arch::kAllReduce, "DreamDDP: layer groups by the seed's pruned DFS, then bubble filling", make_dreamddp},
+      {"dreamddp-opt", kLocalSgd, Arch::kAllReduce, "DreamDDP's objective minimised exactly (dynamic programme), then bubble filling", make_dreamddp_opt},
       // Parameter server: ps, ps-interleaved
   };
   return table;

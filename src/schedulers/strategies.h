@@ -59,4 +59,11 @@ Schedule make_mgwfbp(const Profile&, const Cluster&, const StrategyOptions&);
 Schedule make_bytescheduler(const Profile&, const Cluster&, const StrategyOptions&);
 Schedule make_dcredit(const Profile&, const Cluster&, const StrategyOptions&);
 
+// Local SGD (schedulers/local_sgd.cc; planning pieces in local_sgd.h). Period
+// options.H; THROW UsageError naming --H when H < 1.
+Schedule make_flsgd(const Profile&, const Cluster&, const StrategyOptions&);
+Schedule make_plsgd(const Profile&, const Cluster&, const StrategyOptions&);
+Schedule make_dreamddp(const Profile&, const Cluster&, const StrategyOptions&);
+Schedule make_dreamddp_opt(const Profile&, const Cluster&, const StrategyOptions&);
+
 }  // namespace weft
