@@ -202,8 +202,9 @@ RunReport supervise(const std::vector<ProcessSpec>& specs, const SuperviseOption
 
   const std::string stopped = stopped_list(ranks);
   const std::string aftermath =
-      stopped.empty() ? "the other ranks ended by themselves"
-                      : fmt::format("terminated the ranks still running: {}", stopped);
+      !stopped.empty()   ? fmt::format("terminated the ranks still running: {}", stopped)
+      : ranks.size() > 1 ? "the other ranks ended by themselves"
+                         : "it was the only rank";
   switch (stop) {
     case Stop::kFailure: {
       const Rank& failed = ranks[*first_failure];

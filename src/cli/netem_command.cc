@@ -1,0 +1,96 @@
+// `weft netem`: run a command once per worker (and per server) under emulated
+// per-rank links (netem/netem.h). The exit status is the command's when every rank
+// succeeds (0), else the first failed rank's; 124 on --timeout; 128 + signal when
+// interrupted.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "netem/netem.h"
+#include "netem/process.h"
+#include "units/units.h"
+
+namespace weft::cli {
+namespace {
+
+struct NetemFlags {
+  int workers = 0;
+  int servers = 0;
+  std::string bandwidth;
+  std::string latency = "0";
+  std::string server_bandwidth;  // empty: same as --bandwidth
+  std::string timeout = "0";     // the whole job's limit; 0: none
+  std::string grace = "10s";
+  int port = 29500;
+  int mtu = 1500;
+  std::vector<std::string> command;
+};
+
+void run_netem(const NetemFlags& flags, int& exit_status) {
+  netem::NetemOptions network{
+      .workers = flags.workers,
+      .servers = flags.servers,
+      .bandwidth = parse_bandwidth(flags.bandwidth),
+      .latency = parse_duration(flags.latency),
+      .server_bandwidth = flags.server_bandwidth.empty() ? 0 : parse_bandwidth(flags.server_bandwidth),
+      .master_port = flags.port,
+      .mtu = flags.mtu,
+  };
+  const netem::SuperviseOptions supervision{.timeout = parse_duration(flags.timeout),
+                                            .grace = parse_duration(flags.grace)};
+  std::cerr << fmt::format("weft netem: {} worker{} at {}{}, running `{}` in each\n", flags.workers,
+                           flags.workers == 1 ? "" : "s", format_bandwidth(network.bandwidth),
+                           flags.servers == 0
+                               ? ""
+                               : fmt::format(" and {} server{} at {}", flags.servers,
+                                             flags.servers == 1 ? "" : "s",
+                                             format_bandwidth(network.server_bandwidth > 0
+                                                                  ? network.server_bandwidth
+                                                                  : network.bandwidth)),
+                           netem::join_command(flags.command));
+  const std::vector<std::vector<std::string>> argv_per_rank(
+      static_cast<std::size_t>(flags.workers + flags.servers), flags.command);
+  const netem::RunReport report = netem::run_emulated(network, argv_per_rank, supervision);
+  if (report.exit_status != 0) std::cerr << "weft netem: " << report.message << "\n";
+  exit_status = report.exit_status;
+}
+
+}  // namespace
+
+void add_netem(CLI::App& app, int& exit_status) {
+  auto flags = std::make_shared<NetemFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "netem",
+      "Run a command once per worker (and server), each in its own network namespace behind a "
+      "link shaped to --bandwidth. Needs root. Each process gets MASTER_ADDR, MASTER_PORT, RANK, "
+      "WORLD_SIZE, LOCAL_RANK, WEFT_ROLE (worker|server), WEFT_WORKERS, WEFT_SERVERS and, on "
+      "servers, WEFT_SERVER_RANK (servers have RANK P..P+S-1).\n"
+      "Example: sudo weft netem --workers 4 --bandwidth 100Mbit -- weft train --strategy dcredit");
+  cmd->add_option("--workers,-P", flags->workers, "number of workers P")->required();
+  cmd->add_option("--servers", flags->servers, "parameter servers S")->capture_default_str();
+  cmd->add_option("--bandwidth,-B", flags->bandwidth,
+                  "each worker's link, both directions: 100Mbit, 1Gbit, 10MB/s, bytes/s")
+      ->required();
+  cmd->add_option("--latency", flags->latency,
+                  "delay between two ranks: 50us, 2ms (needs the kernel's netem qdisc)")
+      ->capture_default_str();
+  cmd->add_option("--server-bandwidth", flags->server_bandwidth,
+                  "each server's link (default: --bandwidth)");
+  cmd->add_option("--timeout", flags->timeout, "end every rank after this long, e.g. 600s (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--grace", flags->grace,
+                  "after a rank fails, how long the others may run before they are terminated")
+      ->capture_default_str();
+  cmd->add_option("--port", flags->port, "MASTER_PORT given to every rank")->capture_default_str();
+  cmd->add_option("--mtu", flags->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")
+      ->capture_default_str();
+  cmd->add_option("command", flags->command, "the command and its arguments, after --")->required();
+  cmd->callback([flags, &exit_status] { run_netem(*flags, exit_status); });
+}
+
+}  // namespace weft::cli
