@@ -116,9 +116,13 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
   return finished_;
 }
 
-Seconds Network::busy_time(int link) const {
+Seconds Network::busy_time(int link, Seconds at) const {
+  if (!(at >= now_ && at <= next_event_)) {
+    throw std::logic_error(fmt::format(
+        "Network::busy_time at {} s, outside [time {} s, next event {} s]", at, now_, next_event_));
+  }
   const LinkState& s = links_[static_cast<size_t>(link)];
-  return s.busy_total + (s.transferring > 0 ? now_ - s.busy_since : 0.0);
+  return s.busy_total + (s.transferring > 0 ? at - s.busy_since : 0.0);
 }
 
 Seconds Network::finish_time(const FlowState& f) const {

@@ -56,8 +56,9 @@ class Network {
   // The current rate of a transferring flow, in bytes/s per link; 0 during startup.
   BytesPerSecond rate(FlowId id) const { return flows_[static_cast<size_t>(id)].rate; }
 
-  // Seconds, up to time(), during which at least one flow was transferring on `link`.
-  Seconds busy_time(int link) const;
+  // Seconds, up to `at`, during which at least one flow was transferring on `link`.
+  // REQUIRES: time() <= at <= next_event() (nothing changes in between).
+  Seconds busy_time(int link, Seconds at) const;
   // The most flows ever transferring on `link` at once.
   int peak_flows(int link) const { return links_[static_cast<size_t>(link)].peak; }
 

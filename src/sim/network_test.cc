@@ -85,7 +85,7 @@ TEST(Network, LateFlowSlowsTheEarlyOne) {
   // At t=4, a has 6 left; sharing at 1/2 each it ends at 16, b then runs alone.
   EXPECT_DOUBLE_EQ(done.at(a), 16);
   EXPECT_DOUBLE_EQ(done.at(b), 20);
-  EXPECT_DOUBLE_EQ(net.busy_time(0), 20);
+  EXPECT_DOUBLE_EQ(net.busy_time(0, net.time()), 20);
 }
 
 TEST(Network, StartupUsesNoBandwidth) {
@@ -95,7 +95,7 @@ TEST(Network, StartupUsesNoBandwidth) {
   EXPECT_DOUBLE_EQ(net.rate(b), 1);  // alone until the other's startup ends
   const auto done = run_to_end(net);
   EXPECT_DOUBLE_EQ(done.at(b), 3);
-  EXPECT_DOUBLE_EQ(net.busy_time(0), 3 + 2);  // idle from 3 to 5
+  EXPECT_DOUBLE_EQ(net.busy_time(0, net.time()), 3 + 2);  // idle from 3 to 5
 }
 
 TEST(Network, EmptyFlowFinishesWhenItsStartupEnds) {
@@ -105,7 +105,7 @@ TEST(Network, EmptyFlowFinishesWhenItsStartupEnds) {
   EXPECT_EQ(net.advance(0).size(), 1u);
   net.start(Flow{.startup = 2, .volume = 0, .links = {0}}, 0);
   EXPECT_EQ(net.advance(2).size(), 1u);
-  EXPECT_EQ(net.busy_time(0), 0);
+  EXPECT_EQ(net.busy_time(0, net.time()), 0);
 }
 
 TEST(Network, RejectsTimeTravel) {

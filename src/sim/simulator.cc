@@ -1,0 +1,686 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <queue>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "schedule/dispatcher.h"
+#include "sim/network.h"
+
+namespace weft {
+
+// Note [Symmetric all-reduce workers]
+// -----------------------------------
+// In an all-reduce cluster every worker runs the same profile, and a collective
+// starts only when every worker has launched it and ends for all at once. If, in
+// addition, every operation releases at the same offset on every worker, then all
+// workers make the same ops ready at the same instants, their Dispatchers (a
+// deterministic function of that input) launch the same messages at the same
+// instants, and every worker's compute stream runs in lock-step. The simulator then
+// runs one representative worker, whose launch alone starts a collective, and copies
+// its recorded events to the others. The result is identical to simulating all P
+// workers, at 1/P of the cost. This is a property of the executor, decided from the
+// schedule's data (architecture and release offsets), never from the strategy name:
+// see Note [One schedule, two executors] in schedule/schedule.h.
+
+namespace {
+
+// Completion tracking uses one slot per layer for needed_by and one more for
+// kBarrier.
+int dependency_slot(const CommOp& op, int layers) {
+  return op.needed_by == kBarrier ? layers : op.needed_by;
+}
+
+enum class EventKind : std::uint8_t { kComputeDone, kRelease };
+
+struct QueuedEvent {
+  Seconds time;
+  std::uint64_t seq;  // FIFO among equal times, so runs are deterministic
+  int worker;
+  EventKind kind;
+  OpRef op;  // kRelease
+};
+
+struct Later {
+  bool operator()(const QueuedEvent& a, const QueuedEvent& b) const {
+    return a.time > b.time || (a.time == b.time && a.seq > b.seq);
+  }
+};
+
+bool symmetric_workers(const Schedule& schedule, const Cluster& cluster) {
+  if (cluster.arch != Arch::kAllReduce) return false;
+  for (const auto& ops : schedule.iterations) {
+    for (const CommOp& op : ops) {
+      const auto& r = op.release_offset;
+      if (std::adjacent_find(r.begin(), r.end(), std::not_equal_to<>()) != r.end()) return false;
+    }
+  }
+  return true;
+}
+
+const Cluster& validated(const Cluster& cluster) {
+  validate(cluster);
+  return cluster;
+}
+
+// Default length of a run: one warm-up period, then whole periods for at least ~10
+// iterations, and never fewer than two measured periods.
+int default_iterations(int period) { return period * (1 + std::max(2, (10 + period - 1) / period)); }
+
+class Simulation {
+ public:
+  Simulation(const Schedule& schedule, const Profile& profile, const Cluster& cluster,
+             const SimOptions& options);
+  Timeline run();
+
+ private:
+  // ---- compute stream ----
+  struct Worker {
+    explicit Worker(const Schedule& schedule) : dispatcher(schedule) {}
+    Dispatcher dispatcher;
+    int iteration = 0;
+    int step = 0;  // 0..L-1: forward of layer `step`; L..2L-1: backward of 2L-1-step
+    bool computing = false;
+    bool finished = false;  // reached the start of iteration `iterations_`
+    Seconds task_start = 0;
+    // unfinished[t % 2][slot]: ops of iteration t not complete on this worker.
+    std::vector<int> unfinished[2];
+    int collectives_launched = 0;
+    std::vector<bool> comm_lane_busy;
+  };
+
+  // ---- all-reduce ----
+  struct Collective {
+    std::vector<Message> messages;  // per simulated worker
+    int launched = 0;
+    bool done = false;
+    Seconds start = 0;
+    std::vector<int> lane;  // per simulated worker
+  };
+
+  // ---- parameter server ----
+  // A message a worker sent to the servers: one Part per server it touches.
+  struct PsMessage {
+    int worker = 0;
+    Message message;
+    int parts_left = 0;
+    int lane = 0;
+  };
+  struct Part {
+    int message = 0;  // index into ps_messages_
+    int server = 0;
+    Bytes bytes = 0;
+    std::vector<OpRef> ops;
+    int waiting = 0;  // ops whose P pushes have not all arrived
+    Seconds start = 0;
+  };
+  struct ServerOp {
+    int pushes = 0;
+    std::vector<int> waiting_parts;
+  };
+
+  struct FlowTag {
+    enum class Kind : std::uint8_t { kCollective, kPush, kPull } kind;
+    int id;
+  };
+
+  void push_event(Seconds time, int worker, EventKind kind, OpRef op = {}) {
+    queue_.push({time, next_seq_++, worker, kind, op});
+  }
+
+  int worker_id(int w) const { return w; }  // simulated worker w is rank w
+  Seconds task_duration(const Worker& w) const;
+  void try_start(int w, Seconds now);
+  void on_iteration_start(int w, int iteration, Seconds now);
+  void on_compute_done(int w, Seconds now);
+  void release(int w, OpRef op);
+  void pump(int w, Seconds now);
+  void complete_op(int w, OpRef op, Seconds now);
+
+  void launch_collective(int w, Message message, Seconds now);
+  void on_collective_done(int seq, Seconds now);
+  void launch_ps(int w, Message message, Seconds now);
+  void on_push_done(int part, Seconds now);
+  void start_pull(int part, Seconds now);
+  void on_pull_done(int part, Seconds now);
+
+  void tag_flow(Network::FlowId id, FlowTag tag);
+  ServerOp& server_op(OpRef op);
+  int take_lane(int w);
+  const std::string& lane_name(int lane);
+  bool recording(int iteration) const { return iteration < options_.record_iterations; }
+  std::string describe(const Message& message) const;
+  int single_layer(const Message& message) const;
+  void record(int w, std::string lane, std::string name, Seconds start, Seconds end,
+              const Message& message);
+  std::vector<Seconds> link_busy(Seconds now) const;
+  [[noreturn]] void deadlock(Seconds now) const;
+  Summary summarise() const;
+
+  const Schedule& schedule_;
+  const Profile& profile_;
+  const Cluster& cluster_;
+  SimOptions options_;
+  int layers_;
+  int iterations_;
+  int workers_;      // P
+  int sim_workers_;  // P, or 1 under Note [Symmetric all-reduce workers]
+  int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
+  int measure_end_;
+  std::vector<Seconds> bp_end_;
+  // needed_[i][slot]: ops of period iteration i per dependency slot.
+  std::vector<std::vector<int>> needed_;
+  // ready_after_[i][layer]: indices of the ops of period iteration i that the
+  // backward of `layer` makes ready.
+  std::vector<std::vector<std::vector<int>>> ready_after_;
+
+  std::vector<Worker> workers_state_;
+  Network network_;
+  std::priority_queue<QueuedEvent, std::vector<QueuedEvent>, Later> queue_;
+  std::uint64_t next_seq_ = 0;
+  std::vector<FlowTag> flow_tags_;
+
+  std::deque<Collective> collectives_;
+  int collective_base_ = 0;
+
+  std::vector<PsMessage> ps_messages_;
+  std::vector<int> free_ps_messages_;
+  std::vector<Part> parts_;
+  std::vector<int> free_parts_;
+  std::vector<std::vector<ServerOp>> server_ops_;  // [global iteration][op index]
+
+  std::vector<Seconds> iteration_start_;  // max over workers
+  std::vector<int> started_;              // workers that started each iteration
+  std::vector<Seconds> busy_at_warmup_end_;
+  std::vector<Seconds> busy_at_measure_end_;
+  int finished_workers_ = 0;
+  std::vector<std::string> lane_names_;
+  std::vector<Event> events_;
+};
+
+Simulation::Simulation(const Schedule& schedule, const Profile& profile, const Cluster& cluster,
+                       const SimOptions& options)
+    : schedule_(schedule),
+      profile_(profile),
+      cluster_(cluster),
+      options_(options),
+      layers_(profile.size()),
+      workers_(cluster.workers),
+      network_(links_of(validated(cluster))) {
+  validate(schedule, profile, cluster.workers);
+  if (options.iterations < 0 || options.record_iterations < 0) {
+    throw UsageError(fmt::format("--iterations {} / record {}: need >= 0", options.iterations,
+                                 options.record_iterations));
+  }
+  const int period = schedule.period;
+  iterations_ = options.iterations > 0 ? options.iterations : default_iterations(period);
+  // Average over whole periods after one warm-up period, when there is room for both;
+  // short runs average over what they have.
+  warmup_end_ = iterations_ >= 2 * period ? period : 0;
+  measure_end_ = iterations_ >= period ? iterations_ / period * period : iterations_;
+
+  sim_workers_ = symmetric_workers(schedule, cluster) ? 1 : workers_;
+  bp_end_ = backward_end_times(profile);
+
+  needed_.assign(static_cast<size_t>(period), std::vector<int>(static_cast<size_t>(layers_) + 1, 0));
+  ready_after_.assign(static_cast<size_t>(period),
+                      std::vector<std::vector<int>>(static_cast<size_t>(layers_)));
+  for (int i = 0; i < period; ++i) {
+    const auto& ops = schedule.iterations[static_cast<size_t>(i)];
+    for (int k = 0; k < static_cast<int>(ops.size()); ++k) {
+      const CommOp& op = ops[static_cast<size_t>(k)];
+      const bool ps = op.kind == OpKind::kParameterServer;
+      if (ps != (cluster.arch == Arch::kParameterServer)) {
+        throw std::logic_error(fmt::format(
+            "schedule '{}': iteration {} op {} is {} but the cluster is {}", schedule.strategy, i,
+            k, to_string(op.kind), to_string(cluster.arch)));
+      }
+      if (ps && (op.server < 0 || op.server >= cluster.servers)) {
+        throw std::logic_error(fmt::format("schedule '{}': iteration {} op {} uses server {} of {}",
+                                           schedule.strategy, i, k, op.server, cluster.servers));
+      }
+      ++needed_[static_cast<size_t>(i)][static_cast<size_t>(dependency_slot(op, layers_))];
+      ready_after_[static_cast<size_t>(i)][static_cast<size_t>(op.ready_after)].push_back(k);
+    }
+  }
+
+  workers_state_.reserve(static_cast<size_t>(sim_workers_));
+  for (int w = 0; w < sim_workers_; ++w) {
+    workers_state_.emplace_back(schedule);
+    for (auto& slot : workers_state_.back().unfinished) slot.assign(static_cast<size_t>(layers_) + 1, 0);
+  }
+  iteration_start_.assign(static_cast<size_t>(iterations_) + 1, 0);
+  started_.assign(static_cast<size_t>(iterations_) + 1, 0);
+  if (cluster.arch == Arch::kParameterServer) {
+    server_ops_.resize(static_cast<size_t>(iterations_));
+  }
+}
+
+Timeline Simulation::run() {
+  for (int w = 0; w < sim_workers_; ++w) try_start(w, 0);
+  while (finished_workers_ < sim_workers_) {
+    const Seconds net_time = network_.next_event();
+    if (net_time == Network::kNever && queue_.empty()) deadlock(network_.time());
+    // Network events first on ties: a message ending at the instant a layer ends is
+    // seen by whatever that layer's end decides.
+    if (queue_.empty() || net_time <= queue_.top().time) {
+      for (Network::FlowId id : network_.advance(net_time)) {
+        const FlowTag tag = flow_tags_[static_cast<size_t>(id)];
+        switch (tag.kind) {
+          case FlowTag::Kind::kCollective: on_collective_done(tag.id, net_time); break;
+          case FlowTag::Kind::kPush: on_push_done(tag.id, net_time); break;
+          case FlowTag::Kind::kPull: on_pull_done(tag.id, net_time); break;
+        }
+      }
+      continue;
+    }
+    const QueuedEvent e = queue_.top();
+    queue_.pop();
+    switch (e.kind) {
+      case EventKind::kComputeDone: on_compute_done(e.worker, e.time); break;
+      case EventKind::kRelease:
+        release(e.worker, e.op);
+        pump(e.worker, e.time);
+        break;
+    }
+  }
+
+  Timeline timeline;
+  timeline.source = "simulated";
+  timeline.strategy = schedule_.strategy;
+  for (int w = 0; w < workers_; ++w) timeline.process_names.push_back(fmt::format("worker {}", w));
+  if (sim_workers_ == 1 && workers_ > 1 && !events_.empty()) {
+    // Note [Symmetric all-reduce workers]: every worker did what worker 0 did.
+    const size_t n = events_.size();
+    events_.reserve(n * static_cast<size_t>(workers_));
+    for (int w = 1; w < workers_; ++w) {
+      for (size_t i = 0; i < n; ++i) {
+        events_.push_back(events_[i]);
+        events_.back().worker = w;
+      }
+    }
+  }
+  timeline.events = std::move(events_);
+  timeline.summary = summarise();
+  return timeline;
+}
+
+// ---- compute stream ----
+
+Seconds Simulation::task_duration(const Worker& w) const {
+  const Layer& layer = w.step < layers_ ? profile_.layers[static_cast<size_t>(w.step)]
+                                        : profile_.layers[static_cast<size_t>(2 * layers_ - 1 - w.step)];
+  return w.step < layers_ ? layer.fp : layer.bp;
+}
+
+void Simulation::try_start(int wi, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  if (w.computing || w.finished) return;
+  const int t = w.iteration;
+  if (w.step < layers_ && t > 0) {
+    const std::vector<int>& previous = w.unfinished[(t - 1) % 2];
+    if (previous[static_cast<size_t>(w.step)] > 0) return;
+    if (w.step == 0 && previous[static_cast<size_t>(layers_)] > 0) return;
+  }
+  if (w.step == 0) {
+    on_iteration_start(wi, t, now);
+    if (t == iterations_) {
+      w.finished = true;
+      ++finished_workers_;
+      return;
+    }
+  }
+  w.computing = true;
+  w.task_start = now;
+  push_event(now + task_duration(w), wi, EventKind::kComputeDone);
+}
+
+void Simulation::on_iteration_start(int wi, int t, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  // The slot last held iteration t-2, whose ops all completed before the forward of
+  // t-1 could finish.
+  const auto& needed = needed_[static_cast<size_t>(t % schedule_.period)];
+  std::copy(needed.begin(), needed.end(), w.unfinished[t % 2].begin());
+  iteration_start_[static_cast<size_t>(t)] = std::max(iteration_start_[static_cast<size_t>(t)], now);
+  if (++started_[static_cast<size_t>(t)] == sim_workers_) {
+    if (t == warmup_end_) busy_at_warmup_end_ = link_busy(now);
+    if (t == measure_end_) busy_at_measure_end_ = link_busy(now);
+  }
+}
+
+void Simulation::on_compute_done(int wi, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  w.computing = false;
+  const int t = w.iteration;
+  const bool forward = w.step < layers_;
+  const int layer = forward ? w.step : 2 * layers_ - 1 - w.step;
+  if (recording(t)) {
+    const std::string& name = profile_.layers[static_cast<size_t>(layer)].name;
+    events_.push_back({.worker = worker_id(wi), .lane = "compute",
+                       .name = (forward ? "fp " : "bp ") + name, .start = w.task_start,
+                       .end = now, .iteration = t, .layer = layer, .bytes = 0});
+  }
+  if (!forward) {
+    const auto& ready = ready_after_[static_cast<size_t>(t % schedule_.period)][static_cast<size_t>(layer)];
+    for (int index : ready) {
+      const OpRef op{t, index};
+      const Seconds offset = schedule_.ops(t)[static_cast<size_t>(index)].release(worker_id(wi));
+      if (offset > 0) {
+        push_event(now + offset, wi, EventKind::kRelease, op);
+      } else {
+        release(wi, op);
+      }
+    }
+  }
+  if (++w.step == 2 * layers_) {
+    w.step = 0;
+    ++w.iteration;
+  }
+  try_start(wi, now);
+  if (!forward) pump(wi, now);
+}
+
+// REQUIRES (Dispatcher): iterations become ready in non-decreasing order. A release
+// offset longer than an iteration would break it; schedulers keep offsets within
+// the iteration (SPEC §4.4 slots end by end_comp + half a slot).
+void Simulation::release(int wi, OpRef op) {
+  workers_state_[static_cast<size_t>(wi)].dispatcher.ready(op);
+}
+
+void Simulation::pump(int wi, Seconds now) {
+  for (Message& message : workers_state_[static_cast<size_t>(wi)].dispatcher.launch()) {
+    if (cluster_.arch == Arch::kAllReduce) {
+      launch_collective(wi, std::move(message), now);
+    } else {
+      launch_ps(wi, std::move(message), now);
+    }
+  }
+}
+
+void Simulation::complete_op(int wi, OpRef op, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  const CommOp& comm = schedule_.ops(op.iteration)[static_cast<size_t>(op.index)];
+  --w.unfinished[op.iteration % 2][static_cast<size_t>(dependency_slot(comm, layers_))];
+  try_start(wi, now);
+}
+
+// ---- all-reduce ----
+
+void Simulation::launch_collective(int wi, Message message, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  const int seq = w.collectives_launched++;
+  while (static_cast<int>(collectives_.size()) <= seq - collective_base_) {
+    collectives_.emplace_back();
+    collectives_.back().messages.resize(static_cast<size_t>(sim_workers_));
+    collectives_.back().lane.resize(static_cast<size_t>(sim_workers_));
+  }
+  Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
+  c.messages[static_cast<size_t>(wi)] = std::move(message);
+  if (++c.launched < sim_workers_) return;
+
+  // Collectives match by launch order, as in Gloo and NCCL; a worker that fused
+  // different ops into its k-th all-reduce would corrupt data in the runtime.
+  for (int v = 1; v < sim_workers_; ++v) {
+    if (c.messages[static_cast<size_t>(v)].ops != c.messages[0].ops) {
+      throw std::logic_error(fmt::format(
+          "schedule '{}': all-reduce #{} is [{}] on worker 0 but [{}] on worker {}; all workers "
+          "must launch the same collectives in the same order",
+          schedule_.strategy, seq, describe(c.messages[0]), describe(c.messages[static_cast<size_t>(v)]), v));
+    }
+  }
+  c.start = now;
+  if (recording(c.messages[0].ops.front().iteration)) {
+    for (int v = 0; v < sim_workers_; ++v) c.lane[static_cast<size_t>(v)] = take_lane(v);
+  }
+  tag_flow(network_.start(allreduce_flow(cluster_, c.messages[0].bytes), now),
+           {FlowTag::Kind::kCollective, seq});
+}
+
+void Simulation::on_collective_done(int seq, Seconds now) {
+  Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
+  c.done = true;
+  const bool record_it = recording(c.messages[0].ops.front().iteration);
+  for (int v = 0; v < sim_workers_; ++v) {
+    const Message& message = c.messages[static_cast<size_t>(v)];
+    if (record_it) {
+      const int lane = c.lane[static_cast<size_t>(v)];
+      record(v, lane_name(lane), "allreduce " + describe(message), c.start, now, message);
+      workers_state_[static_cast<size_t>(v)].comm_lane_busy[static_cast<size_t>(lane)] = false;
+    }
+    workers_state_[static_cast<size_t>(v)].dispatcher.done(message);
+    for (OpRef op : message.ops) complete_op(v, op, now);
+  }
+  for (int v = 0; v < sim_workers_; ++v) pump(v, now);
+  while (!collectives_.empty() && collectives_.front().done) {
+    collectives_.pop_front();
+    ++collective_base_;
+  }
+}
+
+// ---- parameter server ----
+
+void Simulation::launch_ps(int wi, Message message, Seconds now) {
+  int index;
+  if (free_ps_messages_.empty()) {
+    index = static_cast<int>(ps_messages_.size());
+    ps_messages_.emplace_back();
+  } else {
+    index = free_ps_messages_.back();
+    free_ps_messages_.pop_back();
+  }
+  PsMessage& m = ps_messages_[static_cast<size_t>(index)];
+  m.worker = wi;
+  m.message = std::move(message);
+  m.parts_left = 0;
+  if (recording(m.message.ops.front().iteration)) m.lane = take_lane(wi);
+
+  // One push per server the message touches, in order of first appearance.
+  std::vector<int> part_of_server(static_cast<size_t>(cluster_.servers), -1);
+  for (OpRef op : m.message.ops) {
+    const CommOp& comm = schedule_.ops(op.iteration)[static_cast<size_t>(op.index)];
+    int& p = part_of_server[static_cast<size_t>(comm.server)];
+    if (p < 0) {
+      if (free_parts_.empty()) {
+        p = static_cast<int>(parts_.size());
+        parts_.emplace_back();
+      } else {
+        p = free_parts_.back();
+        free_parts_.pop_back();
+      }
+      Part& part = parts_[static_cast<size_t>(p)];
+      part = Part{.message = index, .server = comm.server, .bytes = 0, .ops = {}, .waiting = 0,
+                  .start = now};
+      ++m.parts_left;
+    }
+    parts_[static_cast<size_t>(p)].ops.push_back(op);
+    parts_[static_cast<size_t>(p)].bytes += comm.bytes();
+  }
+  for (int p : part_of_server) {
+    if (p < 0) continue;
+    const Part& part = parts_[static_cast<size_t>(p)];
+    tag_flow(network_.start(push_flow(cluster_, worker_id(wi), part.server, part.bytes), now),
+             {FlowTag::Kind::kPush, p});
+  }
+}
+
+// The server updates an op once all P pushes of it have arrived (instantly, SPEC
+// §1.2); a worker's pull of a part starts when every op in it is updated.
+void Simulation::on_push_done(int p, Seconds now) {
+  Part& part = parts_[static_cast<size_t>(p)];
+  const PsMessage& m = ps_messages_[static_cast<size_t>(part.message)];
+  if (recording(part.ops.front().iteration)) {
+    record(m.worker, lane_name(m.lane), fmt::format("push {} to server {}", describe(m.message), part.server),
+           part.start, now, Message{part.ops, part.bytes});
+  }
+  for (OpRef op : part.ops) {
+    ServerOp& s = server_op(op);
+    if (++s.pushes < workers_) {
+      ++part.waiting;
+      s.waiting_parts.push_back(p);
+      continue;
+    }
+    for (int q : s.waiting_parts) {
+      if (--parts_[static_cast<size_t>(q)].waiting == 0) start_pull(q, now);
+    }
+    s.waiting_parts = {};
+  }
+  if (part.waiting == 0) start_pull(p, now);
+}
+
+void Simulation::start_pull(int p, Seconds now) {
+  Part& part = parts_[static_cast<size_t>(p)];
+  part.start = now;
+  const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
+  tag_flow(network_.start(pull_flow(cluster_, part.server, worker_id(worker), part.bytes), now),
+           {FlowTag::Kind::kPull, p});
+}
+
+void Simulation::on_pull_done(int p, Seconds now) {
+  Part& part = parts_[static_cast<size_t>(p)];
+  const int index = part.message;
+  PsMessage& m = ps_messages_[static_cast<size_t>(index)];
+  const int wi = m.worker;
+  if (recording(part.ops.front().iteration)) {
+    record(wi, lane_name(m.lane), fmt::format("pull {} from server {}", describe(m.message), part.server),
+           part.start, now, Message{part.ops, part.bytes});
+  }
+  const std::vector<OpRef> ops = std::move(part.ops);
+  free_parts_.push_back(p);
+  for (OpRef op : ops) complete_op(wi, op, now);
+  if (--m.parts_left > 0) return;
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  if (recording(m.message.ops.front().iteration)) w.comm_lane_busy[static_cast<size_t>(m.lane)] = false;
+  w.dispatcher.done(m.message);
+  free_ps_messages_.push_back(index);
+  pump(wi, now);
+}
+
+Simulation::ServerOp& Simulation::server_op(OpRef op) {
+  auto& ops = server_ops_[static_cast<size_t>(op.iteration)];
+  if (ops.empty()) ops.resize(schedule_.ops(op.iteration).size());
+  return ops[static_cast<size_t>(op.index)];
+}
+
+// ---- bookkeeping ----
+
+void Simulation::tag_flow(Network::FlowId id, FlowTag tag) {
+  if (static_cast<size_t>(id) >= flow_tags_.size()) flow_tags_.resize(static_cast<size_t>(id) + 1);
+  flow_tags_[static_cast<size_t>(id)] = tag;
+}
+
+// Messages in flight at once (credit policy) go on separate lanes, "comm", "comm 2",
+// ..., so that trace viewers never see partially overlapping slices on one thread.
+int Simulation::take_lane(int wi) {
+  auto& busy = workers_state_[static_cast<size_t>(wi)].comm_lane_busy;
+  auto free = std::find(busy.begin(), busy.end(), false);
+  const int lane = static_cast<int>(free - busy.begin());
+  if (free == busy.end()) busy.push_back(true);
+  else *free = true;
+  return lane;
+}
+
+const std::string& Simulation::lane_name(int lane) {
+  while (static_cast<int>(lane_names_.size()) <= lane) {
+    const size_t k = lane_names_.size();
+    lane_names_.push_back(k == 0 ? "comm" : fmt::format("comm {}", k + 1));
+  }
+  return lane_names_[static_cast<size_t>(lane)];
+}
+
+int Simulation::single_layer(const Message& message) const {
+  int layer = -1;
+  for (OpRef op : message.ops) {
+    for (const Chunk& c : schedule_.ops(op.iteration)[static_cast<size_t>(op.index)].chunks) {
+      if (layer >= 0 && c.layer != layer) return -1;
+      layer = c.layer;
+    }
+  }
+  return layer;
+}
+
+// "conv1", "conv1 (4MiB at 8MiB)", "fc..conv1 (12 layers)" or "3 ops".
+std::string Simulation::describe(const Message& message) const {
+  const int layer = single_layer(message);
+  if (layer >= 0) {
+    const Layer& l = profile_.layers[static_cast<size_t>(layer)];
+    if (message.bytes == l.bytes()) return l.name;
+    const Chunk& first = schedule_.ops(message.ops[0].iteration)[static_cast<size_t>(message.ops[0].index)].chunks[0];
+    return fmt::format("{} ({} at {})", l.name, format_bytes(message.bytes), format_bytes(first.offset));
+  }
+  if (message.ops.size() > 1) return fmt::format("{} ops", message.ops.size());
+  int lo = layers_, hi = -1;
+  for (const Chunk& c : schedule_.ops(message.ops[0].iteration)[static_cast<size_t>(message.ops[0].index)].chunks) {
+    lo = std::min(lo, c.layer);
+    hi = std::max(hi, c.layer);
+  }
+  return fmt::format("{}..{} ({} layers)", profile_.layers[static_cast<size_t>(hi)].name,
+                     profile_.layers[static_cast<size_t>(lo)].name, hi - lo + 1);
+}
+
+void Simulation::record(int wi, std::string lane, std::string name, Seconds start, Seconds end,
+                        const Message& message) {
+  events_.push_back({.worker = worker_id(wi), .lane = std::move(lane), .name = std::move(name),
+                     .start = start, .end = end, .iteration = message.ops.front().iteration,
+                     .layer = single_layer(message), .bytes = message.bytes});
+}
+
+std::vector<Seconds> Simulation::link_busy(Seconds now) const {
+  std::vector<Seconds> busy(network_.links().capacity.size());
+  for (size_t l = 0; l < busy.size(); ++l) busy[l] = network_.busy_time(static_cast<int>(l), now);
+  return busy;
+}
+
+void Simulation::deadlock(Seconds now) const {
+  std::string where;
+  for (int wi = 0; wi < sim_workers_; ++wi) {
+    const Worker& w = workers_state_[static_cast<size_t>(wi)];
+    if (w.finished) continue;
+    where += fmt::format(" worker {} waits before {} of layer {} in iteration {};", wi,
+                         w.step < layers_ ? "the forward" : "the backward",
+                         w.step < layers_ ? w.step : 2 * layers_ - 1 - w.step, w.iteration);
+  }
+  throw std::logic_error(fmt::format(
+      "schedule '{}' deadlocks at {} s: nothing in flight and{} its ops never complete",
+      schedule_.strategy, now, where));
+}
+
+Summary Simulation::summarise() const {
+  Summary s;
+  s.compute = profile_.forward_time() + profile_.backward_time();
+  s.iterations = measure_end_ - warmup_end_;
+  const Seconds begin = iteration_start_[static_cast<size_t>(warmup_end_)];
+  const Seconds span = iteration_start_[static_cast<size_t>(measure_end_)] - begin;
+  s.iteration = s.iterations > 0 ? span / s.iterations : 0;
+  s.exposed_comm = s.iteration - s.compute;
+  if (span > 0) {
+    const LinkSet& links = network_.links();
+    for (size_t l = 0; l < links.capacity.size(); ++l) {
+      const double busy = (busy_at_measure_end_[l] - busy_at_warmup_end_[l]) / span;
+      s.link_utilisation = std::max(s.link_utilisation, busy);
+      if (cluster_.arch == Arch::kParameterServer && l >= 2 * static_cast<size_t>(workers_)) {
+        s.server_busy = std::max(s.server_busy, busy);
+      }
+    }
+  }
+  if (cluster_.arch == Arch::kParameterServer) {
+    for (int srv = 0; srv < cluster_.servers; ++srv) {
+      s.peak_server_incast = std::max(s.peak_server_incast, network_.peak_flows(2 * workers_ + 2 * srv + 1));
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+Timeline simulate(const Schedule& schedule, const Profile& profile, const Cluster& cluster,
+                  const SimOptions& options) {
+  return Simulation(schedule, profile, cluster, options).run();
+}
+
+}  // namespace weft

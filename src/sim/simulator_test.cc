@@ -1,0 +1,361 @@
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+namespace weft {
+namespace {
+
+using namespace literals;
+
+struct LayerSpec {
+  Seconds fp;
+  Seconds bp;
+  std::int64_t params;
+};
+
+Profile make_profile(const std::vector<LayerSpec>& specs) {
+  Profile p;
+  p.model = "hand-built";
+  for (size_t l = 0; l < specs.size(); ++l) {
+    Layer layer;
+    layer.name = "layer" + std::to_string(l);
+    layer.params = specs[l].params;
+    layer.fp = specs[l].fp;
+    layer.bp = specs[l].bp;
+    p.layers.push_back(layer);
+  }
+  return p;
+}
+
+Profile random_profile(std::mt19937& rng, int max_layers = 8) {
+  std::vector<LayerSpec> specs(static_cast<size_t>(std::uniform_int_distribution(1, max_layers)(rng)));
+  for (LayerSpec& s : specs) {
+    s.fp = std::uniform_real_distribution(0.0, 2e-3)(rng);
+    s.bp = std::uniform_real_distribution(0.0, 4e-3)(rng);
+    s.params = std::uniform_int_distribution<std::int64_t>(1, 2'000'000)(rng);
+  }
+  return make_profile(specs);
+}
+
+Cluster ring(int workers, BytesPerSecond bandwidth, Seconds latency) {
+  Cluster c;
+  c.workers = workers;
+  c.bandwidth = bandwidth;
+  c.latency = latency;
+  return c;
+}
+
+Cluster random_ring(std::mt19937& rng) {
+  return ring(std::uniform_int_distribution(2, 16)(rng), std::uniform_real_distribution(1e7, 1e9)(rng),
+              std::uniform_real_distribution(0.0, 1e-4)(rng));
+}
+
+CommOp whole_layers(const Profile& p, std::vector<int> layers, int needed_by = kBarrier) {
+  CommOp op;
+  for (int l : layers) op.chunks.push_back({.layer = l, .offset = 0, .length = p.layers[l].bytes()});
+  op.ready_after = *std::min_element(layers.begin(), layers.end());
+  op.needed_by = needed_by;
+  op.priority = op.ready_after;
+  return op;
+}
+
+std::vector<int> all_layers(const Profile& p) {
+  std::vector<int> layers(static_cast<size_t>(p.size()));
+  std::iota(layers.begin(), layers.end(), 0);
+  return layers;
+}
+
+Schedule one_period(std::vector<CommOp> ops, DispatchPolicy dispatch = {}) {
+  Schedule s;
+  s.strategy = "hand-built";
+  s.iterations = {std::move(ops)};
+  s.dispatch = std::move(dispatch);
+  s.options_json = "{}";
+  return s;
+}
+
+// One op per layer, in backward order, each ready after its own backward.
+std::vector<CommOp> per_layer_backward_order(const Profile& p, bool layer_wise) {
+  std::vector<CommOp> ops;
+  for (int l = p.size() - 1; l >= 0; --l) ops.push_back(whole_layers(p, {l}, layer_wise ? l : kBarrier));
+  return ops;
+}
+
+Seconds compute_of(const Profile& p) { return p.forward_time() + p.backward_time(); }
+
+// (a) ssgd: one all-reduce of the whole model after the backward, behind a barrier.
+TEST(Simulate, WholeModelAllReduceAfterBackward) {
+  std::mt19937 rng(1);
+  for (int trial = 0; trial < 100; ++trial) {
+    const Profile p = random_profile(rng);
+    const Cluster c = random_ring(rng);
+    const Timeline t = simulate(one_period({whole_layers(p, all_layers(p))}), p, c, {.iterations = 6});
+    const Seconds comm = allreduce_time(c, p.total_bytes());
+    EXPECT_NEAR(t.summary.iteration, compute_of(p) + comm, 1e-9);
+    EXPECT_NEAR(t.summary.compute, compute_of(p), 1e-12);
+    EXPECT_NEAR(t.summary.exposed_comm, comm, 1e-9);
+    // The fabric is busy for the transfer part of the all-reduce only.
+    const Seconds transfer = comm - allreduce_flow(c, p.total_bytes()).startup;
+    EXPECT_NEAR(t.summary.link_utilisation, transfer / t.summary.iteration, 1e-9);
+    EXPECT_EQ(t.summary.iterations, 5);
+  }
+}
+
+// (b) wfbp: per-layer all-reduces in backward order, one at a time, then a barrier.
+// start_l = max(BPend(l), end of the previous); iteration = fp + max(bp, last end).
+TEST(Simulate, InOrderPerLayerMatchesTheRecurrence) {
+  std::mt19937 rng(2);
+  for (int trial = 0; trial < 100; ++trial) {
+    const Profile p = random_profile(rng);
+    const Cluster c = random_ring(rng);
+    const auto bp_end = backward_end_times(p);
+    Seconds end = 0;
+    for (int l = p.size() - 1; l >= 0; --l) {
+      end = std::max(bp_end[static_cast<size_t>(l)], end) + allreduce_time(c, p.layers[l].bytes());
+    }
+    const Seconds expected = p.forward_time() + std::max(p.backward_time(), end);
+    const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 5});
+    EXPECT_NEAR(t.summary.iteration, expected, 1e-9) << "trial " << trial;
+  }
+}
+
+Seconds end_of_last_comm(const Timeline& t, int iteration) {
+  Seconds end = 0;
+  for (const Event& e : t.events) {
+    if (e.worker == 0 && e.lane.starts_with("comm") && e.iteration == iteration) end = std::max(end, e.end);
+  }
+  return end;
+}
+
+Seconds start_of(const Timeline& t, std::string_view name, int iteration) {
+  for (const Event& e : t.events) {
+    if (e.worker == 0 && e.name == name && e.iteration == iteration) return e.start;
+  }
+  ADD_FAILURE() << "no event " << name << " in iteration " << iteration;
+  return 0;
+}
+
+// (c) Layer-wise needed_by: sending in forward order once the whole gradient exists,
+// the next forward of layer 0 starts as soon as layer 0's message is done, while
+// later layers' messages are still on the wire; a barrier would wait for all.
+TEST(Simulate, LayerWiseDependencyOverlapsTheNextForward) {
+  const Profile p = make_profile({{1e-3, 2e-3, 1'000'000}, {1e-3, 2e-3, 1'000'000}, {1e-3, 2e-3, 1'000'000}});
+  const Cluster c = ring(4, 1_Gbit, 10_us);
+  std::vector<CommOp> layer_wise, barrier;
+  for (int l = 0; l < p.size(); ++l) {
+    CommOp op = whole_layers(p, {l}, l);
+    op.ready_after = 0;  // all leave after the whole backward, in forward order
+    layer_wise.push_back(op);
+    op.needed_by = kBarrier;
+    barrier.push_back(op);
+  }
+  const Timeline lw = simulate(one_period(layer_wise), p, c, {.iterations = 4, .record_iterations = 2});
+  const Timeline bar = simulate(one_period(barrier), p, c, {.iterations = 4});
+  EXPECT_LT(start_of(lw, "fp layer0", 1), end_of_last_comm(lw, 0));
+  EXPECT_LT(lw.summary.iteration, bar.summary.iteration - 1e-6);
+  // fp of layer l waits only for message l: c0 after the backward, then each forward
+  // waits for the later of its message and the previous layer.
+  const Seconds m = allreduce_time(c, 4'000'000);
+  const Seconds bp_done = p.forward_time() + p.backward_time();
+  EXPECT_NEAR(start_of(lw, "fp layer0", 1), bp_done + m, 1e-12);
+  EXPECT_NEAR(start_of(lw, "fp layer1", 1), bp_done + 2 * m, 1e-12);
+  EXPECT_NEAR(start_of(lw, "fp layer2", 1), bp_done + 3 * m, 1e-12);
+}
+
+// (d) A credit large enough for two ops lets both fly at once: they share the fabric
+// (each at half rate) and overlap their startups, saving one startup over in-order.
+TEST(Simulate, CreditSharesBandwidthBetweenConcurrentOps) {
+  // Layer 0 has no backward time, so both gradients are ready at the same instant.
+  const Profile p = make_profile({{1e-3, 0, 500'000}, {1e-3, 2e-3, 500'000}});
+  const Cluster c = ring(8, 1_Gbit, 50_us);
+  std::vector<CommOp> ops = {whole_layers(p, {1}), whole_layers(p, {0})};
+  ops[0].ready_after = 0;  // both leave together
+  const Timeline credit =
+      simulate(one_period(ops, {.kind = DispatchPolicy::Kind::kCredit, .credit = 10_MiB, .windows = {}}),
+               p, c, {.iterations = 4, .record_iterations = 1});
+  const Timeline in_order = simulate(one_period(ops), p, c, {.iterations = 4});
+
+  const Flow f = allreduce_flow(c, 2'000'000);
+  const Seconds transfer_both = 2 * 2'000'000 / links_of(c).capacity[0];
+  EXPECT_NEAR(credit.summary.iteration, compute_of(p) + f.startup + transfer_both, 1e-12);
+  EXPECT_NEAR(in_order.summary.iteration, compute_of(p) + 2 * f.startup + transfer_both, 1e-12);
+
+  std::vector<Event> comm;
+  for (const Event& e : credit.events) {
+    if (e.worker == 0 && e.lane.starts_with("comm")) comm.push_back(e);
+  }
+  ASSERT_EQ(comm.size(), 2u);
+  EXPECT_DOUBLE_EQ(comm[0].start, comm[1].start);
+  EXPECT_DOUBLE_EQ(comm[0].end, comm[1].end);  // fair sharing: equal sizes end together
+  EXPECT_NE(comm[0].lane, comm[1].lane);
+}
+
+// (e) Windows fuse the highest-priority ready ops into one message.
+TEST(Simulate, WindowPolicyFusesOps) {
+  const Profile p = make_profile({{1e-3, 1e-3, 300'000}, {1e-3, 1e-3, 200'000}, {1e-3, 2e-3, 100'000}});
+  const Cluster c = ring(8, 1_Gbit, 50_us);
+  std::vector<CommOp> ops = per_layer_backward_order(p, false);
+  for (CommOp& op : ops) op.ready_after = 0;  // all ready at the end of the backward
+  const Timeline t = simulate(
+      one_period(ops, {.kind = DispatchPolicy::Kind::kWindows, .credit = 0, .windows = {3}}), p, c,
+      {.iterations = 4, .record_iterations = 1});
+  EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.total_bytes()), 1e-12);
+  std::vector<Event> comm;
+  for (const Event& e : t.events) {
+    if (e.worker == 0 && e.lane.starts_with("comm")) comm.push_back(e);
+  }
+  ASSERT_EQ(comm.size(), 1u);
+  EXPECT_EQ(comm[0].bytes, p.total_bytes());
+  EXPECT_EQ(comm[0].name, "allreduce 3 ops");
+  EXPECT_EQ(comm[0].layer, -1);
+}
+
+// (f) A collective starts when the last worker releases it.
+TEST(Simulate, ReleaseOffsetsDelayTheCollective) {
+  const Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
+  const Cluster c = ring(4, 1_Gbit, 50_us);
+  CommOp op = whole_layers(p, {0, 1});
+  op.release_offset = {0, 0, 3_ms, 1_ms};
+  const Timeline t = simulate(one_period({op}), p, c, {.iterations = 4, .record_iterations = 1});
+  EXPECT_NEAR(t.summary.iteration, compute_of(p) + 3e-3 + allreduce_time(c, p.total_bytes()), 1e-12);
+  int comm_events = 0;
+  for (const Event& e : t.events) {
+    if (e.lane != "comm") continue;
+    ++comm_events;
+    EXPECT_NEAR(e.start, compute_of(p) + 3e-3, 1e-12) << "worker " << e.worker;
+  }
+  EXPECT_EQ(comm_events, 4);
+}
+
+// Note [Symmetric all-reduce workers]: simulating one representative worker gives
+// what simulating every worker gives. Offsets that differ by 1e-15 s force the full
+// simulation without changing the physics.
+TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 50; ++trial) {
+    const Profile p = random_profile(rng);
+    const Cluster c = random_ring(rng);
+    std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
+    DispatchPolicy dispatch;
+    if (trial % 3 == 1) dispatch = {.kind = DispatchPolicy::Kind::kCredit, .credit = 1_MiB, .windows = {}};
+    if (trial % 3 == 2) dispatch = {.kind = DispatchPolicy::Kind::kWindows, .credit = 0, .windows = {2, 1, 3}};
+    const Timeline symmetric = simulate(one_period(ops, dispatch), p, c, {.iterations = 5, .record_iterations = 1});
+    std::vector<Seconds> offsets(static_cast<size_t>(c.workers), 0);
+    offsets.back() = 1e-15;
+    for (CommOp& op : ops) op.release_offset = offsets;
+    const Timeline full = simulate(one_period(ops, dispatch), p, c, {.iterations = 5, .record_iterations = 1});
+    EXPECT_NEAR(symmetric.summary.iteration, full.summary.iteration, 1e-9) << "trial " << trial;
+    EXPECT_NEAR(symmetric.summary.link_utilisation, full.summary.link_utilisation, 1e-6);
+    EXPECT_EQ(symmetric.events.size(), full.events.size());
+  }
+}
+
+TEST(Simulate, RecordsTheFirstIterationsOfEveryWorker) {
+  const Profile p = make_profile({{1e-3, 2e-3, 1000}, {1e-3, 2e-3, 1000}, {1e-3, 2e-3, 1000}});
+  const Cluster c = ring(3, 1_Gbit, 50_us);
+  const Schedule s = one_period(per_layer_backward_order(p, false));
+  const Timeline t = simulate(s, p, c, {.iterations = 10, .record_iterations = 2});
+  // Per worker and iteration: 3 forward, 3 backward, 3 messages.
+  EXPECT_EQ(t.events.size(), 3u * 2 * 9);
+  EXPECT_EQ(t.process_names.size(), 3u);
+  EXPECT_EQ(t.source, "simulated");
+  EXPECT_TRUE(simulate(s, p, c, {.iterations = 10}).events.empty());
+  const auto fp0 = std::find_if(t.events.begin(), t.events.end(), [](const Event& e) { return e.name == "fp layer0"; });
+  ASSERT_NE(fp0, t.events.end());
+  EXPECT_EQ(fp0->lane, "compute");
+  EXPECT_EQ(fp0->layer, 0);
+}
+
+Cluster parameter_server(int workers, BytesPerSecond bandwidth, Seconds latency) {
+  Cluster c = ring(workers, bandwidth, latency);
+  c.arch = Arch::kParameterServer;
+  c.servers = 1;
+  return c;
+}
+
+CommOp ps_op(const Profile& p, std::vector<int> layers) {
+  CommOp op = whole_layers(p, std::move(layers));
+  op.kind = OpKind::kParameterServer;
+  return op;
+}
+
+// (g) Simultaneous pushes into one server share its link (incast); staggering them
+// by one push time each removes the incast.
+TEST(Simulate, ParameterServerIncastAndStaggering) {
+  const Profile p = make_profile({{1e-3, 2e-3, 250'000}});
+  const int workers = 4;
+  const Cluster c = parameter_server(workers, 1_Gbit, 50_us);
+  const Seconds one = 1e6 / c.bandwidth;  // one transfer of the layer, alone
+
+  const Timeline together = simulate(one_period({ps_op(p, {0})}), p, c, {.iterations = 4});
+  EXPECT_EQ(together.summary.peak_server_incast, workers);
+  // Pushes share the server's downlink, pulls its uplink.
+  EXPECT_NEAR(together.summary.iteration, compute_of(p) + 2 * (c.latency + workers * one), 1e-12);
+
+  CommOp staggered = ps_op(p, {0});
+  for (int w = 0; w < workers; ++w) staggered.release_offset.push_back(w * (c.latency + one));
+  const Timeline apart = simulate(one_period({staggered}), p, c, {.iterations = 4});
+  EXPECT_EQ(apart.summary.peak_server_incast, 1);
+  // The server updates once the last push has arrived; then all pulls leave at once.
+  EXPECT_NEAR(apart.summary.iteration,
+              compute_of(p) + workers * (c.latency + one) + c.latency + workers * one, 1e-12);
+  EXPECT_LT(apart.summary.peak_server_incast, together.summary.peak_server_incast);
+  EXPECT_GT(apart.summary.server_busy, 0);
+  EXPECT_LE(apart.summary.server_busy, 1);
+}
+
+TEST(Simulate, ParameterServerRecordsPushAndPull) {
+  const Profile p = make_profile({{1e-3, 2e-3, 1000}, {1e-3, 2e-3, 1000}});
+  const Cluster c = parameter_server(2, 1_Gbit, 50_us);
+  const Timeline t = simulate(one_period({ps_op(p, {1}), ps_op(p, {0})}), p, c,
+                              {.iterations = 3, .record_iterations = 1});
+  int pushes = 0, pulls = 0;
+  for (const Event& e : t.events) {
+    pushes += e.name.starts_with("push layer");
+    pulls += e.name.starts_with("pull layer");
+  }
+  EXPECT_EQ(pushes, 2 * 2);
+  EXPECT_EQ(pulls, 2 * 2);
+}
+
+// Local SGD shape: ops only in some iterations of the period; the summary averages
+// whole periods.
+TEST(Simulate, PeriodAveragesWholePeriods) {
+  const Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
+  const Cluster c = ring(4, 1_Gbit, 50_us);
+  CommOp op = whole_layers(p, {0, 1});
+  op.kind = OpKind::kAverageParameters;
+  Schedule s = one_period({op});
+  s.period = 3;
+  s.iterations = {{op}, {}, {}};
+  const Timeline t = simulate(s, p, c, {.iterations = 10});
+  EXPECT_EQ(t.summary.iterations, 6);  // periods 2 and 3; the 10th iteration is partial
+  EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.total_bytes()) / 3, 1e-12);
+}
+
+// (h) Invalid schedules are bugs of the scheduler: std::logic_error, never exit.
+TEST(Simulate, RejectsInvalidSchedules) {
+  const Profile p = make_profile({{1e-3, 2e-3, 1000}, {1e-3, 2e-3, 1000}});
+  const Cluster c = ring(2, 1_Gbit, 50_us);
+  Schedule missing_layer = one_period({whole_layers(p, {0})});
+  EXPECT_THROW(simulate(missing_layer, p, c), std::logic_error);
+  Schedule bad_period = one_period({whole_layers(p, {0, 1})});
+  bad_period.period = 2;
+  EXPECT_THROW(simulate(bad_period, p, c), std::logic_error);
+  EXPECT_THROW(simulate(one_period({ps_op(p, {0, 1})}), p, c), std::logic_error);  // PS op, ring cluster
+  CommOp far_server = ps_op(p, {0, 1});
+  far_server.server = 3;
+  EXPECT_THROW(simulate(one_period({far_server}), p, parameter_server(2, 1_Gbit, 0)), std::logic_error);
+}
+
+TEST(Simulate, BadClusterIsAUsageError) {
+  const Profile p = make_profile({{1e-3, 2e-3, 1000}});
+  EXPECT_THROW(simulate(one_period({whole_layers(p, {0})}), p, ring(2, 0, 0)), UsageError);
+}
+
+}  // namespace
+}  // namespace weft
