@@ -33,7 +33,9 @@ struct SpawnRequest {
   // foreground group) reaches only the parent, which then decides what to do.
   bool own_process_group = true;
   // The child gets SIGKILL if the parent dies, so a SIGKILLed supervisor leaves no
-  // running children behind (their namespaces are swept by the next run).
+  // running children behind (their namespaces are swept by the next run). Linux
+  // ties this to the thread that called spawn(): call it from a thread that lives
+  // as long as the child should.
   bool die_with_parent = true;
 };
 
