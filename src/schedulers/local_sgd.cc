@@ -184,42 +184,91 @@ DfsResult dreamddp_dfs(const Costs& costs, int H) {
   return Dfs(costs, H).run();
 }
 
+// Note [A linear-time step of the dynamic programme]
+// ---------------------------------------------------
+// best_k(j), the least time of iterations 0..k−1 averaging layers L−1..j, is
+// min over i >= j of best_{k−1}(i) + cost(i−1..j), cost of an empty set (i = j)
+// included: O(L²) per k done directly. Two facts about one set's chain make each
+// step O(L):
+// - the chain of i−1..j only grows as j falls, and once it ends after the
+//   backward B it grows by exactly c(j) per layer (every bp_end(j) <= B). Let o(i)
+//   be the first j where it ends after B (−1 if never). For o(i) < j <= i the set
+//   hides, cost F + B (as the empty set); for j <= o(i) the cost is
+//   F + E(i−1..o(i)) + Q(j) − Q(o(i)), with Q(j) = Σ_{m >= j} c(m).
+// - a longer set ends no earlier, so o(i) is non-decreasing in i.
+// So the hidden candidates for j are the i in [j, t(j)] (t non-decreasing in j): a
+// sliding-window minimum of best_{k−1}; the overflowing candidates, i with
+// o(i) >= j, only grow as j falls: a running minimum of
+// best_{k−1}(i) + F + E(i−1..o(i)) − Q(o(i)), plus Q(j). Finding o(i) walks each
+// set's hidden prefix once, O(L²) in the worst case but outside the loop over k.
 LayerSets optimal_partition(const Costs& costs, int H) {
   require_period(H, "optimal_partition");
   const int L = costs.size();
-  const auto row = static_cast<size_t>(L + 1);
-  // best[k·row + j]: least time of iterations 0..k−1 averaging layers L−1..j;
-  // from[k·row + j]: the boundary i such that iteration k−1 averages i−1..j.
-  std::vector<Seconds> best(static_cast<size_t>(H + 1) * row, kInfinity);
-  std::vector<int> from(best.size(), -1);
-  best[static_cast<size_t>(L)] = 0;
-  const Seconds empty = time_given_end(costs, 0.0);
-  for (int k = 1; k <= H; ++k) {
-    const Seconds* before = &best[static_cast<size_t>(k - 1) * row];
-    Seconds* now = &best[static_cast<size_t>(k) * row];
-    int* parent = &from[static_cast<size_t>(k) * row];
-    for (int i = L; i >= 0; --i) {
-      const Seconds base = before[i];
-      if (base == kInfinity) continue;
-      if (base + empty < now[i]) {
-        now[i] = base + empty;
-        parent[i] = i;
-      }
-      // Growing the set i−1..j one layer at a time extends its chain by one step.
-      Seconds end = 0;
-      for (int j = i - 1; j >= 0; --j) {
-        end = extend(costs, end, j);
-        const Seconds total = base + time_given_end(costs, end);
-        if (total < now[j]) {
-          now[j] = total;
-          parent[j] = i;
-        }
+  const auto n = static_cast<size_t>(L + 1);
+  const Seconds hidden_cost = time_given_end(costs, 0.0);  // F + B
+  // Indexed by the boundary i = 0..L: the set starting at layer i−1.
+  std::vector<int> overflow(n, -1);           // o(i)
+  std::vector<Seconds> overflow_end(n, 0.0);  // E(i−1..o(i))
+  for (int i = 1; i <= L; ++i) {
+    Seconds end = 0;
+    for (int j = i - 1; j >= 0; --j) {
+      end = extend(costs, end, j);
+      if (end > costs.backward) {
+        overflow[static_cast<size_t>(i)] = j;
+        overflow_end[static_cast<size_t>(i)] = end;
+        break;
       }
     }
   }
+  std::vector<Seconds> suffix(n, 0.0);  // Q
+  for (int j = L - 1; j >= 0; --j) {
+    suffix[static_cast<size_t>(j)] = suffix[static_cast<size_t>(j + 1)] + costs.comm[static_cast<size_t>(j)];
+  }
+
+  std::vector<Seconds> before(n, kInfinity), now(n);
+  before[static_cast<size_t>(L)] = 0;
+  // from[k·n + j]: the boundary i such that iteration k−1 averages i−1..j.
+  std::vector<int> from(static_cast<size_t>(H + 1) * n, -1);
+  std::vector<int> window(n);  // the sliding window: boundaries, increasing `before`
+  for (int k = 1; k <= H; ++k) {
+    int* parent = &from[static_cast<size_t>(k) * n];
+    std::fill(now.begin(), now.end(), kInfinity);
+    // Hidden (and empty) sets, j rising.
+    size_t head = 0, tail = 0;
+    for (int j = 0, next = 0; j <= L; ++j) {
+      for (; next <= L && overflow[static_cast<size_t>(next)] < j; ++next) {
+        while (tail > head && before[static_cast<size_t>(window[tail - 1])] >= before[static_cast<size_t>(next)]) --tail;
+        window[tail++] = next;
+      }
+      while (window[head] < j) ++head;  // i = j is in the window: o(j) < j always
+      const int i = window[head];
+      now[static_cast<size_t>(j)] = before[static_cast<size_t>(i)] + hidden_cost;
+      parent[j] = i;
+    }
+    // Overflowing sets, j falling.
+    Seconds best_offset = kInfinity;
+    int best_i = -1;
+    for (int j = L - 1, next = L; j >= 0; --j) {
+      for (; next >= 1 && overflow[static_cast<size_t>(next)] >= j; --next) {
+        const auto i = static_cast<size_t>(next);
+        const Seconds offset =
+            before[i] + costs.forward + overflow_end[i] - suffix[static_cast<size_t>(overflow[i])];
+        if (offset < best_offset) {
+          best_offset = offset;
+          best_i = next;
+        }
+      }
+      const Seconds total = best_offset + suffix[static_cast<size_t>(j)];
+      if (best_i >= 0 && total < now[static_cast<size_t>(j)]) {
+        now[static_cast<size_t>(j)] = total;
+        parent[j] = best_i;
+      }
+    }
+    std::swap(before, now);
+  }
   std::vector<int> counts(static_cast<size_t>(H));
   for (int k = H, j = 0; k >= 1; --k) {
-    const int i = from[static_cast<size_t>(k) * row + static_cast<size_t>(j)];
+    const int i = from[static_cast<size_t>(k) * n + static_cast<size_t>(j)];
     if (i < j) throw std::logic_error(fmt::format("optimal_partition: no parent at k={} j={}", k, j));
     counts[static_cast<size_t>(k - 1)] = i - j;
     j = i;

@@ -42,7 +42,7 @@
 // exactly c(l) to it, while at the front of L_{h+1} it delays that chain by at most
 // c(l) (the next layers' backwards end after l's). So dreamddp and dreamddp-opt
 // reach the same period time (tested on random cases and the zoo); what the DP adds
-// is the guarantee: O(H·L²) where the DFS visits up to ~2^H nodes.
+// is the guarantee: polynomial time where the DFS visits up to ~2^H nodes.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -104,7 +104,9 @@ DfsResult dreamddp_dfs(const Costs& costs, int H);
 
 // The exact minimum of period_time over contiguous plans (sets[0] output side,
 // sets possibly empty), by dynamic programming over (iteration, boundary layer):
-// O(H·L²) time, O(H·L) memory. REQUIRES: H >= 1.
+// O(H·L) time per the chain structure, plus O(L·hidden set length) <= O(L²) once;
+// O(H·L) memory (Note [A linear-time step of the dynamic programme] in the .cc).
+// REQUIRES: H >= 1.
 LayerSets optimal_partition(const Costs& costs, int H);
 
 // The same minimum by enumerating all C(L+H−1, H−1) contiguous plans: an oracle for

@@ -374,5 +374,130 @@ TEST(LocalSgdSchedules, FlsgdAveragesTheWholeModelOnceAtTheEndOfThePeriod) {
   EXPECT_EQ(schedule.iterations[4][0].ready_after, 0);
 }
 
+TEST(LocalSgdPlanning, DynamicProgrammeEqualsDfsOnLargerCases) {
+  // Beyond brute force's reach the DFS is the oracle (Note [The DFS prunings are
+  // exact]); these sizes exercise the DP's hidden/overflow split at scale.
+  Rng rng(99);
+  for (int trial = 0; trial < 150; ++trial) {
+    const Cluster cluster = random_cluster(rng);
+    const int L = uniform_int(rng, 13, 200);
+    const int H = uniform_int(rng, 1, 12);
+    const Costs costs = local_sgd::costs_of(random_profile(rng, L, cluster), cluster);
+    const LayerSets dp = local_sgd::optimal_partition(costs, H);
+    SCOPED_TRACE("trial " + std::to_string(trial) + " L=" + std::to_string(L) + " H=" + std::to_string(H));
+    expect_contiguous_partition(dp, L, H);
+    const Seconds dp_time = local_sgd::period_time(costs, dp);
+    const Seconds dfs_time = local_sgd::period_time(costs, local_sgd::dreamddp_dfs(costs, H).sets);
+    EXPECT_TRUE(near(dp_time, dfs_time)) << dp_time << " vs " << dfs_time;
+  }
+}
+
+// A random contiguous plan: H counts summing to L.
+LayerSets random_plan(Rng& rng, int L, int H) {
+  std::vector<int> cuts{0, L};
+  for (int h = 1; h < H; ++h) cuts.push_back(uniform_int(rng, 0, L));
+  std::sort(cuts.begin(), cuts.end());
+  LayerSets sets;
+  for (size_t h = 0; h + 1 < cuts.size(); ++h) {
+    std::vector<int>& set = sets.emplace_back();
+    for (int l = L - 1 - cuts[h]; l > L - 1 - cuts[h + 1]; --l) set.push_back(l);
+  }
+  return sets;
+}
+
+Seconds simulated_period(const Schedule& schedule, const Profile& profile, const Cluster& cluster) {
+  return simulate(schedule, profile, cluster).summary.iteration * schedule.period;
+}
+
+TEST(LocalSgdSimulated, ObjectiveIsWhatTheSimulatorMeasures) {
+  Rng rng(31);
+  for (int trial = 0; trial < 200; ++trial) {
+    const Cluster cluster = random_cluster(rng);
+    const int L = uniform_int(rng, 1, 20);
+    const int H = uniform_int(rng, 1, 6);
+    const Profile profile = random_profile(rng, L, cluster);
+    const Costs costs = local_sgd::costs_of(profile, cluster);
+    const LayerSets sets = random_plan(rng, L, H);
+    expect_contiguous_partition(sets, L, H);
+    // Half the cases with bubble filling, whose layers lead each iteration's chain.
+    const LayerSets filled = trial % 2 ? local_sgd::fill_bubbles(costs, sets) : LayerSets(sets.size());
+    const Schedule schedule = local_sgd::partial_sync_schedule("plan", profile, sets, filled);
+    SCOPED_TRACE("trial " + std::to_string(trial) + " " + schedule.options_json);
+    const Seconds predicted = local_sgd::period_time(costs, local_sgd::merged(sets, filled));
+    const Seconds simulated = simulated_period(schedule, profile, cluster);
+    EXPECT_TRUE(near(predicted, simulated)) << predicted << " vs " << simulated;
+  }
+}
+
+TEST(LocalSgdSimulated, StrategiesTakeThePredictedTime) {
+  Rng rng(32);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Cluster cluster = random_cluster(rng);
+    const int L = uniform_int(rng, 1, 30);
+    const int H = uniform_int(rng, 1, 8);
+    const Profile profile = random_profile(rng, L, cluster);
+    const Costs costs = local_sgd::costs_of(profile, cluster);
+    const StrategyOptions options{.H = H};
+    SCOPED_TRACE("trial " + std::to_string(trial) + " L=" + std::to_string(L) + " H=" + std::to_string(H));
+    const Seconds opt = simulated_period(make_dreamddp_opt(profile, cluster, options), profile, cluster);
+    const Seconds dfs = simulated_period(make_dreamddp(profile, cluster, options), profile, cluster);
+    const Seconds plsgd = simulated_period(make_plsgd(profile, cluster, options), profile, cluster);
+    EXPECT_TRUE(near(opt, local_sgd::period_time(costs, local_sgd::optimal_partition(costs, H))));
+    EXPECT_LE(opt, dfs * (1 + 1e-9));
+    EXPECT_LE(opt, plsgd * (1 + 1e-9));
+    EXPECT_TRUE(near(plsgd, local_sgd::period_time(costs, local_sgd::equal_number_partition(L, H))));
+    // flsgd: H − 1 plain iterations, then one all-reduce of the whole model.
+    const Seconds flsgd = simulated_period(make_flsgd(profile, cluster, options), profile, cluster);
+    const Seconds compute = costs.forward + costs.backward;
+    EXPECT_TRUE(near(flsgd, H * compute + allreduce_time(cluster, profile.total_bytes())))
+        << flsgd;
+  }
+}
+
+TEST(LocalSgdSimulated, BubbleFillingNeverSlowsAnIteration) {
+  Rng rng(33);
+  int filled_any = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    const Cluster cluster = random_cluster(rng);
+    const int L = uniform_int(rng, 1, 30);
+    const int H = uniform_int(rng, 1, 6);
+    const Profile profile = random_profile(rng, L, cluster);
+    const Costs costs = local_sgd::costs_of(profile, cluster);
+    const LayerSets sets = trial % 2 ? local_sgd::optimal_partition(costs, H) : random_plan(rng, L, H);
+    const LayerSets filled = local_sgd::fill_bubbles(costs, sets);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    EXPECT_LE(simulated_period(local_sgd::partial_sync_schedule("filled", profile, sets, filled), profile, cluster),
+              simulated_period(local_sgd::partial_sync_schedule("plain", profile, sets, LayerSets(sets.size())),
+                               profile, cluster) * (1 + 1e-9));
+    // Iteration by iteration: a period of two, sets[h] (filled or not) and then
+    // every other layer, so that only iteration h differs between the two runs.
+    for (size_t h = 0; h < sets.size(); ++h) {
+      std::vector<int> rest;
+      for (int l = L - 1; l >= 0; --l) {
+        if (std::count(sets[h].begin(), sets[h].end(), l) == 0) rest.push_back(l);
+      }
+      const LayerSets two = {sets[h], rest};
+      const Schedule plain = local_sgd::partial_sync_schedule("plain", profile, two, {{}, {}});
+      const Schedule more = local_sgd::partial_sync_schedule("filled", profile, two, {filled[h], {}});
+      EXPECT_LE(simulated_period(more, profile, cluster),
+                simulated_period(plain, profile, cluster) * (1 + 1e-9));
+      if (!filled[h].empty()) ++filled_any;
+    }
+  }
+  EXPECT_GT(filled_any, 20);
+}
+
+TEST(LocalSgdSimulated, PlsgdWithPeriodOneTimesLikeWfbp) {
+  // Same messages at the same moments; only what is averaged differs.
+  Rng rng(34);
+  for (int trial = 0; trial < 30; ++trial) {
+    const Cluster cluster = random_cluster(rng);
+    const Profile profile = random_profile(rng, uniform_int(rng, 1, 40), cluster);
+    const Seconds plsgd = simulated_period(make_plsgd(profile, cluster, {.H = 1}), profile, cluster);
+    const Seconds wfbp = simulated_period(make_wfbp(profile, cluster, {}), profile, cluster);
+    EXPECT_TRUE(near(plsgd, wfbp)) << plsgd << " vs " << wfbp;
+  }
+}
+
 }  // namespace
 }  // namespace weft
