@@ -1,0 +1,99 @@
+#include "runtime/optimizer.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "units/units.h"
+
+namespace weft::runtime {
+namespace {
+
+void require(bool ok, std::string_view field, double value, std::string_view accepted) {
+  if (!ok) throw UsageError(fmt::format("optimizer {} = {} is not accepted; expected {}", field, value, accepted));
+}
+
+}  // namespace
+
+void validate(const OptimizerOptions& o) {
+  if (o.kind != "sgd" && o.kind != "momentum" && o.kind != "adam") {
+    throw UsageError(fmt::format("unknown optimizer '{}'; accepted: sgd, momentum, adam", o.kind));
+  }
+  require(std::isfinite(o.lr) && o.lr > 0, "lr", o.lr, "a number > 0");
+  require(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "weight_decay", o.weight_decay, "a number >= 0");
+  if (o.kind == "momentum") require(o.momentum >= 0 && o.momentum < 1, "momentum", o.momentum, "0 <= momentum < 1");
+  if (o.kind == "adam") {
+    require(o.beta1 >= 0 && o.beta1 < 1, "beta1", o.beta1, "0 <= beta1 < 1");
+    require(o.beta2 >= 0 && o.beta2 < 1, "beta2", o.beta2, "0 <= beta2 < 1");
+    require(o.eps > 0 && std::isfinite(o.eps), "eps", o.eps, "a number > 0");
+  }
+}
+
+LayerOptimizer::LayerOptimizer(std::vector<std::vector<torch::Tensor>> params, OptimizerOptions options)
+    : params_(std::move(params)), options_(std::move(options)) {
+  validate(options_);
+  // Moments are allocated on first use (undefined until then), as PyTorch does,
+  // so that SGD carries no state at all.
+  for (const auto& layer : params_) {
+    first_moment_.emplace_back(layer.size());
+    second_moment_.emplace_back(layer.size());
+  }
+  steps_.assign(params_.size(), 0);
+}
+
+// The update rules are PyTorch's (torch.optim.SGD with dampening 0 and no
+// Nesterov; torch.optim.Adam without amsgrad), so that a layer-wise step equals
+// one step of torch::optim on the same tensors.
+void LayerOptimizer::step(int layer) {
+  if (layer < 0 || layer >= num_layers()) {
+    throw std::logic_error(fmt::format("LayerOptimizer::step: layer {} not in 0..{}", layer, num_layers() - 1));
+  }
+  torch::NoGradGuard no_grad;
+  const OptimizerOptions& o = options_;
+  std::vector<torch::Tensor>& params = params_[layer];
+  bool any = false;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    torch::Tensor& p = params[i];
+    if (!p.grad().defined()) continue;
+    if (!any) {
+      any = true;
+      ++steps_[layer];
+    }
+    torch::Tensor g = o.weight_decay != 0 ? p.grad().add(p, o.weight_decay) : p.grad();
+    if (o.kind == "sgd") {
+      p.add_(g, -o.lr);
+    } else if (o.kind == "momentum") {
+      torch::Tensor& buffer = first_moment_[layer][i];
+      if (buffer.defined()) buffer.mul_(o.momentum).add_(g);
+      else buffer = g.clone();
+      p.add_(buffer, -o.lr);
+    } else {  // adam
+      torch::Tensor& m = first_moment_[layer][i];
+      torch::Tensor& v = second_moment_[layer][i];
+      if (!m.defined()) {
+        m = torch::zeros_like(p);
+        v = torch::zeros_like(p);
+      }
+      const auto t = static_cast<double>(steps_[layer]);
+      const double correction1 = 1 - std::pow(o.beta1, t);
+      const double correction2 = 1 - std::pow(o.beta2, t);
+      m.mul_(o.beta1).add_(g, 1 - o.beta1);
+      v.mul_(o.beta2).addcmul_(g, g, 1 - o.beta2);
+      const torch::Tensor denominator = (v.sqrt() / std::sqrt(correction2)).add_(o.eps);
+      p.addcdiv_(m, denominator, -o.lr / correction1);
+    }
+  }
+}
+
+// In place, not reset: the gradient tensors keep their storage, which the
+// communication engine may hold (fused buffers, registered hooks).
+void LayerOptimizer::zero_grad(int layer) {
+  if (layer < 0 || layer >= num_layers()) {
+    throw std::logic_error(fmt::format("LayerOptimizer::zero_grad: layer {} not in 0..{}", layer, num_layers() - 1));
+  }
+  for (torch::Tensor& p : params_[layer]) {
+    if (p.grad().defined()) p.mutable_grad().detach_().zero_();
+  }
+}
+
+}  // namespace weft::runtime
