@@ -77,6 +77,9 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
     throw std::logic_error(fmt::format(
         "Network::advance to {} s, outside [time {} s, next event {} s]", t, now_, next_event_));
   }
+  // Ids reported by the previous call become reusable only now, so that a caller
+  // may start flows while it walks that list.
+  free_ids_.insert(free_ids_.end(), finished_.begin(), finished_.end());
   finished_.clear();
   // Decide who finishes from the finish times as of the previous event: that is the
   // expression next_event() was the minimum of, so the flow that defined it finishes
@@ -108,7 +111,6 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
     f.phase = Phase::kFree;
     f.rate = 0;
     f.links.clear();
-    free_ids_.push_back(id);
     --in_flight_;
   }
   if (changed) compute_rates();

@@ -36,7 +36,9 @@ class Network {
   explicit Network(LinkSet links);
 
   // Starts `flow` at time `now`; its startup begins now. Returns an id, valid until
-  // the flow is reported finished by advance() (ids are then reused).
+  // the flow is reported finished by advance(); the id may be reused after the
+  // following call to advance(), so callers can start flows while handling a list
+  // of finished ones.
   // REQUIRES: time() <= now <= next_event(); every link id exists; startup and
   // volume >= 0. THROWS std::logic_error naming the values otherwise.
   FlowId start(Flow flow, Seconds now);

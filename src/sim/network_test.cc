@@ -108,6 +108,21 @@ TEST(Network, EmptyFlowFinishesWhenItsStartupEnds) {
   EXPECT_EQ(net.busy_time(0, net.time()), 0);
 }
 
+TEST(Network, IdsOfFinishedFlowsAreNotReusedWhileTheCallerWalksThem) {
+  Network net(make_links({1}));
+  const auto a = net.start(Flow{.startup = 0, .volume = 1, .links = {0}}, 0);
+  const auto b = net.start(Flow{.startup = 0, .volume = 1, .links = {0}}, 0);
+  const std::vector<Network::FlowId> done = net.advance(2);
+  ASSERT_EQ(done.size(), 2u);
+  const auto c = net.start(Flow{.startup = 0, .volume = 1, .links = {0}}, 2);
+  EXPECT_NE(c, a);
+  EXPECT_NE(c, b);
+  net.advance(3);
+  // Now they may be reused.
+  const auto d = net.start(Flow{.startup = 0, .volume = 1, .links = {0}}, 3);
+  EXPECT_TRUE(d == a || d == b || d == c);
+}
+
 TEST(Network, RejectsTimeTravel) {
   Network net(make_links({1}));
   net.start(Flow{.startup = 0, .volume = 10, .links = {0}}, 0);
