@@ -172,13 +172,14 @@ std::vector<int> forward_phase_windows(const std::vector<Block>& remaining,
 // first by priority), so every iteration starts from an idle channel and one
 // window sequence serves them all.
 //
-// The replay handles an instant as an executor must for the window sequence to mean
-// what it says: every completion and every operation that becomes ready at that
-// instant is reported to the Dispatcher before launch() is asked for the next
-// message. (An executor that asked after each single ready() would launch the first
-// block of a layer alone and shift the whole sequence.) A window is chosen to end
-// later than the next arrival by a relative margin kTimeTolerance, so that float
-// rounding in the executor cannot make it end just before the arrival instead.
+// The replay follows the executor's order of events, which the window sequence
+// depends on: all the blocks of one layer become ready together, at the end of its
+// backward, and launch() is asked after each layer's arrival and after each
+// completion; a completion at the same instant as an arrival comes first (the
+// simulator's rule; in the runtime exact ties do not occur). A window is chosen to
+// end later than the next arrival by a relative margin kTimeTolerance, so that float
+// rounding in the executor cannot make it end at or just before the arrival, where
+// the next window would be formed without the arriving blocks.
 WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks,
                         const MessageTime& message_time) {
   check_priority_order(blocks, "plan_windows");
@@ -228,20 +229,22 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
     plan.windows.push_back(static_cast<int>(count));
   };
 
-  // One pass per instant: every completion and arrival at that instant first, then
-  // at most one launch, as an executor reports them (Dispatcher::ready/done, then
-  // launch).
+  // One event at a time, in the executor's order (Note [D-Credit windows]): a
+  // completion before an arrival at the same instant, and a launch after each.
   while (true) {
-    Seconds instant = std::numeric_limits<Seconds>::infinity();
-    if (next < arrivals.size()) instant = bp_end[static_cast<size_t>(arrivals[next])];
-    if (busy) instant = std::min(instant, channel_free);
-    if (std::isinf(instant)) break;
-    now = instant;
-    if (busy && channel_free <= now) busy = false;
-    while (next < arrivals.size() && bp_end[static_cast<size_t>(arrivals[next])] <= now) {
+    const Seconds arrival_time = next < arrivals.size()
+                                     ? bp_end[static_cast<size_t>(arrivals[next])]
+                                     : std::numeric_limits<Seconds>::infinity();
+    if (busy && channel_free <= arrival_time) {
+      now = channel_free;
+      busy = false;
+    } else if (next < arrivals.size()) {
+      now = arrival_time;
       const auto l = static_cast<size_t>(arrivals[next++]);
       // A new arrival outranks every ready block (smaller layer index).
       for (size_t i = first_block[l + 1]; i-- > first_block[l];) ready.push_front(i);
+    } else {
+      break;
     }
     if (busy || ready.empty()) continue;
 

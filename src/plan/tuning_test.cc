@@ -1,0 +1,125 @@
+// Tests of the planner's tuning of S_p and C (plan/tuning.h).
+
+#include "plan/tuning.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "profile/zoo.h"
+#include "schedulers/blocks.h"
+#include "sim/simulator.h"
+
+namespace weft {
+namespace {
+
+using namespace literals;
+
+Seconds iteration_time(const StrategyInfo& s, const Profile& p, const Cluster& c,
+                       const StrategyOptions& o) {
+  return simulate(s.make(p, c, o), p, c).summary.iteration;
+}
+
+Profile random_profile(std::mt19937& rng) {
+  std::uniform_int_distribution<int> layers(1, 10);
+  std::uniform_int_distribution<std::int64_t> params(1, 4'000'000);
+  std::uniform_real_distribution<double> fp(1e-4, 2e-2);
+  Profile p{.model = "random"};
+  const int n = layers(rng);
+  for (int l = 0; l < n; ++l) {
+    const Seconds f = fp(rng);
+    p.layers.push_back({.name = "l" + std::to_string(l), .params = params(rng), .fp = f, .bp = 2 * f});
+  }
+  return p;
+}
+
+Cluster random_cluster(std::mt19937& rng) {
+  const int workers = std::uniform_int_distribution<int>(2, 32)(rng);
+  const double mbit = std::pow(10.0, std::uniform_real_distribution<double>(2, 4)(rng));
+  return {.workers = workers, .bandwidth = mbit * 1e6 / 8,
+          .latency = std::uniform_real_distribution<double>(0, 200e-6)(rng)};
+}
+
+TEST(TuningTest, CandidatesArePowersOfTwoUpToTheLargestLayer) {
+  const Profile p = zoo_profile("vgg16");
+  const std::vector<Bytes> partitions = partition_candidates(p);
+  ASSERT_FALSE(partitions.empty());
+  EXPECT_NE(std::find(partitions.begin(), partitions.end(), kDefaultPartition), partitions.end());
+  Bytes largest = 0;
+  for (const Layer& l : p.layers) largest = std::max(largest, l.bytes());
+  EXPECT_GE(partitions.back(), largest);       // no partitioning is a candidate
+  EXPECT_LT(partitions.back() / 2, largest);   // and nothing beyond it
+  for (Bytes sp : partitions) EXPECT_EQ(sp & (sp - 1), 0) << sp;
+  const std::vector<Bytes> credits = credit_candidates(p, 1_MiB);
+  EXPECT_EQ(credits.front(), 1_MiB);
+  EXPECT_GE(credits.back(), p.total_bytes());
+  EXPECT_LT(credits.back() / 2, p.total_bytes());
+}
+
+TEST(TuningTest, StrategiesWithNothingToTuneGetTheirOptionsBack) {
+  const Profile p = zoo_profile("resnet18");
+  const Cluster c{.workers = 8, .bandwidth = 1_Gbit, .latency = 50_us};
+  const StrategyOptions base{.H = 7, .T = 2};
+  for (const char* name : {"ssgd", "wfbp", "ddp", "mgwfbp"}) {
+    const StrategyOptions out = tune(find_strategy(name), p, c, base);
+    EXPECT_EQ(out.H, 7) << name;
+    EXPECT_EQ(out.T, 2) << name;
+    EXPECT_FALSE(out.partition) << name;
+    EXPECT_FALSE(out.credit) << name;
+  }
+}
+
+TEST(TuningTest, UserSetValuesAreKept) {
+  const Profile p = zoo_profile("resnet18");
+  const Cluster c{.workers = 8, .bandwidth = 100_Mbit, .latency = 50_us};
+  const StrategyOptions fixed = tune(find_strategy("bytescheduler"), p, c,
+                                     {.partition = 300_KiB, .credit = 5_MiB});
+  EXPECT_EQ(fixed.partition, 300_KiB);
+  EXPECT_EQ(fixed.credit, 5_MiB);
+  const StrategyOptions half = tune(find_strategy("bytescheduler"), p, c, {.partition = 300_KiB});
+  EXPECT_EQ(half.partition, 300_KiB);
+  ASSERT_TRUE(half.credit);
+  const StrategyOptions dcredit = tune(find_strategy("dcredit"), p, c, {.partition = 300_KiB});
+  EXPECT_EQ(dcredit.partition, 300_KiB);
+  EXPECT_FALSE(dcredit.credit);  // dcredit has no credit
+}
+
+TEST(TuningTest, TheChoiceIsTheBestOfTheGridAndNeverWorseThanTheDefaults) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 4; ++trial) {
+    const Profile p = random_profile(rng);
+    const Cluster c = random_cluster(rng);
+    for (const char* name : {"bytescheduler", "dcredit"}) {
+      const StrategyInfo& s = find_strategy(name);
+      const StrategyOptions chosen = tune(s, p, c, {});
+      ASSERT_TRUE(chosen.partition) << name;
+      const Seconds tuned = iteration_time(s, p, c, chosen);
+      EXPECT_LE(tuned, iteration_time(s, p, c, {}) * (1 + 1e-9)) << name << " trial " << trial;
+      for (Bytes sp : partition_candidates(p)) {
+        if (s.name == "dcredit") {
+          EXPECT_LE(tuned, iteration_time(s, p, c, {.partition = sp}) * (1 + 1e-9))
+              << name << " trial " << trial << " S_p " << sp;
+          continue;
+        }
+        for (Bytes credit : credit_candidates(p, sp)) {
+          EXPECT_LE(tuned, iteration_time(s, p, c, {.partition = sp, .credit = credit}) * (1 + 1e-9))
+              << name << " trial " << trial << " S_p " << sp << " C " << credit;
+        }
+      }
+      // The schedule records what it was run with.
+      const auto options = nlohmann::json::parse(s.make(p, c, chosen).options_json);
+      EXPECT_EQ(options.at("partition_B").get<Bytes>(), *chosen.partition);
+      if (s.name == "bytescheduler") {
+        EXPECT_EQ(options.at("credit_B").get<Bytes>(), *chosen.credit);
+      } else {
+        EXPECT_TRUE(options.contains("windows"));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft
