@@ -4,6 +4,7 @@
 #include "schedulers/local_sgd.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
