@@ -43,7 +43,6 @@ Network::FlowId Network::start(Flow flow, Seconds now) {
           fmt::format("Network::start: link {} of a network of {} links", l, links_.size()));
     }
   }
-  progress_to(now);
 
   FlowId id;
   if (free_ids_.empty()) {
@@ -57,18 +56,28 @@ Network::FlowId Network::start(Flow flow, Seconds now) {
   f.phase = Phase::kStartup;
   f.startup_end = now + flow.startup;
   f.remaining = flow.volume;
+  f.since = now;
   f.rate = 0;
-  f.links = std::move(flow.links);
+  f.finish = kNever;
+  f.n_links = static_cast<int>(flow.links.size());
+  if (f.n_links <= kInlineLinks) {
+    std::copy(flow.links.begin(), flow.links.end(), f.inline_links.begin());
+  } else {
+    f.more_links = std::move(flow.links);
+  }
   ++in_flight_;
+  now_ = now;
   // A flow without startup begins transferring at once, so that the rates of the
   // others change now rather than at a separate event.
   if (flow.startup == 0 && flow.volume > 0) {
     begin_transfer(id);
     compute_rates();
+    update_next_event();
   } else {
+    // The rates, hence the other flows' finish times, are unchanged.
     starting_.push_back(id);
+    next_event_ = std::min(next_event_, f.startup_end);
   }
-  update_next_event();
   return id;
 }
 
@@ -81,13 +90,12 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
   // may start flows while it walks that list.
   free_ids_.insert(free_ids_.end(), finished_.begin(), finished_.end());
   finished_.clear();
-  // Decide who finishes from the finish times as of the previous event: that is the
-  // expression next_event() was the minimum of, so the flow that defined it finishes
-  // exactly, whatever rounding progress_to() leaves in `remaining`.
+  now_ = t;
+  // `finish` is the expression next_event() is the minimum of, so the flow that
+  // defined it finishes exactly at t, whatever rounding `remaining` would carry.
   for (FlowId id : transferring_) {
-    if (finish_time(flows_[static_cast<size_t>(id)]) <= t) finished_.push_back(id);
+    if (flows_[static_cast<size_t>(id)].finish <= t) finished_.push_back(id);
   }
-  progress_to(t);
   bool changed = !finished_.empty();
   for (FlowId id : finished_) end_transfer(id);
 
@@ -106,15 +114,11 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
       begin_transfer(id);
     }
   }
-  for (FlowId id : finished_) {
-    FlowState& f = flows_[static_cast<size_t>(id)];
-    f.phase = Phase::kFree;
-    f.rate = 0;
-    f.links.clear();
-    --in_flight_;
+  for (FlowId id : finished_) release(id);
+  if (changed) {
+    compute_rates();
+    update_next_event();
   }
-  if (changed) compute_rates();
-  update_next_event();
   return finished_;
 }
 
@@ -127,27 +131,13 @@ Seconds Network::busy_time(int link, Seconds at) const {
   return s.busy_total + (s.transferring > 0 ? at - s.busy_since : 0.0);
 }
 
-Seconds Network::finish_time(const FlowState& f) const {
-  if (f.remaining == 0) return now_;
-  return f.rate > 0 ? now_ + f.remaining / f.rate : kNever;
-}
-
-void Network::progress_to(Seconds t) {
-  const Seconds dt = t - now_;
-  if (dt > 0) {
-    for (FlowId id : transferring_) {
-      FlowState& f = flows_[static_cast<size_t>(id)];
-      f.remaining = std::max(0.0, f.remaining - f.rate * dt);
-    }
-  }
-  now_ = t;
-}
-
 void Network::begin_transfer(FlowId id) {
   FlowState& f = flows_[static_cast<size_t>(id)];
   f.phase = Phase::kTransfer;
+  f.since = now_;
+  f.position = transferring_.size();
   transferring_.push_back(id);
-  for (int l : f.links) {
+  for (int l : f.links()) {
     LinkState& s = links_[static_cast<size_t>(l)];
     if (s.transferring++ == 0) s.busy_since = now_;
     s.peak = std::max(s.peak, s.transferring);
@@ -156,25 +146,42 @@ void Network::begin_transfer(FlowId id) {
 
 void Network::end_transfer(FlowId id) {
   FlowState& f = flows_[static_cast<size_t>(id)];
-  for (int l : f.links) {
+  for (int l : f.links()) {
     LinkState& s = links_[static_cast<size_t>(l)];
     if (--s.transferring == 0) s.busy_total += now_ - s.busy_since;
   }
-  transferring_.erase(std::find(transferring_.begin(), transferring_.end(), id));
+  // Swap-remove: O(1), and the order stays a deterministic function of the calls.
+  const FlowId last = transferring_.back();
+  transferring_[f.position] = last;
+  flows_[static_cast<size_t>(last)].position = f.position;
+  transferring_.pop_back();
+}
+
+void Network::release(FlowId id) {
+  FlowState& f = flows_[static_cast<size_t>(id)];
+  f.phase = Phase::kFree;
+  f.rate = 0;
+  f.finish = kNever;
+  f.more_links.clear();
+  --in_flight_;
 }
 
 // Progressive filling: repeatedly find the link whose remaining capacity, split
 // equally among its unfrozen flows, is smallest; that share is the max-min fair
 // rate of those flows, which are then frozen and their rate taken off every link
-// they cross.
+// they cross. Flows are grouped by link first, so that freezing a bottleneck visits
+// only its own flows.
 void Network::compute_rates() {
   if (transferring_.empty()) return;
   ++mark_;
   touched_links_.clear();
   for (FlowId id : transferring_) {
     FlowState& f = flows_[static_cast<size_t>(id)];
+    // Rates change now: bank the bytes moved at the old rate.
+    f.remaining = std::max(0.0, f.remaining - f.rate * (now_ - f.since));
+    f.since = now_;
     f.frozen = false;
-    for (int l : f.links) {
+    for (int l : f.links()) {
       LinkState& s = links_[static_cast<size_t>(l)];
       if (s.mark != mark_) {
         s.mark = mark_;
@@ -185,6 +192,19 @@ void Network::compute_rates() {
       ++s.unfrozen;
     }
   }
+  int offset = 0;
+  for (int l : touched_links_) {
+    LinkState& s = links_[static_cast<size_t>(l)];
+    s.first = s.fill = offset;
+    offset += s.unfrozen;
+  }
+  flows_by_link_.resize(static_cast<size_t>(offset));
+  for (FlowId id : transferring_) {
+    for (int l : flows_[static_cast<size_t>(id)].links()) {
+      flows_by_link_[static_cast<size_t>(links_[static_cast<size_t>(l)].fill++)] = id;
+    }
+  }
+
   size_t unfrozen = transferring_.size();
   while (unfrozen > 0) {
     int bottleneck = -1;
@@ -200,15 +220,15 @@ void Network::compute_rates() {
       throw std::logic_error(fmt::format(
           "Network: {} transferring flows left without a bottleneck link", unfrozen));
     }
-    for (FlowId id : transferring_) {
-      FlowState& f = flows_[static_cast<size_t>(id)];
-      if (f.frozen || std::find(f.links.begin(), f.links.end(), bottleneck) == f.links.end()) {
-        continue;
-      }
+    const LinkState& b = links_[static_cast<size_t>(bottleneck)];
+    for (int i = b.first; i < b.fill; ++i) {
+      FlowState& f = flows_[static_cast<size_t>(flows_by_link_[static_cast<size_t>(i)])];
+      if (f.frozen) continue;
       f.frozen = true;
       f.rate = share;
+      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining / share;
       --unfrozen;
-      for (int l : f.links) {
+      for (int l : f.links()) {
         LinkState& s = links_[static_cast<size_t>(l)];
         s.capacity_left = std::max(0.0, s.capacity_left - share);
         --s.unfrozen;
@@ -220,7 +240,7 @@ void Network::compute_rates() {
 void Network::update_next_event() {
   Seconds next = kNever;
   for (FlowId id : starting_) next = std::min(next, flows_[static_cast<size_t>(id)].startup_end);
-  for (FlowId id : transferring_) next = std::min(next, finish_time(flows_[static_cast<size_t>(id)]));
+  for (FlowId id : transferring_) next = std::min(next, flows_[static_cast<size_t>(id)].finish);
   next_event_ = next;
 }
 

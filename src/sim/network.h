@@ -18,8 +18,10 @@
 // Thread-safety: not thread-safe; one Network per simulation.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "cost/cluster.h"
@@ -68,14 +70,27 @@ class Network {
 
  private:
   enum class Phase { kFree, kStartup, kTransfer };
+  // Flows cross one link (all-reduce) or two (parameter server); keeping their ids
+  // inline spares a pointer chase per flow in the rate computation.
+  static constexpr int kInlineLinks = 4;
 
   struct FlowState {
     Phase phase = Phase::kFree;
     Seconds startup_end = 0;
-    double remaining = 0;  // bytes still to cross, as of now_
+    double remaining = 0;  // bytes still to cross, as of `since`
+    Seconds since = 0;
     BytesPerSecond rate = 0;
-    std::vector<int> links;
-    bool frozen = false;   // scratch for progressive filling
+    Seconds finish = kNever;  // at the current rate
+    size_t position = 0;      // index in transferring_, while kTransfer
+    bool frozen = false;      // scratch for progressive filling
+    int n_links = 0;
+    std::array<int, kInlineLinks> inline_links{};
+    std::vector<int> more_links;  // all of them, when more than kInlineLinks
+
+    std::span<const int> links() const {
+      return n_links <= kInlineLinks ? std::span<const int>(inline_links.data(), static_cast<size_t>(n_links))
+                                     : std::span<const int>(more_links);
+    }
   };
 
   struct LinkState {
@@ -83,16 +98,18 @@ class Network {
     int peak = 0;
     Seconds busy_since = 0;
     Seconds busy_total = 0;
-    // Scratch for progressive filling.
+    // Scratch for progressive filling: remaining capacity, unfrozen flows, and
+    // where this link's flows start in flows_by_link_.
     double capacity_left = 0;
     int unfrozen = 0;
+    int first = 0;
+    int fill = 0;
     std::uint64_t mark = 0;
   };
 
-  Seconds finish_time(const FlowState& f) const;
-  void progress_to(Seconds t);
   void begin_transfer(FlowId id);
   void end_transfer(FlowId id);
+  void release(FlowId id);
   void compute_rates();
   void update_next_event();
 
@@ -104,6 +121,7 @@ class Network {
   std::vector<FlowId> transferring_;  // in kTransfer
   std::vector<FlowId> finished_;      // returned by advance()
   std::vector<int> touched_links_;    // scratch for progressive filling
+  std::vector<FlowId> flows_by_link_;  // scratch: transferring flows grouped by link
   std::uint64_t mark_ = 0;
   Seconds now_ = 0;
   Seconds next_event_ = kNever;

@@ -15,6 +15,17 @@
 
 namespace weft {
 
+// Note [Compute segments]
+// -----------------------
+// A worker's stream runs ahead as far as it can without consulting the clock: the
+// forward of a layer whose operations are already complete, and the whole backward
+// (which waits for nothing), are laid out back to back in one segment, with a
+// single event at its end. Only a forward layer still waiting for communication,
+// and the start of an iteration, need an event. The backward's releases are queued
+// at their exact times (one event per layer that makes ops ready), so the network
+// and the Dispatchers see them in the same order as if every layer were an event.
+// This cuts the events of a barrier schedule from 2L to about one per iteration.
+
 // Note [Symmetric all-reduce workers]
 // -----------------------------------
 // In an all-reduce cluster every worker runs the same profile, and a collective
@@ -37,14 +48,18 @@ int dependency_slot(const CommOp& op, int layers) {
   return op.needed_by == kBarrier ? layers : op.needed_by;
 }
 
-enum class EventKind : std::uint8_t { kComputeDone, kRelease };
+enum class EventKind : std::uint8_t {
+  kSegmentDone,  // the worker's compute stream is free
+  kBackwardEnd,  // `op` = {iteration, layer}: release that layer's ops without offset
+  kRelease,      // `op`: its release offset has passed
+};
 
 struct QueuedEvent {
   Seconds time;
   std::uint64_t seq;  // FIFO among equal times, so runs are deterministic
   int worker;
   EventKind kind;
-  OpRef op;  // kRelease
+  OpRef op;
 };
 
 struct Later {
@@ -88,7 +103,6 @@ class Simulation {
     int step = 0;  // 0..L-1: forward of layer `step`; L..2L-1: backward of 2L-1-step
     bool computing = false;
     bool finished = false;  // reached the start of iteration `iterations_`
-    Seconds task_start = 0;
     // unfinished[t % 2][slot]: ops of iteration t not complete on this worker.
     std::vector<int> unfinished[2];
     int collectives_launched = 0;
@@ -135,10 +149,11 @@ class Simulation {
   }
 
   int worker_id(int w) const { return w; }  // simulated worker w is rank w
-  Seconds task_duration(const Worker& w) const;
+  bool forward_may_start(const Worker& w) const;
   void try_start(int w, Seconds now);
   void on_iteration_start(int w, int iteration, Seconds now);
-  void on_compute_done(int w, Seconds now);
+  void schedule_releases(int w, int iteration, int layer, Seconds backward_end);
+  void on_backward_end(int w, int iteration, int layer);
   void release(int w, OpRef op);
   void pump(int w, Seconds now);
   void complete_op(int w, OpRef op, Seconds now);
@@ -283,7 +298,14 @@ Timeline Simulation::run() {
     const QueuedEvent e = queue_.top();
     queue_.pop();
     switch (e.kind) {
-      case EventKind::kComputeDone: on_compute_done(e.worker, e.time); break;
+      case EventKind::kSegmentDone:
+        workers_state_[static_cast<size_t>(e.worker)].computing = false;
+        try_start(e.worker, e.time);
+        break;
+      case EventKind::kBackwardEnd:
+        on_backward_end(e.worker, e.op.iteration, e.op.index);
+        pump(e.worker, e.time);
+        break;
       case EventKind::kRelease:
         release(e.worker, e.op);
         pump(e.worker, e.time);
@@ -296,7 +318,18 @@ Timeline Simulation::run() {
   timeline.strategy = schedule_.strategy;
   for (int w = 0; w < workers_; ++w) timeline.process_names.push_back(fmt::format("worker {}", w));
   if (sim_workers_ == 1 && workers_ > 1 && !events_.empty()) {
-    // Note [Symmetric all-reduce workers]: every worker did what worker 0 did.
+    // Note [Compute segments]
+// -----------------------
+// A worker's stream runs ahead as far as it can without consulting the clock: the
+// forward of a layer whose operations are already complete, and the whole backward
+// (which waits for nothing), are laid out back to back in one segment, with a
+// single event at its end. Only a forward layer still waiting for communication,
+// and the start of an iteration, need an event. The backward's releases are queued
+// at their exact times (one event per layer that makes ops ready), so the network
+// and the Dispatchers see them in the same order as if every layer were an event.
+// This cuts the events of a barrier schedule from 2L to about one per iteration.
+
+// Note [Symmetric all-reduce workers]: every worker did what worker 0 did.
     const size_t n = events_.size();
     events_.reserve(n * static_cast<size_t>(workers_));
     for (int w = 1; w < workers_; ++w) {
@@ -313,21 +346,19 @@ Timeline Simulation::run() {
 
 // ---- compute stream ----
 
-Seconds Simulation::task_duration(const Worker& w) const {
-  const Layer& layer = w.step < layers_ ? profile_.layers[static_cast<size_t>(w.step)]
-                                        : profile_.layers[static_cast<size_t>(2 * layers_ - 1 - w.step)];
-  return w.step < layers_ ? layer.fp : layer.bp;
+bool Simulation::forward_may_start(const Worker& w) const {
+  if (w.iteration == 0) return true;
+  const std::vector<int>& previous = w.unfinished[(w.iteration - 1) % 2];
+  if (previous[static_cast<size_t>(w.step)] > 0) return false;
+  return w.step != 0 || previous[static_cast<size_t>(layers_)] == 0;
 }
 
+// Lays out the next segment of the stream (Note [Compute segments]).
 void Simulation::try_start(int wi, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
   if (w.computing || w.finished) return;
+  if (w.step < layers_ && !forward_may_start(w)) return;
   const int t = w.iteration;
-  if (w.step < layers_ && t > 0) {
-    const std::vector<int>& previous = w.unfinished[(t - 1) % 2];
-    if (previous[static_cast<size_t>(w.step)] > 0) return;
-    if (w.step == 0 && previous[static_cast<size_t>(layers_)] > 0) return;
-  }
   if (w.step == 0) {
     on_iteration_start(wi, t, now);
     if (t == iterations_) {
@@ -336,9 +367,27 @@ void Simulation::try_start(int wi, Seconds now) {
       return;
     }
   }
+  Seconds time = now;
+  do {
+    const bool forward = w.step < layers_;
+    const int layer = forward ? w.step : 2 * layers_ - 1 - w.step;
+    const Layer& spec = profile_.layers[static_cast<size_t>(layer)];
+    const Seconds end = time + (forward ? spec.fp : spec.bp);
+    if (recording(t)) {
+      events_.push_back({.worker = worker_id(wi), .lane = "compute",
+                         .name = (forward ? "fp " : "bp ") + spec.name, .start = time, .end = end,
+                         .iteration = t, .layer = layer, .bytes = 0});
+    }
+    if (!forward) schedule_releases(wi, t, layer, end);
+    time = end;
+    ++w.step;
+  } while (w.step < 2 * layers_ && (w.step >= layers_ || forward_may_start(w)));
+  if (w.step == 2 * layers_) {
+    w.step = 0;
+    ++w.iteration;
+  }
   w.computing = true;
-  w.task_start = now;
-  push_event(now + task_duration(w), wi, EventKind::kComputeDone);
+  push_event(time, wi, EventKind::kSegmentDone);
 }
 
 void Simulation::on_iteration_start(int wi, int t, Seconds now) {
@@ -354,36 +403,24 @@ void Simulation::on_iteration_start(int wi, int t, Seconds now) {
   }
 }
 
-void Simulation::on_compute_done(int wi, Seconds now) {
-  Worker& w = workers_state_[static_cast<size_t>(wi)];
-  w.computing = false;
-  const int t = w.iteration;
-  const bool forward = w.step < layers_;
-  const int layer = forward ? w.step : 2 * layers_ - 1 - w.step;
-  if (recording(t)) {
-    const std::string& name = profile_.layers[static_cast<size_t>(layer)].name;
-    events_.push_back({.worker = worker_id(wi), .lane = "compute",
-                       .name = (forward ? "fp " : "bp ") + name, .start = w.task_start,
-                       .end = now, .iteration = t, .layer = layer, .bytes = 0});
-  }
-  if (!forward) {
-    const auto& ready = ready_after_[static_cast<size_t>(t % schedule_.period)][static_cast<size_t>(layer)];
-    for (int index : ready) {
-      const OpRef op{t, index};
-      const Seconds offset = schedule_.ops(t)[static_cast<size_t>(index)].release(worker_id(wi));
-      if (offset > 0) {
-        push_event(now + offset, wi, EventKind::kRelease, op);
-      } else {
-        release(wi, op);
-      }
+void Simulation::schedule_releases(int wi, int t, int layer, Seconds backward_end) {
+  bool without_offset = false;
+  for (int index : ready_after_[static_cast<size_t>(t % schedule_.period)][static_cast<size_t>(layer)]) {
+    const Seconds offset = schedule_.ops(t)[static_cast<size_t>(index)].release(worker_id(wi));
+    if (offset > 0) {
+      push_event(backward_end + offset, wi, EventKind::kRelease, {t, index});
+    } else {
+      without_offset = true;
     }
   }
-  if (++w.step == 2 * layers_) {
-    w.step = 0;
-    ++w.iteration;
+  // One event for all of them, so that a window policy sees them ready together.
+  if (without_offset) push_event(backward_end, wi, EventKind::kBackwardEnd, {t, layer});
+}
+
+void Simulation::on_backward_end(int wi, int t, int layer) {
+  for (int index : ready_after_[static_cast<size_t>(t % schedule_.period)][static_cast<size_t>(layer)]) {
+    if (schedule_.ops(t)[static_cast<size_t>(index)].release(worker_id(wi)) == 0) release(wi, {t, index});
   }
-  try_start(wi, now);
-  if (!forward) pump(wi, now);
 }
 
 // REQUIRES (Dispatcher): iterations become ready in non-decreasing order. A release
