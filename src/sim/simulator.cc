@@ -188,7 +188,6 @@ class Simulation {
   int sim_workers_;  // P, or 1 under Note [Symmetric all-reduce workers]
   int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
   int measure_end_;
-  std::vector<Seconds> bp_end_;
   // needed_[i][slot]: ops of period iteration i per dependency slot.
   std::vector<std::vector<int>> needed_;
   // ready_after_[i][layer]: indices of the ops of period iteration i that the
@@ -228,6 +227,9 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       layers_(profile.size()),
       workers_(cluster.workers),
       network_(links_of(validated(cluster))) {
+  if (layers_ == 0) {
+    throw UsageError(fmt::format("profile '{}': no layers to simulate", profile.model));
+  }
   validate(schedule, profile, cluster.workers);
   if (options.iterations < 0 || options.record_iterations < 0) {
     throw UsageError(fmt::format("--iterations {} / record {}: need >= 0", options.iterations,
@@ -241,7 +243,6 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
   measure_end_ = iterations_ >= period ? iterations_ / period * period : iterations_;
 
   sim_workers_ = symmetric_workers(schedule, cluster) ? 1 : workers_;
-  bp_end_ = backward_end_times(profile);
 
   needed_.assign(static_cast<size_t>(period), std::vector<int>(static_cast<size_t>(layers_) + 1, 0));
   ready_after_.assign(static_cast<size_t>(period),

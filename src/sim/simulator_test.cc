@@ -375,9 +375,10 @@ TEST(Simulate, RejectsInvalidSchedules) {
   EXPECT_THROW(simulate(one_period({far_server}), p, parameter_server(2, 1_Gbit, 0)), std::logic_error);
 }
 
-TEST(Simulate, BadClusterIsAUsageError) {
+TEST(Simulate, BadClusterOrEmptyProfileIsAUsageError) {
   const Profile p = make_profile({{1e-3, 2e-3, 1000}});
   EXPECT_THROW(simulate(one_period({whole_layers(p, {0})}), p, ring(2, 0, 0)), UsageError);
+  EXPECT_THROW(simulate(one_period({}), make_profile({}), ring(2, 1_Gbit, 0)), UsageError);
 }
 
 }  // namespace
