@@ -48,10 +48,12 @@ struct NetworkFit {
   double max_relative_error = 0; // max over points of |fit − measured| / measured
 };
 
-// Ordinary least squares of seconds against bytes. a is clamped at 0 (a negative
-// intercept is noise on a fast network) and b refitted through the origin then.
-// REQUIRES at least two points with distinct sizes; THROWS std::invalid_argument
-// otherwise.
+// Least squares of the relative error, min Σ ((a + b·n_i − t_i) / t_i)²: the sizes
+// span four orders of magnitude, and plain least squares would let the largest
+// message alone decide a. a is clamped at 0 (a negative startup is noise) and b
+// refitted then. r2 is the ordinary coefficient of determination of the fit.
+// REQUIRES at least two points with distinct sizes and positive times; THROWS
+// std::invalid_argument otherwise.
 NetworkFit fit_linear(const std::vector<NetworkPoint>& points);
 
 // THROWS UsageError naming the option: sizes must satisfy 0 < min <= max, repeats

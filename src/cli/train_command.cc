@@ -1,0 +1,117 @@
+// `weft train`: real data-parallel training with a strategy (SPEC §3, §5). The flags
+// become a runtime::TrainOptions; everything else happens in runtime/train.h,
+// which also decides whether this process launches workers or is one
+// (Note [Launcher and workers] in runtime/launcher.h).
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli/cluster_flags.h"
+#include "cli/commands.h"
+#include "runtime/train.h"
+#include "schedulers/strategies.h"
+#include "units/units.h"
+
+namespace weft::cli {
+namespace {
+
+struct TrainFlags {
+  runtime::TrainOptions options;
+  std::optional<int> nproc;
+  std::optional<std::int64_t> steps;
+  std::optional<double> epochs;
+  std::string profile;
+  std::string metrics;
+  std::string trace;
+  std::string save_params;
+  std::string bandwidth = "1Gbit";
+  std::string latency = "50us";
+  std::string network;
+  StrategyFlags strategy;
+  double failure_timeout = runtime::TrainDefaults::kFailureTimeout;
+  bool no_progress = false;
+};
+
+std::string allreduce_strategy_names() {
+  std::vector<std::string_view> names;
+  for (const StrategyInfo& s : strategies()) {
+    if (s.arch == Arch::kAllReduce) names.push_back(s.name);
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+runtime::TrainOptions to_options(const TrainFlags& flags) {
+  runtime::TrainOptions o = flags.options;
+  o.nproc = flags.nproc;
+  o.steps = flags.steps;
+  o.epochs = flags.epochs;
+  o.profile = flags.profile;
+  o.metrics = flags.metrics;
+  o.trace = flags.trace;
+  o.save_params = flags.save_params;
+  o.failure_timeout = flags.failure_timeout;
+  o.progress = !flags.no_progress;
+  ClusterFlags cluster{.workers = 1, .bandwidth = flags.bandwidth, .latency = flags.latency,
+                       .network_file = flags.network};
+  o.cluster = make_cluster(cluster);  // workers is replaced by the world size
+  o.strategy_options = make_strategy_options(flags.strategy);
+  runtime::validate(o);
+  return o;
+}
+
+}  // namespace
+
+void add_train(CLI::App& app, int& exit_status) {
+  auto flags = std::make_shared<TrainFlags>();
+  runtime::TrainOptions& o = flags->options;
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a LibTorch model data-parallel over Gloo, executing a strategy's schedule; writes metrics "
+      "(JSON lines), a measured timeline and optionally the final parameters.\n"
+      "With --nproc K it starts K local workers; without it, it is one worker of a job described by "
+      "MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (as torchrun sets them), or trains alone if none is set.");
+  cmd->add_option("--model", o.model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
+  cmd->add_option("--strategy", o.strategy, "all-reduce strategy: " + allreduce_strategy_names())
+      ->capture_default_str();
+  cmd->add_option("--nproc", flags->nproc, "start this many local worker processes (default: be one worker)");
+  auto* steps = cmd->add_option("--steps", flags->steps, "iterations to train (default: 100 if no --epochs)");
+  cmd->add_option("--epochs", flags->epochs, "epochs of each worker's shard to train (fractions allowed)")
+      ->excludes(steps);
+  cmd->add_option("--batch", o.batch, "samples per worker per iteration")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "learning rate")->capture_default_str();
+  cmd->add_option("--optimizer", o.optimizer, "sgd | momentum | adam")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "seed of the model initialisation and the data order")->capture_default_str();
+  cmd->add_flag("--synthetic", o.synthetic, "random data of the right shapes instead of the dataset");
+  cmd->add_option("--eval-every", o.eval_every,
+                  "rank 0 evaluates on the test set every N iterations and at the end (0 = never)")
+      ->capture_default_str();
+  cmd->add_option("--metrics", flags->metrics, "append per-iteration metrics of every rank (JSON lines, SPEC §6)");
+  cmd->add_option("--trace", flags->trace, "write the measured timeline of every rank (Chrome trace JSON)");
+  cmd->add_option("--trace-iterations", o.trace_iterations, "iterations recorded in --trace (the first ones)")
+      ->capture_default_str();
+  cmd->add_option("--save-params", flags->save_params,
+                  "write each rank's final parameters to FILE.rank<r> (raw float32, layers in order)");
+  cmd->add_option("--profile", flags->profile,
+                  "layer times for the planner (profile JSON from `weft profile --model`); default: rank 0 "
+                  "measures them before training");
+  cmd->add_option("--bandwidth,-B", flags->bandwidth,
+                  "link bandwidth the planner assumes when building the schedule (mgwfbp merging, dcredit "
+                  "windows); it does not shape the network")
+      ->capture_default_str();
+  cmd->add_option("--latency", flags->latency, "per-message latency the planner assumes")->capture_default_str();
+  cmd->add_option("--network", flags->network,
+                  "all-reduce fit from `weft profile --network --out FILE`; replaces --bandwidth/--latency");
+  add_strategy_flags(*cmd, flags->strategy);
+  cmd->add_option("--failure-timeout", flags->failure_timeout,
+                  "seconds a collective may make no progress, and the other workers may take to exit after one "
+                  "failed, before they are stopped")
+      ->capture_default_str();
+  cmd->add_flag("--no-progress", flags->no_progress, "no progress line on stderr");
+  cmd->callback([flags, &exit_status] { exit_status = runtime::run_train(to_options(*flags)); });
+}
+
+}  // namespace weft::cli

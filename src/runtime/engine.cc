@@ -1,0 +1,861 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <queue>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+namespace weft::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr Bytes kElement = sizeof(float);
+
+Seconds since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// A mean all-reduce of one kind of tensor: Gloo SUM, then division by the world.
+class AllReduceMean : public OpExecutor {
+ public:
+  AllReduceMean(const EngineOptions& options, bool gradients)
+      : options_(options), gradients_(gradients), world_(options.collectives->getSize()) {}
+
+  std::vector<torch::Tensor> operands(int layer) override {
+    const auto& params = options_.layers[static_cast<size_t>(layer)];
+    if (!gradients_) return params;
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : params) grads.push_back(p.grad());
+    return grads;
+  }
+  Step step() const override { return gradients_ ? Step::kAfterCommunication : Step::kBeforeCommunication; }
+  c10::intrusive_ptr<c10::ivalue::Future> start(torch::Tensor flat) override {
+    std::vector<torch::Tensor> tensors{std::move(flat)};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::SUM;
+    return options_.collectives->allreduce(tensors, opts)->getFuture();
+  }
+  void complete(torch::Tensor& flat) override {
+    if (world_ > 1) flat.div_(static_cast<double>(world_));
+  }
+
+ private:
+  const EngineOptions& options_;
+  const bool gradients_;
+  const int world_;
+};
+
+std::unique_ptr<OpExecutor> make_executor(OpKind kind, const EngineOptions& options) {
+  switch (kind) {
+    case OpKind::kAverageGradients: return std::make_unique<AllReduceMean>(options, true);
+    case OpKind::kAverageParameters: return std::make_unique<AllReduceMean>(options, false);
+    case OpKind::kParameterServer: return nullptr;  // Note [Executors per OpKind]
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// Where each byte of a layer lives: its tensors, flattened and concatenated.
+struct Engine::Layout {
+  struct Piece {
+    std::size_t tensor;  // index into the layer's tensors
+    Bytes tensor_offset;
+    Bytes chunk_offset;  // offset inside the chunk
+    Bytes length;
+  };
+  std::vector<std::vector<Bytes>> starts;  // starts[l][i]: first byte of tensor i in layer l
+  std::vector<Bytes> layer_bytes;
+
+  explicit Layout(const std::vector<std::vector<torch::Tensor>>& layers) {
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      Bytes offset = 0;
+      starts.emplace_back();
+      for (const auto& p : layers[l]) {
+        if (p.scalar_type() != torch::kFloat32 || !p.is_contiguous()) {
+          throw std::logic_error(fmt::format("engine: layer {} has a parameter of type {} (contiguous: {}); "
+                                             "the engine packs contiguous float32 tensors",
+                                             l, c10::toString(p.scalar_type()), p.is_contiguous()));
+        }
+        starts.back().push_back(offset);
+        offset += static_cast<Bytes>(p.numel()) * kElement;
+      }
+      layer_bytes.push_back(offset);
+    }
+  }
+
+  // The pieces of `chunk`, in byte order.
+  std::vector<Piece> pieces(const Chunk& chunk) const {
+    const auto& s = starts.at(static_cast<size_t>(chunk.layer));
+    std::vector<Piece> out;
+    const Bytes end = chunk.offset + chunk.length;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const Bytes t_begin = s[i];
+      const Bytes t_end = i + 1 < s.size() ? s[i + 1] : layer_bytes[static_cast<size_t>(chunk.layer)];
+      const Bytes begin = std::max(t_begin, chunk.offset);
+      const Bytes stop = std::min(t_end, end);
+      if (begin < stop) out.push_back({i, begin - t_begin, begin - chunk.offset, stop - begin});
+    }
+    return out;
+  }
+
+  void check(const Chunk& c, int iteration, int index) const {
+    const bool inside = c.layer >= 0 && c.layer < static_cast<int>(layer_bytes.size()) && c.offset >= 0 &&
+                        c.length > 0 && c.offset + c.length <= layer_bytes[static_cast<size_t>(c.layer)];
+    if (!inside || c.offset % kElement != 0 || c.length % kElement != 0) {
+      throw std::logic_error(fmt::format(
+          "engine: iteration {} operation {} has chunk (layer {}, offset {}, length {}) that is not a whole "
+          "number of float32 elements inside the layer's {} bytes",
+          iteration, index, c.layer, c.offset, c.length,
+          c.layer >= 0 && c.layer < static_cast<int>(layer_bytes.size()) ? layer_bytes[static_cast<size_t>(c.layer)]
+                                                                        : Bytes{-1}));
+    }
+  }
+};
+
+// What happens between the two threads: events for the communication thread.
+struct Engine::Event {
+  enum class Kind { kLayerReady, kCompleted, kFinish, kStop };
+  Kind kind = Kind::kStop;
+  int iteration = 0;
+  int layer = 0;
+  std::uint64_t id = 0;  // kCompleted: the in-flight collective
+  std::exception_ptr error;
+};
+
+struct Engine::EventQueue {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Event> events;
+
+  void push(Event e) {
+    {
+      std::lock_guard lock(mutex);
+      events.push_back(std::move(e));
+    }
+    changed.notify_one();
+  }
+  // The next event, or nothing when `deadline` passes first.
+  std::optional<Event> pop(std::optional<Clock::time_point> deadline) {
+    std::unique_lock lock(mutex);
+    const auto any = [&] { return !events.empty(); };
+    if (deadline) {
+      if (!changed.wait_until(lock, *deadline, any)) return std::nullopt;
+    } else {
+      changed.wait(lock, any);
+    }
+    Event e = std::move(events.front());
+    events.pop_front();
+    return e;
+  }
+};
+
+// What the training thread waits for (guarded by Engine::mutex_). For iteration t,
+// outstanding[l] counts the operations of t that layer l's forward in t+1 waits for
+// plus one for layer l's own update.
+struct Engine::Progress {
+  int first = 0;  // iteration of iterations.front()
+  std::deque<std::vector<int>> outstanding;
+
+  std::vector<int>* of(int iteration) {
+    const int i = iteration - first;
+    return i >= 0 && i < static_cast<int>(outstanding.size()) ? &outstanding[static_cast<size_t>(i)] : nullptr;
+  }
+  bool all_done() const {
+    return std::all_of(outstanding.begin(), outstanding.end(),
+                       [](const auto& v) { return std::all_of(v.begin(), v.end(), [](int n) { return n == 0; }); });
+  }
+};
+
+struct Engine::InFlight {
+  enum class Role { kData, kAnnouncement, kDecision };
+  Role role = Role::kData;
+  Message message;
+  std::uint64_t sequence = 0;  // message number, as announced
+  OpKind kind = OpKind::kAverageGradients;
+  torch::Tensor buffer;
+  Clock::time_point started;
+  Seconds started_s = 0;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+};
+
+// The communication thread's state.
+struct Engine::CommState {
+  enum class Mode { kLocal, kLeader, kFollower };  // Note [Collective order]
+
+  // Per iteration of the period, computed once.
+  struct Plan {
+    std::vector<std::vector<int>> ops_waiting_on;  // layer -> ops whose readiness waits on it
+    std::vector<int> waits;                        // op -> number of layers it waits on
+    std::vector<std::vector<int>> blocks;          // op -> layers whose next forward waits on it
+    std::vector<int> blockers;                     // layer -> number of ops its next forward waits on
+    std::vector<Bytes> averaged_bytes;             // layer -> bytes averaged before its step (0 = local step)
+  };
+  // Per live iteration.
+  struct Iteration {
+    std::vector<int> waits;
+    std::vector<bool> ready;  // locally ready: data exists and the release offset has passed
+    std::vector<Bytes> bytes_left;
+    int ops_left = 0;
+    int updates_left = 0;
+  };
+  struct Timer {
+    Clock::time_point at;
+    OpRef op;
+    bool operator>(const Timer& o) const { return at > o.at; }
+  };
+
+  Mode mode = Mode::kLocal;
+  std::vector<Plan> plans;
+  std::map<int, Iteration> iterations;
+  std::optional<Dispatcher> dispatcher;  // kLocal and kLeader
+  std::map<std::uint64_t, InFlight> in_flight;
+  std::uint64_t next_id = 0;
+  std::uint64_t next_sequence = 0;                 // messages announced (leader) or received (follower)
+  std::deque<std::pair<std::uint64_t, Message>> decided;  // follower: announced, not yet issued
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
+  int header_capacity = 0;  // operation indices an announcement can carry
+  bool finish_requested = false;
+  bool stop_received = false;
+  bool stop_announced = false;
+};
+
+// ---------------------------------------------------------------------------
+// Construction
+
+Engine::Engine(EngineOptions options)
+    : options_(std::move(options)),
+      progress_(std::make_unique<Progress>()),
+      events_(std::make_shared<EventQueue>()),
+      comm_(std::make_unique<CommState>()) {
+  const Schedule& schedule = *options_.schedule;
+  const int layers = static_cast<int>(options_.layers.size());
+  if (!options_.collectives || options_.optimizer == nullptr) {
+    throw std::logic_error("engine: EngineOptions needs collectives and an optimizer");
+  }
+  rank_ = options_.collectives->getRank();
+  world_ = options_.collectives->getSize();
+  layout_ = std::make_unique<Layout>(options_.layers);
+  for (OpKind kind : {OpKind::kAverageGradients, OpKind::kAverageParameters, OpKind::kParameterServer}) {
+    executors_.push_back(make_executor(kind, options_));
+  }
+
+  CommState& c = *comm_;
+  for (int p = 0; p < schedule.period; ++p) {
+    const auto& ops = schedule.iterations[static_cast<size_t>(p)];
+    CommState::Plan plan{.ops_waiting_on = std::vector<std::vector<int>>(static_cast<size_t>(layers)),
+                         .waits = std::vector<int>(ops.size(), 0),
+                         .blocks = std::vector<std::vector<int>>(ops.size()),
+                         .blockers = std::vector<int>(static_cast<size_t>(layers), 0),
+                         .averaged_bytes = std::vector<Bytes>(static_cast<size_t>(layers), 0)};
+    c.header_capacity = std::max(c.header_capacity, static_cast<int>(ops.size()));
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const CommOp& op = ops[i];
+      const int index = static_cast<int>(i);
+      if (!executors_[static_cast<size_t>(op.kind)]) {
+        throw std::logic_error(fmt::format("engine: iteration {} operation {} is {}, which the runtime cannot "
+                                           "execute yet (Note [Executors per OpKind])",
+                                           p, i, to_string(op.kind)));
+      }
+      if (op.ready_after < 0 || op.ready_after >= layers) {
+        throw std::logic_error(fmt::format("engine: iteration {} operation {} has ready_after {} outside 0..{}",
+                                           p, i, op.ready_after, layers - 1));
+      }
+      std::set<int> waits{op.ready_after};
+      std::set<int> blocks;
+      if (op.needed_by == kBarrier) {
+        blocks.insert(0);
+      } else {
+        blocks.insert(op.needed_by);
+      }
+      for (const Chunk& chunk : op.chunks) {
+        layout_->check(chunk, p, index);
+        waits.insert(chunk.layer);
+        // A layer whose bytes are still moving cannot run its forward, whatever
+        // needed_by says: the engine writes those tensors when the message lands.
+        blocks.insert(chunk.layer);
+        if (executors_[static_cast<size_t>(op.kind)]->step() == OpExecutor::Step::kAfterCommunication) {
+          plan.averaged_bytes[static_cast<size_t>(chunk.layer)] += chunk.length;
+        }
+      }
+      for (int l : waits) plan.ops_waiting_on[static_cast<size_t>(l)].push_back(index);
+      plan.waits[i] = static_cast<int>(waits.size());
+      for (int l : blocks) {
+        if (l < 0 || l >= layers) {
+          throw std::logic_error(
+              fmt::format("engine: iteration {} operation {} has needed_by {} outside 0..{}", p, i, l, layers - 1));
+        }
+        plan.blocks[i].push_back(l);
+        ++plan.blockers[static_cast<size_t>(l)];
+      }
+    }
+    for (int l = 0; l < layers; ++l) {
+      const Bytes averaged = plan.averaged_bytes[static_cast<size_t>(l)];
+      if (averaged != 0 && averaged != layout_->layer_bytes[static_cast<size_t>(l)]) {
+        throw std::logic_error(fmt::format("engine: iteration {} averages {} of layer {}'s {} gradient bytes; "
+                                           "a gradient schedule covers every byte once",
+                                           p, averaged, l, layout_->layer_bytes[static_cast<size_t>(l)]));
+      }
+    }
+    c.plans.push_back(std::move(plan));
+  }
+  const bool timing_independent = schedule.dispatch.kind == DispatchPolicy::Kind::kInOrder;
+  c.mode = world_ == 1 || timing_independent ? CommState::Mode::kLocal
+           : rank_ == 0                      ? CommState::Mode::kLeader
+                                             : CommState::Mode::kFollower;
+  if (c.mode != CommState::Mode::kFollower) c.dispatcher.emplace(schedule);
+
+  // Gradient hooks (Note [Gradient hooks]).
+  gradients_missing_.assign(static_cast<size_t>(layers), 0);
+  for (int l = 0; l < layers; ++l) {
+    const auto& params = options_.layers[static_cast<size_t>(l)];
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
+      if (!accumulator) {
+        throw std::logic_error(
+            fmt::format("engine: parameter {} of layer {} does not require a gradient", i, l));
+      }
+      const auto key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, l, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+            on_gradient(l, i);
+            return outputs;
+          }));
+      hooks_.emplace_back(std::move(accumulator), key);
+    }
+  }
+  thread_ = std::thread([this] { communication_loop(); });
+}
+
+Engine::~Engine() {
+  for (auto& [node, key] : hooks_) node->del_post_hook(key);
+  events_->push({.kind = Event::Kind::kStop});
+  if (thread_.joinable()) thread_.join();
+}
+
+// ---------------------------------------------------------------------------
+// Training thread
+
+void Engine::wait_until(std::unique_lock<std::mutex>& lock, const char* what, const std::function<bool()>& done) {
+  // Collectives time out by themselves (the group's timeout) and fail the engine;
+  // this bound only catches an engine that stopped making progress for another
+  // reason, so that nothing waits forever.
+  const auto limit = std::chrono::duration<double>(options_.stall_timeout);
+  const auto start = Clock::now();
+  while (!error_ && !done()) {
+    if (progress_changed_.wait_for(lock, limit) == std::cv_status::timeout && !error_ && !done()) {
+      throw std::runtime_error(fmt::format("rank {}: no progress for {} while waiting for {} in iteration {}",
+                                           rank_, format_duration(since(start)), what, iteration_));
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void Engine::wait_for_forward(int layer) {
+  std::unique_lock lock(mutex_);
+  if (error_) std::rethrow_exception(error_);
+  if (iteration_ == 0) return;
+  const int previous = iteration_ - 1;
+  const std::string what = fmt::format("layer {}'s operations of iteration {}", layer, previous);
+  wait_until(lock, what.c_str(), [&] {
+    const auto* counts = progress_->of(previous);
+    return counts == nullptr || (*counts)[static_cast<size_t>(layer)] == 0;
+  });
+}
+
+void Engine::start_backward() {
+  {
+    std::lock_guard lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    // Every layer's forward in this iteration waited for the previous iteration:
+    // its counters are all zero and will not change again.
+    while (!progress_->outstanding.empty() && progress_->first < iteration_) {
+      progress_->outstanding.pop_front();
+      ++progress_->first;
+    }
+    if (progress_->outstanding.empty()) progress_->first = iteration_;
+    const auto& plan = comm_->plans[static_cast<size_t>(iteration_ % options_.schedule->period)];
+    std::vector<int> counts(plan.blockers);
+    for (int& n : counts) ++n;  // the layer's own update
+    progress_->outstanding.push_back(std::move(counts));
+  }
+  for (std::size_t l = 0; l < gradients_missing_.size(); ++l) {
+    gradients_missing_[l] = static_cast<int>(options_.layers[l].size());
+  }
+  in_backward_ = true;
+  if (options_.recorder) last_gradient_time_ = options_.recorder->now();
+}
+
+void Engine::on_gradient(int layer, std::size_t parameter) {
+  if (!in_backward_) return;  // e.g. a backward outside the training loop
+  int& missing = gradients_missing_[static_cast<size_t>(layer)];
+  if (--missing != 0) return;
+  if (options_.recorder) {
+    const Seconds now = options_.recorder->now();
+    const std::string name = static_cast<size_t>(layer) < options_.layer_names.size()
+                                 ? options_.layer_names[static_cast<size_t>(layer)]
+                                 : std::to_string(layer);
+    options_.recorder->add({.lane = "compute", .name = "bp " + name, .start = last_gradient_time_, .end = now,
+                            .iteration = iteration_, .layer = layer});
+    last_gradient_time_ = now;
+  }
+  events_->push({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = layer});
+}
+
+void Engine::end_backward() {
+  in_backward_ = false;
+  for (std::size_t l = 0; l < gradients_missing_.size(); ++l) {
+    if (options_.layers[l].empty()) {
+      // A layer without parameters has no hook; it is ready when the backward ends.
+      events_->push({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = static_cast<int>(l)});
+    } else if (gradients_missing_[l] != 0) {
+      throw std::logic_error(fmt::format("engine: in iteration {}, {} of the {} parameters of layer {} got no "
+                                         "gradient; every parameter must be used in every forward",
+                                         iteration_, gradients_missing_[l], options_.layers[l].size(), l));
+    }
+  }
+  ++iteration_;
+  std::lock_guard lock(mutex_);
+  if (error_) std::rethrow_exception(error_);
+}
+
+void Engine::drain() {
+  std::unique_lock lock(mutex_);
+  wait_until(lock, "every operation to complete", [&] { return progress_->all_done(); });
+}
+
+void Engine::finish() {
+  drain();
+  events_->push({.kind = Event::Kind::kFinish});
+  std::unique_lock lock(mutex_);
+  wait_until(lock, "the end of the message stream", [&] { return finished_; });
+}
+
+void Engine::fail(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = std::move(error);
+  }
+  progress_changed_.notify_all();
+}
+
+// ---------------------------------------------------------------------------
+// Communication thread. Everything below runs on it, except the future callbacks,
+// which only push an event.
+
+namespace {
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+constexpr std::uint64_t kStopSequence = ~std::uint64_t{0};
+constexpr int kHeaderFields = 3;  // sequence, iteration, count; then operation indices
+
+}  // namespace
+
+class Engine::Comm {
+ public:
+  explicit Comm(Engine& engine) : e_(engine), c_(*engine.comm_), schedule_(*engine.options_.schedule) {}
+
+  void start() {
+    if (c_.mode == CommState::Mode::kFollower) post_decision();
+  }
+
+  void handle(const Event& event) {
+    switch (event.kind) {
+      case Event::Kind::kLayerReady: layer_ready(event.iteration, event.layer); break;
+      case Event::Kind::kCompleted: completed(event.id, event.error); break;
+      case Event::Kind::kFinish:
+        c_.finish_requested = true;
+        maybe_finish();
+        break;
+      case Event::Kind::kStop: break;
+    }
+    retire();
+  }
+
+  void release_timers() {
+    const auto now = Clock::now();
+    while (!c_.timers.empty() && c_.timers.top().at <= now) {
+      const OpRef op = c_.timers.top().op;
+      c_.timers.pop();
+      op_ready(op);
+    }
+    retire();
+  }
+
+ private:
+  using Iteration = CommState::Iteration;
+  using Plan = CommState::Plan;
+
+  const Plan& plan(int t) const { return c_.plans[static_cast<size_t>(t % schedule_.period)]; }
+
+  Iteration& iteration(int t) {
+    auto it = c_.iterations.find(t);
+    if (it != c_.iterations.end()) return it->second;
+    const Plan& p = plan(t);
+    const auto ops = schedule_.ops(t).size();
+    Iteration fresh{.waits = p.waits,
+                    .ready = std::vector<bool>(ops, false),
+                    .bytes_left = p.averaged_bytes,
+                    .ops_left = static_cast<int>(ops),
+                    .updates_left = static_cast<int>(e_.options_.layers.size())};
+    return c_.iterations.emplace(t, std::move(fresh)).first->second;
+  }
+
+  void retire() {
+    std::erase_if(c_.iterations, [](const auto& entry) {
+      return entry.second.ops_left == 0 && entry.second.updates_left == 0;
+    });
+  }
+
+  // Layer l's backward ended in iteration t.
+  void layer_ready(int t, int l) {
+    Iteration& it = iteration(t);
+    const Plan& p = plan(t);
+    if (p.averaged_bytes[static_cast<size_t>(l)] == 0) update(t, l);  // local step, before any averaging
+    for (int i : p.ops_waiting_on[static_cast<size_t>(l)]) {
+      if (--it.waits[static_cast<size_t>(i)] != 0) continue;
+      const Seconds delay = schedule_.ops(t)[static_cast<size_t>(i)].release(e_.rank_);
+      if (delay > 0) {
+        c_.timers.push({Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(delay)),
+                        {t, i}});
+      } else {
+        op_ready({t, i});
+      }
+    }
+  }
+
+  void op_ready(OpRef op) {
+    iteration(op.iteration).ready[static_cast<size_t>(op.index)] = true;
+    if (c_.dispatcher) {
+      c_.dispatcher->ready(op);
+      dispatch();
+    } else {
+      issue_decided();
+    }
+  }
+
+  // kLocal and kLeader: start what the dispatcher says.
+  void dispatch() {
+    for (Message& m : c_.dispatcher->launch()) {
+      const std::uint64_t sequence = c_.next_sequence++;
+      if (c_.mode == CommState::Mode::kLeader) announce(m, sequence);
+      issue(std::move(m), sequence);
+    }
+  }
+
+  // kFollower: issue announced messages, in order, once their data is ready here.
+  void issue_decided() {
+    while (!c_.decided.empty()) {
+      auto& [sequence, message] = c_.decided.front();
+      for (const OpRef& op : message.ops) {
+        if (!iteration(op.iteration).ready[static_cast<size_t>(op.index)]) return;
+      }
+      issue(std::move(message), sequence);
+      c_.decided.pop_front();
+      post_decision();
+    }
+  }
+
+  std::uint64_t track(InFlight flight) {
+    const std::uint64_t id = c_.next_id++;
+    auto future = flight.future;
+    c_.in_flight.emplace(id, std::move(flight));
+    // The callback may outlive the engine (a collective still in flight when a
+    // failure tears it down): it holds the queue, not the engine.
+    future->addCallback([queue = e_.events_, id](c10::ivalue::Future& f) {
+      queue->push({.kind = Event::Kind::kCompleted, .id = id, .error = f.hasError() ? f.exception_ptr() : nullptr});
+    });
+    return id;
+  }
+
+  torch::Tensor header(std::uint64_t sequence, int t, const std::vector<OpRef>& ops) {
+    auto h = torch::full({kHeaderFields + c_.header_capacity}, -1, torch::kInt64);
+    auto* d = h.data_ptr<std::int64_t>();
+    d[0] = static_cast<std::int64_t>(sequence);
+    d[1] = t;
+    d[2] = static_cast<std::int64_t>(ops.size());
+    for (std::size_t k = 0; k < ops.size(); ++k) d[kHeaderFields + k] = ops[k].index;
+    return h;
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> broadcast(torch::Tensor h) {
+    std::vector<torch::Tensor> tensors{std::move(h)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = 0;
+    return e_.options_.collectives->broadcast(tensors, opts)->getFuture();
+  }
+
+  void announce(const Message& m, std::uint64_t sequence) {
+    const int t = m.ops.front().iteration;
+    for (const OpRef& op : m.ops) {
+      if (op.iteration != t || static_cast<int>(m.ops.size()) > c_.header_capacity) {
+        throw std::logic_error(fmt::format("engine: message #{} mixes iterations {} and {} or holds more than {} "
+                                           "operations",
+                                           sequence, t, op.iteration, c_.header_capacity));
+      }
+    }
+    InFlight f{.role = InFlight::Role::kAnnouncement, .sequence = sequence, .buffer = header(sequence, t, m.ops),
+               .started = Clock::now()};
+    f.future = broadcast(f.buffer);
+    track(std::move(f));
+  }
+
+  void announce_stop() {
+    c_.stop_announced = true;
+    InFlight f{.role = InFlight::Role::kAnnouncement, .sequence = kStopSequence,
+               .buffer = header(c_.next_sequence, -1, {}), .started = Clock::now()};
+    f.buffer.data_ptr<std::int64_t>()[2] = -1;
+    f.future = broadcast(f.buffer);
+    track(std::move(f));
+  }
+
+  void post_decision() {
+    InFlight f{.role = InFlight::Role::kDecision, .sequence = c_.next_sequence,
+               .buffer = torch::empty({kHeaderFields + c_.header_capacity}, torch::kInt64), .started = Clock::now()};
+    f.future = broadcast(f.buffer);
+    track(std::move(f));
+  }
+
+  void decided(const InFlight& f) {
+    const auto* d = f.buffer.data_ptr<std::int64_t>();
+    if (d[2] < 0) {
+      c_.stop_received = true;
+      maybe_finish();
+      return;
+    }
+    if (static_cast<std::uint64_t>(d[0]) != c_.next_sequence || d[2] > c_.header_capacity) {
+      throw std::logic_error(fmt::format("engine: rank {} expected announcement #{} and received #{} with {} "
+                                         "operations",
+                                         e_.rank_, c_.next_sequence, d[0], d[2]));
+    }
+    Message m;
+    for (std::int64_t k = 0; k < d[2]; ++k) {
+      const OpRef op{static_cast<int>(d[1]), static_cast<int>(d[kHeaderFields + k])};
+      m.ops.push_back(op);
+      m.bytes += schedule_.ops(op.iteration).at(static_cast<size_t>(op.index)).bytes();
+    }
+    c_.decided.emplace_back(c_.next_sequence++, std::move(m));
+    issue_decided();
+  }
+
+  OpKind kind_of(const Message& m, std::uint64_t sequence) const {
+    const OpKind kind = schedule_.ops(m.ops.front().iteration)[static_cast<size_t>(m.ops.front().index)].kind;
+    for (const OpRef& op : m.ops) {
+      const OpKind other = schedule_.ops(op.iteration)[static_cast<size_t>(op.index)].kind;
+      if (other != kind) {
+        throw std::logic_error(fmt::format("engine: message #{} fuses {} and {} operations; a message carries one "
+                                           "kind",
+                                           sequence, to_string(kind), to_string(other)));
+      }
+    }
+    return kind;
+  }
+
+  // Packs the message's chunks into one buffer and starts its collective.
+  void issue(Message m, std::uint64_t sequence) {
+    const OpKind kind = kind_of(m, sequence);
+    OpExecutor& executor = *e_.executors_[static_cast<size_t>(kind)];
+    auto buffer = torch::empty({m.bytes / kElement}, torch::kFloat32);
+    auto* out = static_cast<char*>(buffer.data_ptr());
+    Bytes position = 0;
+    for (const OpRef& ref : m.ops) {
+      for (const Chunk& chunk : schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)].chunks) {
+        const auto tensors = executor.operands(chunk.layer);
+        for (const auto& piece : e_.layout_->pieces(chunk)) {
+          const torch::Tensor& t = tensors[piece.tensor];
+          if (!t.defined()) {
+            throw std::logic_error(fmt::format("engine: layer {} tensor {} has no {} to send", chunk.layer,
+                                               piece.tensor, to_string(kind)));
+          }
+          std::memcpy(out + position + piece.chunk_offset,
+                      static_cast<const char*>(t.data_ptr()) + piece.tensor_offset,
+                      static_cast<size_t>(piece.length));
+        }
+        position += chunk.length;
+      }
+    }
+    if (position != m.bytes) {
+      throw std::logic_error(fmt::format("engine: message #{} packs {} bytes but declares {}", sequence, position,
+                                         m.bytes));
+    }
+    InFlight f{.role = InFlight::Role::kData, .message = std::move(m), .sequence = sequence, .kind = kind,
+               .buffer = buffer, .started = Clock::now(),
+               .started_s = e_.options_.recorder ? e_.options_.recorder->now() : 0};
+    f.future = executor.start(buffer);
+    track(std::move(f));
+  }
+
+  std::string describe(const InFlight& f) const {
+    switch (f.role) {
+      case InFlight::Role::kData:
+        return fmt::format("all-reduce of message #{} ({} operations, {}, iteration {})", f.sequence,
+                           f.message.ops.size(), format_bytes(f.message.bytes), f.message.ops.front().iteration);
+      case InFlight::Role::kAnnouncement:
+        return f.sequence == kStopSequence ? std::string("the end-of-stream announcement")
+                                           : fmt::format("the announcement of message #{}", f.sequence);
+      case InFlight::Role::kDecision:
+        return fmt::format("waiting for rank 0's announcement of message #{}", f.sequence);
+    }
+    return "a collective";
+  }
+
+  void completed(std::uint64_t id, const std::exception_ptr& error) {
+    auto node = c_.in_flight.extract(id);
+    if (node.empty()) throw std::logic_error(fmt::format("engine: completion of unknown collective {}", id));
+    InFlight& f = node.mapped();
+    if (error) {
+      throw std::runtime_error(fmt::format("rank {}: {} failed after {} (a peer died, or did not take part "
+                                           "within the timeout): {}",
+                                           e_.rank_, describe(f), format_duration(since(f.started)),
+                                           message_of(error)));
+    }
+    switch (f.role) {
+      case InFlight::Role::kAnnouncement:
+        if (f.sequence == kStopSequence) set_finished();
+        break;
+      case InFlight::Role::kDecision: decided(f); break;
+      case InFlight::Role::kData: unpack(f); break;
+    }
+  }
+
+  void unpack(InFlight& f) {
+    OpExecutor& executor = *e_.executors_[static_cast<size_t>(f.kind)];
+    executor.complete(f.buffer);
+    const auto* in = static_cast<const char*>(f.buffer.data_ptr());
+    const bool then_step = executor.step() == OpExecutor::Step::kAfterCommunication;
+    std::set<int> layers;
+    Bytes position = 0;
+    for (const OpRef& ref : f.message.ops) {
+      Iteration& it = iteration(ref.iteration);
+      for (const Chunk& chunk : schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)].chunks) {
+        const auto tensors = executor.operands(chunk.layer);
+        for (const auto& piece : e_.layout_->pieces(chunk)) {
+          std::memcpy(static_cast<char*>(tensors[piece.tensor].data_ptr()) + piece.tensor_offset,
+                      in + position + piece.chunk_offset, static_cast<size_t>(piece.length));
+        }
+        position += chunk.length;
+        layers.insert(chunk.layer);
+        if (then_step && (it.bytes_left[static_cast<size_t>(chunk.layer)] -= chunk.length) == 0) {
+          update(ref.iteration, chunk.layer);
+        }
+      }
+      op_done(ref);
+    }
+    if (e_.options_.recorder) {
+      e_.options_.recorder->add({.lane = "comm",
+                                 .name = fmt::format("allreduce {} ({} ops)", format_bytes(f.message.bytes),
+                                                     f.message.ops.size()),
+                                 .start = f.started_s,
+                                 .end = e_.options_.recorder->now(),
+                                 .iteration = f.message.ops.front().iteration,
+                                 .layer = layers.size() == 1 ? *layers.begin() : -1,
+                                 .bytes = f.message.bytes});
+    }
+    if (c_.dispatcher) {
+      c_.dispatcher->done(f.message);
+      dispatch();
+    }
+  }
+
+  // The layer-wise update of layer l in iteration t.
+  void update(int t, int l) {
+    const Seconds start = e_.options_.recorder ? e_.options_.recorder->now() : 0;
+    {
+      torch::NoGradGuard no_grad;
+      e_.options_.optimizer->step(l);
+      e_.options_.optimizer->zero_grad(l);
+    }
+    if (e_.options_.recorder) {
+      const auto& names = e_.options_.layer_names;
+      e_.options_.recorder->add({.lane = "update",
+                                 .name = "step " + (static_cast<size_t>(l) < names.size() ? names[static_cast<size_t>(l)]
+                                                                                          : std::to_string(l)),
+                                 .start = start,
+                                 .end = e_.options_.recorder->now(),
+                                 .iteration = t,
+                                 .layer = l});
+    }
+    --iteration(t).updates_left;
+    release(t, {l});
+  }
+
+  void op_done(OpRef op) {
+    --iteration(op.iteration).ops_left;
+    release(op.iteration, plan(op.iteration).blocks[static_cast<size_t>(op.index)]);
+  }
+
+  // One thing the forwards of layers `layers` in iteration t+1 waited for is done.
+  void release(int t, const std::vector<int>& layers) {
+    {
+      std::lock_guard lock(e_.mutex_);
+      auto* counts = e_.progress_->of(t);
+      if (counts == nullptr) {
+        throw std::logic_error(fmt::format("engine: progress of iteration {} is gone (first kept: {})", t,
+                                           e_.progress_->first));
+      }
+      for (int l : layers) --(*counts)[static_cast<size_t>(l)];
+    }
+    e_.progress_changed_.notify_all();
+  }
+
+  void maybe_finish() {
+    if (!c_.finish_requested) return;
+    switch (c_.mode) {
+      case CommState::Mode::kLocal: set_finished(); break;
+      case CommState::Mode::kLeader:
+        if (!c_.stop_announced) announce_stop();
+        break;
+      case CommState::Mode::kFollower:
+        if (c_.stop_received) set_finished();
+        break;
+    }
+  }
+
+  void set_finished() {
+    {
+      std::lock_guard lock(e_.mutex_);
+      e_.finished_ = true;
+    }
+    e_.progress_changed_.notify_all();
+  }
+
+  Engine& e_;
+  CommState& c_;
+  const Schedule& schedule_;
+};
+
+void Engine::communication_loop() {
+  try {
+    Comm comm(*this);
+    comm.start();
+    for (;;) {
+      std::optional<Clock::time_point> deadline;
+      if (!comm_->timers.empty()) deadline = comm_->timers.top().at;
+      std::optional<Event> event = events_->pop(deadline);
+      if (!event) {
+        comm.release_timers();
+        continue;
+      }
+      if (event->kind == Event::Kind::kStop) return;
+      comm.handle(*event);
+    }
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
+
+}  // namespace weft::runtime

@@ -1,0 +1,201 @@
+// The communication engine: one worker's executor of a Schedule (SPEC §1.3, §3),
+// the runtime counterpart of the simulator. It reads nothing but the Schedule and
+// drives the same Dispatcher (schedule/dispatcher.h) with real events: a layer's
+// gradients becoming available, a collective completing.
+//
+// Per iteration t the training thread does
+//   for l in 0..L-1: engine.wait_for_forward(l); x = model.forward_layer(l, x);
+//   loss = ...; engine.start_backward(); loss.backward(); engine.end_backward();
+// and once at the end engine.finish(). Meanwhile the engine's communication thread
+//   - learns from gradient hooks (Note [Gradient hooks]) that layer l's backward
+//     ended, makes the operations with ready_after == l ready (after the worker's
+//     release offset) and asks the Dispatcher which messages to send;
+//   - packs the chunks of each message into one flat buffer (a chunk is a byte range
+//     of a layer's parameters or gradients, the layer's tensors flattened and
+//     concatenated in layer_parameters order) and runs ONE collective for it;
+//   - unpacks the result and applies the layer-wise update: an averaged gradient is
+//     written back and the layer's optimizer stepped as soon as all its bytes are
+//     averaged; for parameter averaging the local step was taken when the layer
+//     became ready and the parameters are overwritten with the average.
+// wait_for_forward(l) in iteration t returns once every operation of t−1 that
+// layer l's forward depends on has completed and layer l has been updated.
+//
+// Note [Executors per OpKind]
+// ---------------------------
+// What an operation's bytes are and how they travel depends only on its OpKind,
+// never on the strategy: an OpExecutor per kind says which tensors a chunk
+// addresses, whether the local step comes before or after communication, and how a
+// packed message is communicated. kAverageGradients and kAverageParameters are a
+// mean all-reduce (Gloo SUM, then division by the world size) of gradients or
+// parameters. kParameterServer has no executor yet: a schedule containing it is
+// rejected when the engine is built; adding it means adding an OpExecutor (push,
+// server update, pull), not a branch here.
+//
+// Note [Collective order]
+// -----------------------
+// Gloo matches collectives by the order in which each rank issues them, so every
+// rank must issue the same messages — the same operations fused, in the same
+// order. With the in-order policy the sequence is a function of the schedule alone
+// (one operation at a time, in list order) and every rank runs its own Dispatcher.
+// The credit and window policies decide from which operations happen to be ready
+// when a message completes — a race whose outcome differs between ranks (one rank's
+// layer 3 is ready when its message finishes, another's is not), which would
+// deadlock Gloo or, worse, add up different layers' bytes. There rank 0 leads: it
+// alone runs the Dispatcher, on its own events, and announces each message it
+// starts with a small Gloo broadcast (sequence number, iteration, operation
+// indices) issued just before the message's all-reduce; the other ranks always keep
+// one such broadcast posted, and issue each announced message, in order, as soon as
+// its operations are ready locally. The policy then runs exactly as the simulator
+// runs it, on rank 0's clock; the cost is one small broadcast per message, and a
+// follower's posted broadcast must not wait longer than the group's timeout for
+// rank 0's next decision (an iteration, or rank 0's evaluation, longer than the
+// timeout is reported as a failure). Rank 0 ends the stream with a stop
+// announcement in finish(). Rejected alternative: making every rank decide only at
+// ready events, deferring completions to the next one — deterministic without
+// messages, but it changes the policy (credit released late, the link idles) so
+// measurements would no longer test the predictions.
+//
+// Note [Gradient hooks]
+// ---------------------
+// Readiness comes from a post-hook on each parameter's gradient accumulator (the
+// autograd node that writes .grad; what DDP's Reducer uses), not from a hook
+// registered with Tensor::register_hook: such a tensor hook runs before the
+// gradient is written to .grad, so a communication thread reading .grad at that
+// moment would race with the write. Per-parameter hooks are enough to know that a
+// layer's gradient is final because (1) autograd runs a leaf's accumulator once per
+// backward, after summing every use's contribution — and our layers use each
+// parameter once per forward anyway — and (2) gradients are zeroed after each
+// update (the engine calls LayerOptimizer::zero_grad), so .grad holds exactly this
+// iteration's gradient. When the last parameter of layer l has its gradient, no
+// pending backward node needs layer l's parameters any more (autograd runs a
+// leaf's accumulator only after every node that used the leaf), so the engine may
+// update them in place while the backward continues below.
+//
+// Thread-safety: the public methods are for the one training thread; the hooks
+// run on it too (CPU autograd runs the backward on the calling thread). No other
+// collective may be issued on the process group while the engine exists.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include "runtime/optimizer.h"
+#include "runtime/recorder.h"
+#include "schedule/dispatcher.h"
+#include "schedule/schedule.h"
+
+namespace weft::runtime {
+
+// How the operations of one OpKind move their bytes (Note [Executors per OpKind]).
+class OpExecutor {
+ public:
+  enum class Step { kBeforeCommunication, kAfterCommunication };
+  virtual ~OpExecutor() = default;
+  // The tensors a chunk of `layer` addresses, in layer_parameters order.
+  virtual std::vector<torch::Tensor> operands(int layer) = 0;
+  // When the layer's optimizer step is taken relative to this kind's communication.
+  virtual Step step() const = 0;
+  // Starts communicating `flat` in place (same bytes on every rank afterwards).
+  virtual c10::intrusive_ptr<c10::ivalue::Future> start(torch::Tensor flat) = 0;
+  // Turns the communicated buffer into the values to unpack (e.g. sum -> mean).
+  virtual void complete(torch::Tensor& flat) = 0;
+};
+
+struct EngineOptions {
+  const Schedule* schedule = nullptr;  // REQUIRES: validated; outlives the engine
+  // layers[l] = LayeredModel::layer_parameters(l); float32, contiguous, requires_grad.
+  std::vector<std::vector<torch::Tensor>> layers;
+  std::vector<std::string> layer_names;  // for timeline events; may be empty
+  LayerOptimizer* optimizer = nullptr;   // REQUIRES: over the same layers; outlives the engine
+  c10::intrusive_ptr<c10d::ProcessGroup> collectives;
+  Recorder* recorder = nullptr;          // optional; outlives the engine
+  // A wait of the training thread that sees no progress for this long fails. The
+  // group's own timeout normally fires first; this catches anything else.
+  Seconds stall_timeout = 120;
+};
+
+class Engine {
+ public:
+  // Installs the gradient hooks and starts the communication thread.
+  // THROWS std::logic_error if a chunk does not fit its layer's tensors or is not
+  // a whole number of float32 elements, a parameter has no gradient accumulator,
+  // or the schedule holds an OpKind without executor (kParameterServer).
+  explicit Engine(EngineOptions options);
+  // Removes the hooks and stops the thread; does not wait for collectives in
+  // flight (their buffers are kept alive by the process group). Never throws.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Blocks until layer `layer` may run its forward in the current iteration (see
+  // the header comment). THROWS std::runtime_error naming this rank, the message
+  // and the elapsed time if a collective failed (a peer died or timed out).
+  void wait_for_forward(int layer);
+
+  // Brackets loss.backward() of the current iteration. end_backward THROWS
+  // std::logic_error naming the layer if one of its parameters got no gradient
+  // (the layer would never become ready), and rethrows a communication failure.
+  void start_backward();
+  void end_backward();
+
+  // Blocks until every operation started so far has completed and every layer
+  // is updated (e.g. before an evaluation). THROWS as wait_for_forward.
+  void drain();
+
+  // drain(), then closes the message stream (Note [Collective order]) so that the
+  // process group can be destroyed. Call once, after the last iteration.
+  void finish();
+
+  // Iterations whose backward has ended.
+  int iterations_done() const { return iteration_; }
+
+ private:
+  struct Event;
+  struct EventQueue;
+  struct Layout;
+  struct InFlight;
+  struct Progress;
+  struct CommState;
+  class Comm;
+
+  void on_gradient(int layer, std::size_t parameter);
+  void communication_loop();
+  void fail(std::exception_ptr error);
+  void wait_until(std::unique_lock<std::mutex>& lock, const char* what, const std::function<bool()>& done);
+
+  EngineOptions options_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::vector<std::unique_ptr<OpExecutor>> executors_;  // indexed by OpKind
+  std::unique_ptr<Layout> layout_;
+
+  // Training thread only.
+  int iteration_ = 0;
+  std::vector<int> gradients_missing_;  // per layer, in the current backward
+  bool in_backward_ = false;
+  Seconds last_gradient_time_ = 0;
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, std::uintptr_t>> hooks_;
+
+  // Shared between the training and the communication thread.
+  std::mutex mutex_;
+  std::condition_variable progress_changed_;
+  std::unique_ptr<Progress> progress_;
+  std::exception_ptr error_;
+  bool finished_ = false;
+
+  std::shared_ptr<EventQueue> events_;  // also held by collective callbacks
+  std::unique_ptr<CommState> comm_;     // communication thread only
+  std::thread thread_;
+};
+
+}  // namespace weft::runtime

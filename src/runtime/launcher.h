@@ -1,0 +1,71 @@
+// The local process launcher and supervisor behind `weft train --nproc K` and
+// `weft profile --network --nproc K`.
+//
+// Note [Launcher and workers]
+// ---------------------------
+// weft is one binary. A command given `--nproc K` becomes a launcher: it re-runs
+// its own command line (/proc/self/exe with the same arguments) K times, each
+// child with the torchrun variables of one rank (runtime/worker_env.h) on
+// 127.0.0.1 and a free port, plus WEFT_LAUNCHED_WORKER=1. A process that sees
+// WEFT_LAUNCHED_WORKER is a worker whatever its flags say, so `--nproc` is read
+// once, by the launcher. (RANK alone does not mark a worker: a user's shell inside
+// a Slurm job may well have it set.) On a cluster there is no launcher: one
+// `weft train` per host with the variables set, exactly what a child sees here.
+//
+// Supervision. The children form their own process group, so a terminal's Ctrl-C
+// reaches only the launcher, which forwards SIGINT/SIGTERM to every child; a
+// second signal, or a child that ignores the first for `kill_grace`, gets SIGKILL.
+// Each child asks the kernel (PR_SET_PDEATHSIG) for SIGKILL when the launcher
+// dies, so no worker outlives a launcher killed with SIGKILL either. Signals from
+// the launcher go to the children's whole process group. When a child
+// exits non-zero or by a signal, the launcher prints which rank and how
+// (`rank 2 failed (killed by signal 9)`); the others normally notice the lost peer
+// at their next collective and exit by themselves; those still running
+// `failure_timeout` later are sent SIGTERM, then SIGKILL after `kill_grace`.
+// launch() returns only when every child has been reaped.
+//
+// Thread-safety: launch() blocks SIGINT, SIGTERM and SIGCHLD in the calling thread
+// while it runs (it waits for them with sigtimedwait); call it from the main
+// thread, before other threads exist, once at a time.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "units/units.h"
+
+namespace weft::runtime {
+
+// The variable that marks a launched worker.
+inline constexpr const char* kLaunchedWorkerVariable = "WEFT_LAUNCHED_WORKER";
+
+struct LaunchOptions {
+  int nproc = 1;
+  // The program each child runs, with its arguments (argv[0] included). Empty =
+  // this process's own command line and executable.
+  std::filesystem::path executable;
+  std::vector<std::string> argv;
+  Seconds failure_timeout = 60;  // after a failure, how long the others may take to exit
+  Seconds kill_grace = 5;        // between SIGTERM and SIGKILL
+};
+
+// True inside a child started by launch().
+bool is_launched_worker();
+
+// This process's argv, as /proc/self/cmdline holds it.
+std::vector<std::string> current_command_line();
+
+// A TCP port on 127.0.0.1 that was free a moment ago (the kernel's choice).
+// THROWS std::system_error if no socket can be bound.
+int free_local_port();
+
+// Spawns and supervises the children as described in the note. Returns 0 when all
+// exited 0; 130/143 after forwarding SIGINT/SIGTERM; after a failure, the exit
+// status of the first child that failed (1 if a signal killed it).
+// Prints one line per failed child on stderr. REQUIRES nproc >= 1.
+// THROWS std::system_error if a child cannot be created (the ones already started
+// are killed and reaped first).
+int launch(const LaunchOptions& options);
+
+}  // namespace weft::runtime

@@ -1,0 +1,175 @@
+#include "runtime/network_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "runtime/launcher.h"
+#include "runtime/process_group.h"
+#include "runtime/worker_env.h"
+
+namespace weft::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr Bytes kGrowth = 4;  // sizes min, 4·min, 16·min, ..., max
+
+std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
+  std::vector<Bytes> out;
+  for (Bytes n = o.min_bytes; n < o.max_bytes; n *= kGrowth) out.push_back(n);
+  out.push_back(o.max_bytes);
+  return out;
+}
+
+Seconds median(std::vector<Seconds> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+void write_atomically(const std::filesystem::path& file, const std::string& text) {
+  const std::filesystem::path temporary = file.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text << "\n";
+    if (!out) throw UsageError(fmt::format("--out {}: cannot write it", file.string()));
+  }
+  std::filesystem::rename(temporary, file);
+}
+
+void report(const NetworkProfileOptions& options, int world, const std::vector<NetworkPoint>& points) {
+  const NetworkFit fit = fit_linear(points);
+  nlohmann::json out{{"a_s", fit.a},
+                     {"b_s_per_byte", fit.b},
+                     {"bandwidth_Bps", 1 / fit.b},
+                     {"workers", world},
+                     {"r2", fit.r2},
+                     {"max_relative_error", fit.max_relative_error},
+                     {"points", nlohmann::json::array()}};
+  fmt::print("all-reduce among {} workers (median of {} per size)\n", world, options.repeats);
+  fmt::print("{:>10} {:>12} {:>12} {:>9}\n", "bytes", "measured", "fitted", "error");
+  for (const NetworkPoint& p : points) {
+    const Seconds fitted = fit.a + fit.b * static_cast<double>(p.bytes);
+    fmt::print("{:>10} {:>12} {:>12} {:>8.1f}%\n", format_bytes(p.bytes), format_duration(p.seconds),
+               format_duration(fitted), 100 * (fitted - p.seconds) / p.seconds);
+    out["points"].push_back({{"bytes", p.bytes}, {"seconds", p.seconds}, {"fitted_s", fitted}});
+  }
+  fmt::print("T(n) = a + b*n: a = {}, b = {:.4g} s/B (all-reduce rate {}), R^2 = {:.5f}, max relative error "
+             "{:.1f}%\n",
+             format_duration(fit.a), fit.b, format_bandwidth(1 / fit.b), fit.r2, 100 * fit.max_relative_error);
+  if (!options.out.empty()) {
+    write_atomically(options.out, out.dump(2));
+    fmt::print("fit written to {} (use it with --network {})\n", options.out.string(), options.out.string());
+  }
+}
+
+int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
+  if (env.world < 2) {
+    throw UsageError(fmt::format("weft profile --network: WORLD_SIZE = {}; an all-reduce needs at least 2 "
+                                 "workers (--nproc 2 or more)",
+                                 env.world));
+  }
+  torch::set_num_threads(1);
+  Group group = connect(env, options.failure_timeout);
+  std::vector<NetworkPoint> points;
+  const auto all = sizes(options);
+  for (size_t k = 0; k < all.size(); ++k) {
+    const Bytes n = all[k];
+    std::vector<torch::Tensor> buffer{torch::ones({std::max<Bytes>(1, n / 4)}, torch::kFloat32)};
+    std::vector<Seconds> times;
+    for (int r = 0; r <= options.repeats; ++r) {
+      // Start together, so that rank 0's clock measures the collective, not a
+      // straggler's arrival.
+      group.collectives->barrier()->wait();
+      const auto start = Clock::now();
+      group.collectives->allreduce(buffer)->wait();
+      if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());  // r = 0: warm-up
+    }
+    points.push_back({.bytes = n, .seconds = median(times)});
+    if (group.rank == 0) {
+      std::cerr << fmt::format("\rmeasuring all-reduces: {}/{} sizes", k + 1, all.size())
+                << (k + 1 == all.size() ? "\n" : "") << std::flush;
+    }
+  }
+  if (group.rank == 0) report(options, group.world, points);
+  group.collectives->barrier()->wait();  // rank 0 hosts the store: nobody leaves before it is done
+  return 0;
+}
+
+}  // namespace
+
+NetworkFit fit_linear(const std::vector<NetworkPoint>& points) {
+  std::set<Bytes> distinct;
+  for (const NetworkPoint& p : points) {
+    if (!(p.seconds > 0)) {
+      throw std::invalid_argument(fmt::format("fit_linear: point ({} bytes, {} s) has no positive time", p.bytes,
+                                              p.seconds));
+    }
+    distinct.insert(p.bytes);
+  }
+  if (distinct.size() < 2) {
+    throw std::invalid_argument(fmt::format("fit_linear: {} distinct sizes; a line needs 2", distinct.size()));
+  }
+  double s = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const NetworkPoint& p : points) {
+    const double w = 1 / (p.seconds * p.seconds);
+    const double x = static_cast<double>(p.bytes);
+    s += w;
+    sx += w * x;
+    sy += w * p.seconds;
+    sxx += w * x * x;
+    sxy += w * x * p.seconds;
+  }
+  NetworkFit fit;
+  fit.b = (s * sxy - sx * sy) / (s * sxx - sx * sx);
+  fit.a = (sy - fit.b * sx) / s;
+  if (fit.a < 0) {
+    fit.a = 0;
+    fit.b = sxy / sxx;
+  }
+  double mean = 0;
+  for (const NetworkPoint& p : points) mean += p.seconds;
+  mean /= static_cast<double>(points.size());
+  double residual = 0, total = 0;
+  for (const NetworkPoint& p : points) {
+    const double fitted = fit.a + fit.b * static_cast<double>(p.bytes);
+    residual += (fitted - p.seconds) * (fitted - p.seconds);
+    total += (p.seconds - mean) * (p.seconds - mean);
+    fit.max_relative_error = std::max(fit.max_relative_error, std::abs(fitted - p.seconds) / p.seconds);
+  }
+  fit.r2 = total > 0 ? 1 - residual / total : 1;
+  return fit;
+}
+
+void validate(const NetworkProfileOptions& o) {
+  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) {
+    throw UsageError(fmt::format("message sizes {}..{}: expected 4 <= min <= max bytes", o.min_bytes, o.max_bytes));
+  }
+  if (o.repeats < 1) throw UsageError(fmt::format("--repeats {}: expected an integer >= 1", o.repeats));
+  if (o.nproc && *o.nproc < 2) {
+    throw UsageError(fmt::format("--nproc {}: an all-reduce needs at least 2 workers", *o.nproc));
+  }
+  if (!(o.failure_timeout > 0)) {
+    throw UsageError(fmt::format("--failure-timeout {}: expected a number of seconds > 0", o.failure_timeout));
+  }
+}
+
+int run_network_profile(const NetworkProfileOptions& options) {
+  validate(options);
+  if (is_launched_worker()) return measure(options, read_worker_env());
+  if (options.nproc) return launch({.nproc = *options.nproc, .failure_timeout = options.failure_timeout});
+  if (has_worker_env()) return measure(options, read_worker_env());
+  throw UsageError("weft profile --network: give --nproc K to measure K local workers (K >= 2), or run one "
+                   "`weft profile --network` per host with MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE set");
+}
+
+}  // namespace weft::runtime

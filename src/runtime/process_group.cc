@@ -1,0 +1,88 @@
+#include "runtime/process_group.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace weft::runtime {
+namespace {
+
+std::chrono::milliseconds to_millis(Seconds s) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
+
+}  // namespace
+
+std::string local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (const int error = ::getaddrinfo(host.c_str(), "9", &hints, &found); error != 0) {
+    throw std::runtime_error(fmt::format("MASTER_ADDR {}: cannot resolve it: {}", host, ::gai_strerror(error)));
+  }
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  // Connecting a UDP socket sends nothing; it only asks the kernel for a route.
+  const bool ok = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
+  ::freeaddrinfo(found);
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw std::runtime_error(fmt::format("MASTER_ADDR {}: no route to it from this host", host));
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  return text;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                       int world, Seconds timeout, const std::string& hostname) {
+  auto options = c10d::ProcessGroupGloo::Options::create(to_millis(timeout));
+  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
+  options->devices.push_back(interface != nullptr && interface[0] != '\0'
+                                 ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
+                                 : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+  // Two threads: one collective may wait for rank 0's next decision while another
+  // moves data (Note [Collective order] in runtime/engine.h); more would only
+  // compete for the few cores the workers share.
+  options->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+}
+
+Group connect(const WorkerEnv& env, Seconds timeout) {
+  Group group{.rank = env.rank, .world = env.world};
+  const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(env.master_port);
+    options.isServer = env.rank == 0;
+    options.numWorkers = static_cast<std::size_t>(env.world);
+    options.waitWorkers = true;
+    options.timeout = to_millis(timeout);
+    group.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format(
+        "rank {}: rendezvous at MASTER_ADDR:MASTER_PORT = {} failed within {} ({} workers expected): {}", env.rank,
+        where, format_duration(timeout), env.world, e.what()));
+  }
+  try {
+    group.collectives =
+        make_gloo_group(group.store, env.rank, env.world, timeout, local_address_towards(env.master_addr));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("rank {}: connecting Gloo to the {} other workers (store at {}) failed "
+                                         "within {}: {}",
+                                         env.rank, env.world - 1, where, format_duration(timeout), e.what()));
+  }
+  return group;
+}
+
+}  // namespace weft::runtime

@@ -1,0 +1,49 @@
+#include "runtime/train.h"
+
+#include <fmt/format.h>
+
+#include "runtime/launcher.h"
+#include "runtime/model.h"
+#include "runtime/optimizer.h"
+#include "runtime/trainer.h"
+#include "runtime/worker_env.h"
+
+namespace weft::runtime {
+
+void validate(const TrainOptions& o) {
+  const auto names = model_names();
+  if (std::find(names.begin(), names.end(), o.model) == names.end()) {
+    throw UsageError(fmt::format("--model {}: not a runtime model; accepted: {}", o.model, fmt::join(names, ", ")));
+  }
+  const StrategyInfo& info = find_strategy(o.strategy);
+  if (info.arch != Arch::kAllReduce) {
+    throw UsageError(fmt::format("--strategy {}: parameter-server strategies cannot be trained yet; use an "
+                                 "all-reduce strategy",
+                                 o.strategy));
+  }
+  if (o.nproc && *o.nproc < 1) throw UsageError(fmt::format("--nproc {}: expected an integer >= 1", *o.nproc));
+  if (o.steps && *o.steps < 1) throw UsageError(fmt::format("--steps {}: expected an integer >= 1", *o.steps));
+  if (o.steps && o.epochs) throw UsageError("--steps and --epochs: give one of them");
+  if (o.epochs && !(*o.epochs > 0)) throw UsageError(fmt::format("--epochs {}: expected a number > 0", *o.epochs));
+  if (o.batch < 1) throw UsageError(fmt::format("--batch {}: expected an integer >= 1", o.batch));
+  if (!(o.lr > 0)) throw UsageError(fmt::format("--lr {}: expected a number > 0", o.lr));
+  validate(OptimizerOptions{.kind = o.optimizer, .lr = o.lr});
+  if (o.eval_every < 0) throw UsageError(fmt::format("--eval-every {}: expected an integer >= 0", o.eval_every));
+  if (o.trace_iterations < 0) {
+    throw UsageError(fmt::format("--trace-iterations {}: expected an integer >= 0", o.trace_iterations));
+  }
+  if (!(o.failure_timeout > 0)) {
+    throw UsageError(fmt::format("--failure-timeout {}: expected a number of seconds > 0", o.failure_timeout));
+  }
+}
+
+int run_train(const TrainOptions& options) {
+  validate(options);
+  if (is_launched_worker()) return run_worker(options, read_worker_env());
+  if (options.nproc) return launch({.nproc = *options.nproc, .failure_timeout = options.failure_timeout});
+  if (has_worker_env()) return run_worker(options, read_worker_env());
+  // Neither a launcher nor part of a job: train alone, through the same path.
+  return launch({.nproc = 1, .failure_timeout = options.failure_timeout});
+}
+
+}  // namespace weft::runtime

@@ -1,0 +1,403 @@
+#include "runtime/trainer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "profile/profile.h"
+#include "runtime/data.h"
+#include "runtime/engine.h"
+#include "runtime/layer_profiler.h"
+#include "runtime/model.h"
+#include "runtime/optimizer.h"
+#include "runtime/process_group.h"
+#include "runtime/recorder.h"
+#include "schedulers/strategies.h"
+#include "timeline/timeline.h"
+
+namespace weft::runtime {
+namespace {
+
+using json = nlohmann::json;
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::string string_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// ---------------------------------------------------------------------------
+// The schedule (Note [Shared schedule])
+
+// The layer names and sizes of `profile` must be the model's.
+void check_matches(const Profile& profile, const Profile& skeleton, const std::filesystem::path& file) {
+  if (profile.size() != skeleton.size()) {
+    throw UsageError(fmt::format("--profile {}: {} layers, but model {} has {}", file.string(), profile.size(),
+                                 skeleton.model, skeleton.size()));
+  }
+  for (int l = 0; l < profile.size(); ++l) {
+    const Layer& a = profile.layers[static_cast<size_t>(l)];
+    const Layer& b = skeleton.layers[static_cast<size_t>(l)];
+    if (a.params != b.params || a.bytes_per_param != b.bytes_per_param) {
+      throw UsageError(fmt::format("--profile {}: layer {} ({}) has params {} x {} bytes, but the model's layer {} "
+                                   "({}) has {} x {}",
+                                   file.string(), l, a.name, a.params, a.bytes_per_param, l, b.name, b.params,
+                                   b.bytes_per_param));
+    }
+  }
+}
+
+// Rank 0: the profile the schedule is built from.
+Profile make_profile(const TrainOptions& options, LayeredModel& model) {
+  const Profile skeleton = model.layer_profile(options.model, options.batch);
+  if (!options.profile.empty()) {
+    Profile profile = load_profile(options.profile);
+    check_matches(profile, skeleton, options.profile);
+    return profile;
+  }
+  // A fresh model of the same seed: profiling runs forwards and backwards, and
+  // must leave the trained model untouched.
+  Profile measured = profile_model({.model = options.model,
+                                    .batch = options.batch,
+                                    .warmup = 1,
+                                    .iterations = TrainDefaults::kProfileIterations - 1,
+                                    .threads = 1,
+                                    .seed = options.seed});
+  check_matches(measured, skeleton, "(measured)");
+  return measured;
+}
+
+Profile shared_profile(const TrainOptions& options, LayeredModel& model, c10d::Store& store, int rank) {
+  const std::string key = "weft/profile";
+  if (rank == 0) {
+    json message;
+    try {
+      message["profile"] = to_json(make_profile(options, model));
+    } catch (const std::exception& e) {
+      message["error"] = e.what();
+      store.set(key, bytes_of(message.dump()));
+      throw;
+    }
+    store.set(key, bytes_of(message.dump()));
+  }
+  const json message = json::parse(string_of(store.get(key)));
+  if (message.contains("error")) {
+    throw UsageError("rank 0 could not build the schedule: " + message["error"].get<std::string>());
+  }
+  return parse_profile(message["profile"].get<std::string>(), "rank 0's profile");
+}
+
+Schedule make_schedule(const TrainOptions& options, const Profile& profile, int world) {
+  const StrategyInfo& info = find_strategy(options.strategy);
+  Cluster cluster = options.cluster;
+  cluster.workers = world;
+  validate(cluster);
+  Schedule schedule = info.make(profile, cluster, options.strategy_options);
+  validate(schedule, profile, world);
+  return schedule;
+}
+
+// ---------------------------------------------------------------------------
+// Outputs
+
+// One JSON line per write(2) on an O_APPEND file: lines of several processes
+// never interleave.
+class MetricsFile {
+ public:
+  MetricsFile() = default;
+  MetricsFile(const std::filesystem::path& file, bool truncate) {
+    if (file.empty()) return;
+    fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+    if (fd_ < 0) {
+      throw UsageError(fmt::format("--metrics {}: cannot open it for writing: {}", file.string(),
+                                   std::generic_category().message(errno)));
+    }
+  }
+  ~MetricsFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(MetricsFile&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+
+  void write(const json& line) {
+    if (fd_ < 0) return;
+    const std::string text = line.dump() + "\n";
+    if (::write(fd_, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      throw std::system_error(errno, std::generic_category(), "writing --metrics");
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+void save_parameters(LayeredModel& model, const std::filesystem::path& base, int rank) {
+  const std::filesystem::path file = base.string() + ".rank" + std::to_string(rank);
+  const std::filesystem::path temporary = file.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    for (int l = 0; l < model.num_layers(); ++l) {
+      for (const torch::Tensor& p : model.layer_parameters(l)) {
+        const torch::Tensor flat = p.detach().contiguous().to(torch::kFloat32);
+        out.write(static_cast<const char*>(flat.data_ptr()), static_cast<std::streamsize>(flat.nbytes()));
+      }
+    }
+    if (!out) throw UsageError(fmt::format("--save-params {}: cannot write it", file.string()));
+  }
+  std::filesystem::rename(temporary, file);
+}
+
+json events_json(const std::vector<Event>& events) {
+  json out = json::array();
+  for (const Event& e : events) {
+    out.push_back({{"lane", e.lane}, {"name", e.name}, {"start", e.start}, {"end", e.end},
+                   {"iteration", e.iteration}, {"layer", e.layer}, {"bytes", e.bytes}});
+  }
+  return out;
+}
+
+std::vector<Event> events_from(const json& array, int worker) {
+  std::vector<Event> out;
+  for (const json& e : array) {
+    out.push_back({.worker = worker, .lane = e["lane"], .name = e["name"], .start = e["start"], .end = e["end"],
+                   .iteration = e["iteration"], .layer = e["layer"], .bytes = e["bytes"]});
+  }
+  return out;
+}
+
+// The summary of a measured timeline (timeline.h) from rank 0's recorded events.
+// Iteration t lasts from the start of its first forward to the start of the next
+// iteration's; iteration 0 (warm-up) and the last recorded one (no successor) are
+// left out. compute = fp + bp; link utilisation = busy fraction of the "comm" lane.
+Summary summarise(const std::vector<Event>& events, int iterations) {
+  Summary s;
+  if (iterations < 2) return s;
+  std::vector<Seconds> begin(static_cast<size_t>(iterations), 1e300), compute(static_cast<size_t>(iterations), 0);
+  std::vector<std::pair<Seconds, Seconds>> comm;
+  for (const Event& e : events) {
+    if (e.worker != 0 || e.iteration < 0 || e.iteration >= iterations) continue;
+    if (e.lane == "compute") {
+      begin[static_cast<size_t>(e.iteration)] = std::min(begin[static_cast<size_t>(e.iteration)], e.start);
+      compute[static_cast<size_t>(e.iteration)] += e.end - e.start;
+    } else if (e.lane == "comm") {
+      comm.emplace_back(e.start, e.end);
+    }
+  }
+  // Iteration t (t >= 1) lasts from its first forward to the next one's.
+  const int measured = iterations - 2;
+  if (measured < 1) return s;
+  const Seconds span = begin[static_cast<size_t>(iterations - 1)] - begin[1];
+  s.iterations = measured;
+  s.iteration = span / measured;
+  for (int t = 1; t < iterations - 1; ++t) s.compute += compute[static_cast<size_t>(t)];
+  s.compute /= measured;
+  s.exposed_comm = s.iteration - s.compute;
+  std::sort(comm.begin(), comm.end());
+  Seconds busy = 0, covered_until = begin[1];
+  for (auto [start, end] : comm) {
+    start = std::max(start, covered_until);
+    end = std::min(end, begin[static_cast<size_t>(iterations - 1)]);
+    if (end > start) {
+      busy += end - start;
+      covered_until = end;
+    }
+  }
+  s.link_utilisation = span > 0 ? busy / span : 0;
+  return s;
+}
+
+void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, int iterations) {
+  const std::string prefix = "weft/timeline/";
+  group.store->set(prefix + std::to_string(group.rank), bytes_of(events_json(recorder.take()).dump()));
+  if (group.rank != 0) return;
+  Timeline timeline{.source = "measured", .strategy = options.strategy};
+  for (int r = 0; r < group.world; ++r) {
+    timeline.process_names.push_back(fmt::format("rank {}", r));
+    auto events = events_from(json::parse(string_of(group.store->get(prefix + std::to_string(r)))), r);
+    timeline.events.insert(timeline.events.end(), events.begin(), events.end());
+  }
+  timeline.summary = summarise(timeline.events, std::min(iterations, options.trace_iterations));
+  write_chrome_trace(timeline, options.trace);
+  std::cerr << fmt::format("measured timeline written to {} ({})\n", options.trace.string(),
+                           summary_json(timeline.summary));
+}
+
+// ---------------------------------------------------------------------------
+// The loop
+
+struct EvalResult {
+  double accuracy = 0;
+  double loss = 0;
+};
+
+EvalResult evaluate(LayeredModel& model, DataSource& data, int batch) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  double loss = 0;
+  std::int64_t correct = 0, total = 0, samples = 0;
+  for (const Batch& b : data.eval_batches(batch)) {
+    torch::Tensor x = b.input;
+    for (int l = 0; l < model.num_layers(); ++l) x = model.forward_layer(l, x);
+    const auto n = b.input.size(0);
+    loss += model.loss(x, b.target).item<double>() * static_cast<double>(n);
+    samples += n;
+    correct += model.correct(x, b.target);
+    total += b.target.numel();
+  }
+  model.train();
+  return {.accuracy = total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0,
+          .loss = samples > 0 ? loss / static_cast<double>(samples) : 0};
+}
+
+std::int64_t total_steps(const TrainOptions& options, const DataSource& data) {
+  if (options.steps) return *options.steps;
+  if (options.epochs) {
+    return std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(std::llround(*options.epochs * static_cast<double>(data.batches_per_epoch()))));
+  }
+  return 100;
+}
+
+// Rank 0's progress line: in place on a terminal, a line every few seconds otherwise.
+class ProgressLine {
+ public:
+  ProgressLine(bool enabled, std::int64_t total, int samples_per_step)
+      : enabled_(enabled), total_(total), samples_(samples_per_step), terminal_(::isatty(STDERR_FILENO) == 1) {}
+
+  void update(std::int64_t done, double loss, Seconds now) {
+    if (!enabled_) return;
+    const Seconds interval = terminal_ ? 0.2 : 5.0;
+    if (done != total_ && now - last_ < interval) return;
+    last_ = now;
+    const double rate = now > 0 ? static_cast<double>(done) / now : 0;
+    const Seconds eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
+    std::cerr << fmt::format("{}iteration {}/{}  loss {:.4f}  {:.0f} samples/s  ETA {}{}",
+                             terminal_ ? "\r" : "", done, total_, loss, rate * samples_, format_duration(eta),
+                             terminal_ && done != total_ ? "   " : "\n")
+              << std::flush;
+  }
+  void message(const std::string& text) {
+    if (!enabled_) return;
+    std::cerr << (terminal_ ? "\r" : "") << text << "\n" << std::flush;
+  }
+
+ private:
+  bool enabled_;
+  std::int64_t total_;
+  int samples_;
+  bool terminal_;
+  Seconds last_ = -1e300;
+};
+
+int train(const TrainOptions& options, const WorkerEnv& env) {
+  // Note [One thread per worker] (runtime/layer_profiler.h): K workers share the
+  // machine's cores; intra-op threads would only fight over them.
+  torch::set_num_threads(1);
+  Group group = connect(env, options.failure_timeout);
+  const bool leader = group.rank == 0;
+
+  auto model = make_model(options.model, options.seed);
+  auto data = make_data({.model = options.model, .synthetic = options.synthetic, .rank = group.rank,
+                         .world = group.world, .batch = options.batch, .seed = options.seed});
+  const Profile profile = shared_profile(options, *model, *group.store, group.rank);
+  const Schedule schedule = make_schedule(options, profile, group.world);
+
+  std::vector<std::vector<torch::Tensor>> layers;
+  std::vector<std::string> names;
+  for (int l = 0; l < model->num_layers(); ++l) {
+    layers.push_back(model->layer_parameters(l));
+    names.push_back(model->layer_name(l));
+  }
+  OptimizerOptions optimizer_options{.kind = options.optimizer, .lr = options.lr};
+  validate(optimizer_options);
+  LayerOptimizer optimizer(layers, optimizer_options);
+
+  MetricsFile metrics;
+  if (leader) metrics = MetricsFile(options.metrics, /*truncate=*/true);
+  group.collectives->barrier()->wait();  // the common time origin, and the metrics file exists
+  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations);
+  if (!leader) metrics = MetricsFile(options.metrics, /*truncate=*/false);
+
+  const std::int64_t steps = total_steps(options, *data);
+  ProgressLine progress(leader && options.progress, steps, options.batch * group.world);
+  if (leader) {
+    progress.message(fmt::format("weft train: {} on {} worker{}, {} ({} messages per iteration), {} steps",
+                                 options.model, group.world, group.world == 1 ? "" : "s", options.strategy,
+                                 schedule.ops(0).size(), steps));
+  }
+  auto eval_line = [&](std::int64_t t) {
+    const EvalResult r = evaluate(*model, *data, 256);
+    metrics.write({{"rank", group.rank}, {"iter", t}, {"time_s", recorder.now()},
+                   {"eval", {{"accuracy", r.accuracy}, {"loss", r.loss}}}});
+    progress.message(fmt::format("evaluation after iteration {}: accuracy {:.4f}, loss {:.4f}", t, r.accuracy,
+                                 r.loss));
+  };
+
+  {
+    Engine engine({.schedule = &schedule, .layers = layers, .layer_names = names, .optimizer = &optimizer,
+                   .collectives = group.collectives, .recorder = &recorder,
+                   .stall_timeout = 2 * options.failure_timeout});
+    Seconds previous_end = recorder.now();
+    for (std::int64_t t = 0; t < steps; ++t) {
+      const int it = static_cast<int>(t);
+      const Batch batch = data->next();
+      torch::Tensor x = batch.input;
+      for (int l = 0; l < model->num_layers(); ++l) {
+        engine.wait_for_forward(l);
+        const Seconds start = recorder.now();
+        x = model->forward_layer(l, x);
+        recorder.add({.lane = "compute", .name = "fp " + names[static_cast<size_t>(l)], .start = start,
+                      .end = recorder.now(), .iteration = it, .layer = l});
+      }
+      torch::Tensor loss = model->loss(x, batch.target);
+      engine.start_backward();
+      loss.backward();
+      engine.end_backward();
+      const double loss_value = loss.item<double>();
+      const Seconds end = recorder.now();
+      metrics.write({{"rank", group.rank}, {"iter", t}, {"time_s", end}, {"iteration_s", end - previous_end},
+                     {"loss", loss_value}, {"strategy", options.strategy}});
+      previous_end = end;
+      progress.update(t + 1, loss_value, end);
+      if (leader && options.eval_every > 0 && (t + 1) % options.eval_every == 0 && t + 1 < steps) {
+        engine.drain();
+        eval_line(t);
+      }
+    }
+    engine.finish();
+  }
+  if (leader && options.eval_every > 0) eval_line(steps - 1);
+  if (!options.save_params.empty()) save_parameters(*model, options.save_params, group.rank);
+  if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
+  return 0;
+}
+
+}  // namespace
+
+int run_worker(const TrainOptions& options, const WorkerEnv& env) {
+  try {
+    return train(options, env);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("weft: rank {}: {}\n", env.rank, e.what()) << std::flush;
+    return 1;
+  }
+}
+
+}  // namespace weft::runtime

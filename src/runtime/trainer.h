@@ -1,0 +1,49 @@
+// The training loop of one worker (SPEC §3): rendezvous, the shared schedule, the
+// model, its data shard, the per-layer optimizer and the communication engine,
+// then forward layer by layer (each layer waiting for what the schedule says it
+// needs), loss, backward, and the outputs of `weft train`.
+//
+// Note [Shared schedule]
+// ----------------------
+// Every rank must execute the identical Schedule (Note [Collective order] in
+// runtime/engine.h). Schedulers are pure functions, so it suffices that every rank
+// feeds them identical inputs; the only input that is measured is the profile's
+// layer times, and measurements differ between ranks. So rank 0 alone measures (or
+// reads --profile), publishes the profile as JSON in the TCPStore, and every rank
+// — rank 0 included — parses that JSON and builds the schedule from it
+// (nlohmann-json writes doubles so that they read back bit-exactly). A failure on
+// rank 0 while doing so (a bad --profile file) is published instead, and every
+// rank reports it, rather than waiting for a profile that never comes.
+//
+// Note [Measured timeline]
+// ------------------------
+// Each rank records its own events — "compute" (fp/bp per layer, training thread),
+// "comm" (one event per message, from issue to completion) and "update" (the
+// layer-wise optimizer steps, on the engine's thread) — with times measured from
+// the start barrier all ranks leave together. Rank 0 gathers them through the
+// TCPStore and writes ONE Chrome trace with a process per rank, so a run opens
+// like the simulator's prediction, side by side with it. Only the first
+// `trace_iterations` iterations are recorded.
+//
+// Metrics: every rank appends one JSON line per iteration, {"rank", "iter",
+// "time_s", "iteration_s", "loss", "strategy"}, to the same file (O_APPEND, one
+// write per line, so lines never interleave); rank 0 adds {"rank", "iter",
+// "time_s", "eval": {"accuracy", "loss"}} after evaluating. "iter" counts from 0;
+// an evaluation's "iter" is the last iteration trained before it. "time_s" is
+// seconds since the start barrier; "iteration_s" is the wall time since the
+// previous iteration ended (the first: since the barrier).
+//
+// Thread-safety: one worker per process.
+#pragma once
+
+#include "runtime/train.h"
+#include "runtime/worker_env.h"
+
+namespace weft::runtime {
+
+// Trains as rank env.rank of env.world. Returns 0, or 1 after printing why the
+// worker failed (a lost peer, a timeout). THROWS UsageError for bad input (a bad
+// --profile, a missing dataset, a strategy the runtime cannot run).
+int run_worker(const TrainOptions& options, const WorkerEnv& env);
+
+}  // namespace weft::runtime
