@@ -27,7 +27,9 @@ const std::vector<StrategyInfo>& strategies() {
       {"plsgd", kLocalSgd, Arch::kAllReduce, "partial local SGD: H equal-count layer groups, one averaged per iteration", make_plsgd},
       {"dreamddp", kLocalSgd, Arch::kAllReduce, "DreamDDP: layer groups by the seed's pruned DFS, then bubble filling", make_dreamddp},
       {"dreamddp-opt", kLocalSgd, Arch::kAllReduce, "DreamDDP's objective minimised exactly (dynamic programme), then bubble filling", make_dreamddp_opt},
-      // Parameter server: ps, ps-interleaved
+      // Parameter server (schedulers/ps.cc)
+      {"ps", kParameterServer, Arch::kParameterServer, "synchronous parameter server: every fused group pushed and pulled every iteration", make_ps},
+      {"ps-interleaved", kParameterServer, Arch::kParameterServer, "seed 000: fused groups interleaved over T iterations, staggered worker slots, EASGD", make_ps_interleaved},
   };
   return table;
 }

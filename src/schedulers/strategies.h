@@ -66,4 +66,14 @@ Schedule make_plsgd(const Profile&, const Cluster&, const StrategyOptions&);
 Schedule make_dreamddp(const Profile&, const Cluster&, const StrategyOptions&);
 Schedule make_dreamddp_opt(const Profile&, const Cluster&, const StrategyOptions&);
 
+// Parameter server (schedulers/ps.cc; planning pieces in ps.h). Layers fused into
+// at most ps::kTargetGroups groups by size, sharded over cluster.servers.
+// ps: every group pushed and pulled every iteration, easgd = {0, 0} (the server
+// averages gradients and applies SGD). ps-interleaved: period options.T, seed 000's
+// slots as per-worker release offsets, EASGD with options.easgd_alpha/beta.
+// THROW UsageError naming --servers (< 1), --T (< 1), --easgd-beta (outside
+// (0, 1]) or --easgd-alpha (outside [0, 1]).
+Schedule make_ps(const Profile&, const Cluster&, const StrategyOptions&);
+Schedule make_ps_interleaved(const Profile&, const Cluster&, const StrategyOptions&);
+
 }  // namespace weft
