@@ -76,7 +76,10 @@ struct DispatchPolicy {
 };
 std::string_view to_string(DispatchPolicy::Kind kind);
 
-// EASGD coefficients for parameter-server schedules (SPEC §4.4).
+// EASGD coefficients for parameter-server schedules (SPEC §4.4). {0, 0} (beta = 0,
+// a centre that never moves) means plain synchronous PS instead: workers push
+// gradients, the server averages them and steps its optimizer, workers pull
+// parameters (Note [What the server does] in schedulers/ps.h).
 struct Easgd {
   double alpha = 0;  // elastic pull of a worker towards the centre
   double beta = 0;   // moving rate of the centre
