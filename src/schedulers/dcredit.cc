@@ -161,11 +161,21 @@ std::vector<int> forward_phase_windows(const std::vector<Block>& remaining,
 // in the first window. So we take the *smallest* w whose transfer ends after the
 // next arrival (at most one block late), or every ready block if even all of them
 // end before it; the channel then idles until the arrival. plan_windows() replays
-// the dispatcher's own loop (arrivals in backward order at the end of each layer's
-// backward, a launch whenever the channel is free and a block is ready) so that
-// windows[k] is chosen for exactly the message the dispatcher will form k-th. Once
-// every gradient has arrived, the rest is phase 2 (Note [Optimal forward-phase
-// windows]).
+// the dispatcher's own loop so that windows[k] is chosen for exactly the message
+// the dispatcher will form k-th. Once every gradient has arrived, the rest is
+// phase 2 (Note [Optimal forward-phase windows]).
+//
+// The horizon. When gradients arrive faster than one block crosses the link (many
+// small layers, or a large startup: 2(P-1)α is 3 ms at P = 32, α = 50 us), the
+// seed's rule degenerates into one-block windows, and each pays a startup during
+// which the link carries nothing (messages go one at a time). Treating the arrivals
+// that come within `horizon` one-block transfer times as already due lets a window
+// fuse them into fewer, larger messages; the price is that those arrivals queue
+// behind it. Which side wins depends on the regime, and the plan's forward_end is
+// the simulator's iteration time exactly, so make_dcredit plans every horizon of
+// phase1_horizons() offline and keeps the fastest, the seed's rule (horizon 0) on
+// ties. At 10 Gbit/s and 32 workers this takes resnet50 from 0.223 s to 0.173 s per
+// iteration in the model; on slow links the seed's rule usually stays best.
 //
 // Each iteration's communication is over before the next backward starts (the last
 // layer's forward waits for its own blocks, and all earlier layers' blocks leave
@@ -181,8 +191,11 @@ std::vector<int> forward_phase_windows(const std::vector<Block>& remaining,
 // rounding in the executor cannot make it end at or just before the arrival, where
 // the next window would be formed without the arriving blocks.
 WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks,
-                        const MessageTime& message_time) {
+                        const MessageTime& message_time, double horizon) {
   check_priority_order(blocks, "plan_windows");
+  if (!(horizon >= 0)) {
+    throw std::logic_error(fmt::format("plan_windows: horizon {} is not >= 0", horizon));
+  }
   const std::vector<Seconds> bp_end = backward_end_times(profile);
   std::vector<Seconds> fp;
   for (const Layer& layer : profile.layers) fp.push_back(layer.fp);
@@ -208,7 +221,7 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
     }
   }
 
-  WindowPlan plan;
+  WindowPlan plan{.horizon = horizon};
   std::vector<Seconds> layer_done(static_cast<size_t>(profile.size()), kNever);
   std::deque<size_t> ready;  // unsent ready blocks, in priority order
   Seconds now = 0;
@@ -262,7 +275,18 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
       break;
     }
 
-    const Seconds arrival = bp_end[static_cast<size_t>(arrivals[next])];
+    // The arrival this window must not hold up: the first one at least `horizon`
+    // one-block times away (with none left, every ready block goes).
+    const Seconds earliest =
+        std::isinf(horizon) ? horizon
+                            : now + horizon * message_time(blocks[ready.front()].length);
+    size_t target = next;
+    while (target < arrivals.size() && bp_end[static_cast<size_t>(arrivals[target])] < earliest) {
+      ++target;
+    }
+    const Seconds arrival = target < arrivals.size()
+                                ? bp_end[static_cast<size_t>(arrivals[target])]
+                                : std::numeric_limits<Seconds>::infinity();
     const Seconds reach = arrival + kTimeTolerance * std::abs(arrival);
     size_t w = 0;
     Bytes bytes = 0;
@@ -284,11 +308,31 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
   return plan;
 }
 
+const std::vector<double>& phase1_horizons() {
+  static const std::vector<double> horizons = {
+      0, 1, 2, 4, 8, 16, std::numeric_limits<double>::infinity()};
+  return horizons;
+}
+
+WindowPlan fastest_window_plan(const Profile& profile, const std::vector<Block>& blocks,
+                               const MessageTime& message_time) {
+  WindowPlan best;
+  bool have_best = false;
+  for (double horizon : phase1_horizons()) {
+    WindowPlan plan = plan_windows(profile, blocks, message_time, horizon);
+    if (!have_best || plan.forward_end < best.forward_end * (1 - kTimeTolerance)) {
+      best = std::move(plan);
+      have_best = true;
+    }
+  }
+  return best;
+}
+
 Schedule make_dcredit(const Profile& profile, const Cluster& cluster,
                       const StrategyOptions& options) {
   const Bytes partition = options.partition.value_or(kDefaultPartition);
   const std::vector<Block> blocks = partition_blocks(profile, partition);
-  const WindowPlan plan = plan_windows(
+  const WindowPlan plan = fastest_window_plan(
       profile, blocks, [&cluster](Bytes n) { return allreduce_time(cluster, n); });
 
   Schedule schedule;
@@ -296,8 +340,11 @@ Schedule make_dcredit(const Profile& profile, const Cluster& cluster,
   schedule.period = 1;
   schedule.iterations = {block_ops(blocks)};
   schedule.dispatch = {.kind = DispatchPolicy::Kind::kWindows, .windows = plan.windows};
+  nlohmann::json horizon = plan.horizon;  // one-block transfer times
+  if (std::isinf(plan.horizon)) horizon = "unbounded";
   schedule.options_json =
-      nlohmann::json{{"partition_B", partition}, {"windows", plan.windows}}.dump();
+      nlohmann::json{{"partition_B", partition}, {"horizon", horizon}, {"windows", plan.windows}}
+          .dump();
   return schedule;
 }
 

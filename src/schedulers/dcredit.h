@@ -30,17 +30,32 @@ struct WindowPlan {
   std::vector<int> windows;  // for DispatchPolicy::kWindows; sums to the block count
   int backward_windows = 0;  // windows[0, backward_windows) are launched before the
                              // last gradient arrives (phase 1), the rest after (phase 2)
+  double horizon = 0;        // the phase-1 horizon it was planned with (see below)
   // The end of the next iteration's forward pass, in seconds from the start of the
   // backward pass, when every message costs message_time alone: the steady-state
-  // iteration time this plan predicts.
+  // iteration time this plan predicts (the simulator's, exactly).
   Seconds forward_end = 0;
 };
 
-// The whole window sequence of one iteration (phase 1 greedy, then phase 2 optimal).
+// The whole window sequence of one iteration: phase 1 greedy, then phase 2
+// optimal. In phase 1 each window ends just after the first gradient arrival that
+// comes at least `horizon` one-block transfer times after the window starts;
+// horizon 0 is the seed's rule (the next arrival), infinity sends every ready
+// block. See Note [D-Credit windows] in dcredit.cc.
 // REQUIRES `blocks` in priority order as partition_blocks(profile, ·) returns them
-// (THROWS std::logic_error naming the first block out of order otherwise).
+// (THROWS std::logic_error naming the first block out of order otherwise) and
+// horizon >= 0.
 WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks,
-                        const MessageTime& message_time);
+                        const MessageTime& message_time, double horizon = 0);
+
+// The horizons dcredit chooses from: 0 (the seed's rule) first, then 1, 2, 4, 8, 16
+// and infinity.
+const std::vector<double>& phase1_horizons();
+
+// The plan of phase1_horizons() with the earliest forward_end; ties keep the
+// earlier horizon, so the seed's rule unless another is strictly faster.
+WindowPlan fastest_window_plan(const Profile& profile, const std::vector<Block>& blocks,
+                               const MessageTime& message_time);
 
 // Phase 2: the windows, in order, that send `remaining` (all ready, the channel
 // free) so that the next forward pass ends earliest, over every split of the

@@ -313,7 +313,9 @@ TEST(PlanWindowsTest, TheDispatcherFormsExactlyThePlannedWindowsAndSendsEveryBlo
     const Bytes sp = random_partition(rng);
     const MessageTime cost = random_alpha_beta(rng);
     const std::vector<Block> blocks = partition_blocks(p, sp);
-    const WindowPlan plan = plan_windows(p, blocks, cost);
+    const std::vector<double>& horizons = phase1_horizons();
+    const double horizon = horizons[std::uniform_int_distribution<size_t>(0, horizons.size() - 1)(rng)];
+    const WindowPlan plan = plan_windows(p, blocks, cost, horizon);
 
     Schedule s{.strategy = "dcredit", .iterations = {block_ops(blocks)},
                .dispatch = {.kind = DispatchPolicy::Kind::kWindows, .windows = plan.windows}};
@@ -371,14 +373,56 @@ TEST(DcreditTest, ScheduleCarriesThePlanAndItsOptions) {
     const Schedule s = make_dcredit(p, cluster, {.partition = sp});
     validate(s, p, cluster.workers);
     EXPECT_EQ(s.dispatch.kind, DispatchPolicy::Kind::kWindows);
-    const WindowPlan plan = plan_windows(p, partition_blocks(p, sp), [&](Bytes n) {
+    const WindowPlan plan = fastest_window_plan(p, partition_blocks(p, sp), [&](Bytes n) {
       return allreduce_time(cluster, n);
     });
     EXPECT_EQ(s.dispatch.windows, plan.windows);
     const auto options = nlohmann::json::parse(s.options_json);
     EXPECT_EQ(options.at("partition_B").get<Bytes>(), sp);
     EXPECT_EQ(options.at("windows").get<std::vector<int>>(), plan.windows);
+    if (std::isinf(plan.horizon)) {
+      EXPECT_EQ(options.at("horizon"), "unbounded");
+    } else {
+      EXPECT_EQ(options.at("horizon").get<double>(), plan.horizon);
+    }
   }
+}
+
+TEST(DcreditTest, TheFastestPlanIsTheBestHorizonAndNeverSlowerThanTheSeedsRule) {
+  std::mt19937 rng(8);
+  int seed_rule_beaten = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const Profile p = random_profile(rng, 16);
+    const std::vector<Block> blocks = partition_blocks(p, random_partition(rng));
+    const MessageTime cost = random_alpha_beta(rng);
+    const WindowPlan best = fastest_window_plan(p, blocks, cost);
+    const WindowPlan seed_rule = plan_windows(p, blocks, cost);
+    EXPECT_LE(best.forward_end, seed_rule.forward_end);
+    if (best.forward_end < seed_rule.forward_end * (1 - 1e-9)) {
+      ++seed_rule_beaten;
+      EXPECT_NE(best.horizon, 0.0);
+    } else {
+      EXPECT_EQ(best.horizon, 0.0) << "ties keep the seed's rule";
+    }
+    for (double horizon : phase1_horizons()) {
+      // (within the relative margin that counts as a tie)
+      EXPECT_LE(best.forward_end, plan_windows(p, blocks, cost, horizon).forward_end * (1 + 1e-9));
+    }
+  }
+  EXPECT_GT(seed_rule_beaten, 0);
+}
+
+TEST(DcreditTest, AnUnboundedHorizonSendsEveryReadyBlock) {
+  // Layer 1's 4 blocks arrive at 1 s, layer 0's at 2 s; a block takes 1 s. The
+  // seed's rule (horizon 0) sends 2 blocks of layer 1 (ending at 3 s, after layer 0
+  // arrives); with no horizon, all 4 go at once.
+  Profile p;
+  for (int l = 0; l < 2; ++l) p.layers.push_back({.name = "l", .params = 1000, .fp = 1, .bp = 1});
+  const std::vector<Block> blocks = partition_blocks(p, 1000);
+  const MessageTime cost = [](Bytes n) { return static_cast<double>(n) / 1000; };
+  EXPECT_EQ(plan_windows(p, blocks, cost).windows.front(), 2);
+  EXPECT_EQ(plan_windows(p, blocks, cost, std::numeric_limits<double>::infinity()).windows.front(), 4);
+  EXPECT_THROW(plan_windows(p, blocks, cost, -1), std::logic_error);
 }
 
 
@@ -413,7 +457,7 @@ TEST(DcreditSimulationTest, TheSimulatorRunsThePlanAndSendsEveryBlockOnce) {
     const Timeline t = simulate(s, p, cluster, {.iterations = 6, .record_iterations = 6});
     // The simulator's steady state is the plan's prediction: the windows mean in the
     // executor what plan_windows() assumed.
-    const WindowPlan plan = plan_windows(p, partition_blocks(p, sp), [&](Bytes n) {
+    const WindowPlan plan = fastest_window_plan(p, partition_blocks(p, sp), [&](Bytes n) {
       return allreduce_time(cluster, n);
     });
     EXPECT_NEAR(t.summary.iteration, plan.forward_end, 1e-9 * plan.forward_end)
