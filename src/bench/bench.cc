@@ -1,0 +1,453 @@
+#include "bench/bench.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bench/child.h"
+#include "bench/metrics.h"
+#include "bench/outputs.h"
+#include "bench/plots.h"
+#include "bench/report.h"
+#include "bench/statistics.h"
+#include "profile/profile.h"
+#include "schedulers/strategies.h"
+
+namespace weft::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Helper commands (probes, plan, simulate) take seconds; this is their limit.
+constexpr Seconds kShortTimeout = 300;
+// The network profile's message sizes are 4 KiB·4^k (runtime/network_profile.h).
+constexpr Bytes kSmallestMessage = 4 << 10;
+// Consecutive jobs use different ports, so that a socket of the previous job still
+// closing on loopback cannot make the next one's rendezvous fail.
+constexpr int kPortsCycled = 200;
+
+// A file-name-safe form of a link's name: "10MB/s" → "10MB_s".
+std::string slug(std::string_view name) {
+  std::string out;
+  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' ? c : '_';
+  return out;
+}
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const fs::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::trunc);
+  out << text;
+  if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", file.string()));
+}
+
+// The JSON value a command printed on stdout, from its log, which also holds its
+// stderr: one value from the first line that starts with '{'.
+std::string json_from_log(const std::string& log) {
+  std::size_t start = log.starts_with("{") ? 0 : log.find("\n{");
+  if (start == std::string::npos) return log;  // the parser will say what is wrong
+  if (log[start] == '\n') ++start;
+  std::istringstream in(log.substr(start));
+  nlohmann::json value;
+  try {
+    in >> value;  // stops after one value: stderr lines after it do not matter
+  } catch (const nlohmann::json::exception&) {
+    return log.substr(start);
+  }
+  return value.dump();
+}
+
+// The smallest message size the network profile measures that is >= n.
+Bytes network_max_bytes(Bytes n) {
+  Bytes size = kSmallestMessage;
+  while (size < n) size *= 4;
+  return size;
+}
+
+// Layer by layer, the median over the profiles of the forward and backward times
+// (Note [Profiling under contention]).
+Profile median_profile(const std::vector<Profile>& profiles) {
+  Profile merged = profiles.at(0);
+  for (const Profile& p : profiles) {
+    if (p.size() != merged.size()) {
+      throw std::logic_error(fmt::format("profiles of model {} differ: {} and {} layers", merged.model, p.size(),
+                                         merged.size()));
+    }
+  }
+  for (int l = 0; l < merged.size(); ++l) {
+    std::vector<double> fp, bp;
+    for (const Profile& p : profiles) {
+      fp.push_back(p.layers[l].fp);
+      bp.push_back(p.layers[l].bp);
+    }
+    merged.layers[l].fp = median(fp);
+    merged.layers[l].bp = median(bp);
+  }
+  merged.device = fmt::format("{}, median of {} processes profiling at once", merged.device, profiles.size());
+  return merged;
+}
+
+// Rank 0's last training loss, and the number of iterations done.
+std::pair<double, std::int64_t> last_loss(const Metrics& m) {
+  double loss = 0;
+  std::int64_t steps = 0;
+  for (const IterationLine& line : m.iterations) {
+    steps = std::max(steps, line.iter + 1);
+    if (line.rank == 0) loss = line.loss;
+  }
+  return {loss, steps};
+}
+
+class Bench {
+ public:
+  Bench(const BenchOptions& options, const netem::TerminationSignals& signals, std::ostream& progress)
+      : o_(options), signals_(signals), progress_(progress), out_(fs::absolute(options.out)) {}
+
+  BenchResults run();
+
+ private:
+  void say(const std::string& line) { progress_ << "weft bench: " << line << "\n" << std::flush; }
+  std::string relative(const fs::path& p) const { return fs::relative(p, out_).string(); }
+  fs::path log(const std::string& name) const { return out_ / "logs" / (name + ".log"); }
+  void save() { write_results(results_, out_ / "bench.json"); }
+  // The tools with the next port of the cycle.
+  Tools next_tools() {
+    Tools t = o_.tools;
+    t.port = o_.tools.port + (jobs_++ % kPortsCycled);
+    return t;
+  }
+
+  // Runs a child (with the run timeout unless it has its own); throws
+  // BenchInterrupted, after saving the results, if a signal arrived meanwhile.
+  ChildResult run(ChildOptions child);
+  static std::string failure(const ChildResult& r, const fs::path& log);
+
+  void probe_strategies();
+  void profile_model();
+  LinkResult profile_network(const Link& link);
+  std::map<std::string, Prediction> predict(const Link& link, const LinkResult& network);
+  std::string trace_strategy(const std::map<std::string, Prediction>& plan) const;
+  void keep_predicted_trace(const Link& link, const LinkResult& network, const std::string& strategy,
+                            const Prediction& prediction);
+  // Trains `strategy` (the DDP peer for kDdpPeerStrategy) over the link.
+  void train(const Link& link, const LinkResult& network, const std::string& strategy,
+             const std::map<std::string, Prediction>& plan, bool keep_trace);
+  void draw_plots();
+
+  const BenchOptions& o_;
+  const netem::TerminationSignals& signals_;
+  std::ostream& progress_;
+  const fs::path out_;
+  BenchResults results_;
+  std::vector<std::string> strategies_;  // those weft train accepts
+  int jobs_ = 0;
+  int runs_done_ = 0, runs_total_ = 0;  // training runs, for progress lines
+};
+
+ChildResult Bench::run(ChildOptions child) {
+  if (child.timeout == 0) child.timeout = o_.run_timeout;
+  const ChildResult r = run_child(child, signals_);
+  if (r.interrupted_by != 0) {
+    save();
+    throw BenchInterrupted(r.interrupted_by,
+                           fmt::format("interrupted by signal {} while running `{}`; the runs finished before "
+                                       "are in {}",
+                                       r.interrupted_by, r.command, (out_ / "bench.json").string()));
+  }
+  return r;
+}
+
+std::string Bench::failure(const ChildResult& r, const fs::path& log) {
+  const std::string how = r.timed_out ? fmt::format("timed out after {}", format_duration(r.wall))
+                                      : fmt::format("exited with status {} after {}", r.exit_status,
+                                                    format_duration(r.wall));
+  return fmt::format("`{}` {}; the end of {}:\n{}", r.command, how, log.string(), log_tail(log));
+}
+
+// Note [Probing strategies].
+void Bench::probe_strategies() {
+  std::vector<std::string> candidates = o_.strategies;
+  if (candidates.empty()) {
+    for (const StrategyInfo& s : strategies()) candidates.emplace_back(s.name);
+  }
+  for (const std::string& s : candidates) {
+    find_strategy(s);  // an unknown name is a UsageError listing the known ones
+    const fs::path probe_log = log("probe-" + s);
+    const ChildResult r =
+        run({.argv = probe_command(o_.tools, o_.training.model, s), .log = probe_log, .timeout = kShortTimeout});
+    if (r.exit_status == 0 || r.exit_status == 127 || r.timed_out) {
+      throw std::runtime_error("probing which strategies weft train accepts went wrong: " + failure(r, probe_log));
+    }
+    const std::string text = read_file(probe_log);
+    const std::size_t flag = text.find("--strategy");
+    if (flag == std::string::npos) {
+      strategies_.push_back(s);
+      continue;
+    }
+    const std::string reason = text.substr(flag, text.find('\n', flag) - flag);
+    say(fmt::format("skipping {}: weft train rejects it: {}", s, reason));
+    results_.skipped.push_back({.strategy = s, .reason = reason});
+  }
+  if (strategies_.empty()) {
+    throw UsageError(fmt::format("--strategies: weft train accepts none of {}", fmt::join(candidates, ", ")));
+  }
+}
+
+// Note [Profiling under contention].
+void Bench::profile_model() {
+  const int P = o_.tools.workers;
+  say(fmt::format("profiling {} (batch {}) in {} process{} at once, as the workers will share the cores",
+                  o_.training.model, o_.training.batch, P, P == 1 ? "" : "es"));
+  std::vector<ChildOptions> children;
+  std::vector<fs::path> files;
+  for (int p = 0; p < P; ++p) {
+    files.push_back(out_ / "logs" / fmt::format("profile.{}.json", p));
+    children.push_back({.argv = model_profile_command(o_.tools, o_.training, files.back().string()),
+                        .log = log(fmt::format("profile.{}", p)),
+                        .timeout = o_.run_timeout});
+  }
+  const std::vector<ChildResult> ran = run_children(children, signals_);
+  std::vector<Profile> profiles;
+  for (int p = 0; p < P; ++p) {
+    if (ran[p].interrupted_by != 0) {
+      throw BenchInterrupted(ran[p].interrupted_by, "interrupted while profiling the model; nothing measured yet");
+    }
+    if (!ran[p].succeeded()) {
+      throw std::runtime_error("profiling the model failed, and every prediction needs it: " +
+                               failure(ran[p], children[p].log));
+    }
+    profiles.push_back(load_profile(files[p]));
+  }
+  const Profile merged = median_profile(profiles);
+  save_profile(merged, out_ / "profile.json");
+  results_.profile = "profile.json";
+  results_.parameters = merged.total_params();
+  say(fmt::format("profile: {} layers, {} parameters ({}), forward {} + backward {} per iteration", merged.size(),
+                  merged.total_params(), format_bytes(merged.total_bytes()), format_duration(merged.forward_time()),
+                  format_duration(merged.backward_time())));
+}
+
+LinkResult Bench::profile_network(const Link& link) {
+  const Profile profile = load_profile(out_ / "profile.json");
+  const Bytes max_bytes = network_max_bytes(profile.total_bytes());
+  const fs::path file = out_ / fmt::format("net-{}.json", slug(link.name));
+  const fs::path log_file = log(fmt::format("net-{}", slug(link.name)));
+  say(fmt::format("{}: fitting the all-reduce cost a + b·n over {} workers, messages up to {}", link.name,
+                  o_.tools.workers, format_bytes(max_bytes)));
+  const ChildResult r =
+      run({.argv = network_profile_command(next_tools(), link, max_bytes, file.string()), .log = log_file});
+  if (!r.succeeded()) throw std::runtime_error(failure(r, log_file));
+  const NetworkFit fit = parse_network_fit(read_file(file), file.string());
+  say(fmt::format("{}: a = {}, 1/b = {}", link.name, format_duration(fit.a), format_bandwidth(1 / fit.b)));
+  return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file)};
+}
+
+std::map<std::string, Prediction> Bench::predict(const Link& link, const LinkResult& network) {
+  const fs::path file = out_ / fmt::format("plan-{}.json", slug(link.name));
+  const fs::path log_file = log(fmt::format("plan-{}", slug(link.name)));
+  const ChildResult r = run({.argv = plan_command(o_.tools, link, o_.training, (out_ / results_.profile).string(),
+                                                  (out_ / network.network).string(), strategies_),
+                             .log = log_file,
+                             .timeout = kShortTimeout});
+  if (!r.succeeded()) throw std::runtime_error(failure(r, log_file));
+  const std::string plan = json_from_log(read_file(log_file));
+  write_file(file, plan + "\n");
+  return parse_plan(plan, file.string());
+}
+
+std::string Bench::trace_strategy(const std::map<std::string, Prediction>& plan) const {
+  if (!o_.trace_strategy.empty()) return o_.trace_strategy;
+  std::string best;
+  for (const std::string& s : strategies_) {
+    const auto it = plan.find(s);
+    if (it != plan.end() && (best.empty() || it->second.iteration < plan.at(best).iteration)) best = s;
+  }
+  return best;
+}
+
+void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, const std::string& strategy,
+                                 const Prediction& prediction) {
+  const fs::path trace = out_ / "trace-predicted.json";
+  const fs::path log_file = log("simulate-" + strategy);
+  const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, (out_ / results_.profile).string(),
+                                                      (out_ / network.network).string(), strategy,
+                                                      prediction.options, trace.string()),
+                             .log = log_file,
+                             .timeout = kShortTimeout});
+  if (!r.succeeded()) {
+    say("could not draw the predicted trace: " + failure(r, log_file));
+    return;
+  }
+  results_.traces = TracePair{.strategy = strategy, .link = link.name, .predicted = relative(trace), .measured = ""};
+}
+
+void Bench::train(const Link& link, const LinkResult& network, const std::string& strategy,
+                  const std::map<std::string, Prediction>& plan, bool keep_trace) {
+  const bool ddp = strategy == kDdpPeerStrategy;
+  // The DDP peer is predicted by the planner's `ddp`, the same bucketing.
+  const auto predicted = plan.find(ddp ? "ddp" : strategy);
+  const Prediction* prediction = predicted != plan.end() ? &predicted->second : nullptr;
+  const std::string name = fmt::format("{}-{}", slug(link.name), strategy);
+  const fs::path metrics = out_ / "runs" / (name + ".jsonl");
+  const fs::path trace = out_ / "trace-measured.json";
+  const fs::path log_file = log(name);
+  fs::remove(metrics);
+
+  const Training& training = o_.training;
+  const bool accuracy_mode = o_.mode == Mode::kAccuracy;
+  const Tools tools = next_tools();
+  const std::vector<std::string> argv =
+      ddp ? ddp_command(tools, link, training, results_.parameters, accuracy_mode ? o_.target_accuracy : 0,
+                        metrics.string())
+          : train_command(tools, link, training, strategy,
+                          prediction ? prediction->options : nlohmann::json::object(),
+                          (out_ / results_.profile).string(), (out_ / network.network).string(), metrics.string(),
+                          keep_trace ? trace.string() : "");
+  say(fmt::format("[{}/{}] {}: training {} ({} workers, {} steps)", ++runs_done_, runs_total_, link.name,
+                  strategy, o_.tools.workers, training.steps));
+
+  // Accuracy mode: stop the run once rank 0's evaluation reaches the target.
+  MetricsTail tail(metrics);
+  const auto reached = [&] {
+    for (const EvalLine& e : tail.poll().evals) {
+      if (e.rank == 0 && e.accuracy >= o_.target_accuracy) return true;
+    }
+    return false;
+  };
+  const ChildResult r = run({.argv = argv,
+                             .log = log_file,
+                             .stop_early = accuracy_mode ? std::function<bool()>(reached) : nullptr});
+  const auto fail = [&](const std::string& message) {
+    say(fmt::format("{} on {} failed: {}", strategy, link.name, message));
+    results_.failed.push_back({.strategy = strategy, .link = link.name, .message = message, .log = relative(log_file)});
+    save();
+  };
+  if (!r.succeeded() && !r.stopped_early) return fail(failure(r, log_file));
+
+  RunResult run{.strategy = strategy,
+                .kind = ddp ? kDdpPeerStrategy : "weft",
+                .link = link.name,
+                .bandwidth = link.bandwidth,
+                .workers = o_.tools.workers,
+                .period = ddp || !prediction ? 1 : prediction->period,
+                .metrics = relative(metrics)};
+  try {
+    const Metrics m = load_metrics(metrics);
+    const SteadyState steady = steady_iteration_time(m, {.warmup = o_.warmup, .period = run.period});
+    run.measured_iteration = steady.iteration;
+    run.steady_iterations = steady.iterations;
+    std::tie(run.final_loss, run.steps) = last_loss(m);
+    run.accuracy = accuracy_curve(m);
+    if (const auto hit = first_reaching(run.accuracy, o_.target_accuracy); hit && accuracy_mode) {
+      run.time_to_accuracy = hit->wall;
+      run.training_time_to_accuracy = hit->training;
+    }
+  } catch (const UsageError& e) {
+    return fail(fmt::format("its metrics {} cannot be used: {}", metrics.string(), e.what()));
+  }
+  if (prediction) {
+    run.predicted_iteration = prediction->iteration;
+    run.predicted_speedup_vs_wfbp = prediction->speedup_vs_wfbp;
+  }
+  say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}",
+                  strategy, link.name, format_duration(run.measured_iteration), run.steady_iterations,
+                  run.predicted_iteration ? format_duration(*run.predicted_iteration) : "none",
+                  run.error_pct() ? fmt::format(" ({:+.1f}%)", *run.error_pct()) : "",
+                  run.time_to_accuracy ? fmt::format("; {:.3g}% after {}", 100 * o_.target_accuracy,
+                                                     format_duration(*run.time_to_accuracy))
+                                       : ""));
+  results_.runs.push_back(std::move(run));
+  if (keep_trace && results_.traces && fs::exists(trace)) results_.traces->measured = relative(trace);
+  compute_speedups(results_);
+  save();
+}
+
+void Bench::draw_plots() {
+  std::vector<PlotText> plots{iteration_time_plot(results_)};
+  if (o_.mode == Mode::kAccuracy) plots.push_back(accuracy_plot(results_));
+  for (const PlotText& plot : plots) {
+    try {
+      say("plot: " + render(plot, out_).string());
+    } catch (const std::exception& e) {
+      say(fmt::format("could not draw {}: {}", plot.name, e.what()));
+    }
+  }
+}
+
+BenchResults Bench::run() {
+  fs::create_directories(out_ / "logs");
+  fs::create_directories(out_ / "runs");
+  const Training& t = o_.training;
+  results_ = {.model = t.model,
+              .workers = o_.tools.workers,
+              .batch = t.batch,
+              .lr = t.lr,
+              .optimizer = t.optimizer,
+              .H = t.H,
+              .steps = t.steps,
+              .warmup = o_.warmup,
+              .mode = o_.mode,
+              .target_accuracy = o_.target_accuracy,
+              .emulated = o_.links.front().emulated()};
+  probe_strategies();
+  runs_total_ = static_cast<int>(o_.links.size() * (strategies_.size() + (o_.ddp ? 1 : 0)));
+  std::vector<std::string> links;
+  for (const Link& link : o_.links) links.push_back(link.name);
+  say(fmt::format("{} training run{}: {}{} on {}", runs_total_, runs_total_ == 1 ? "" : "s",
+                  fmt::join(strategies_, ", "), o_.ddp ? " and the DDP peer" : "", fmt::join(links, ", ")));
+  profile_model();
+  save();
+
+  for (std::size_t k = 0; k < o_.links.size(); ++k) {
+    const Link& link = o_.links[k];
+    const LinkResult network = profile_network(link);
+    results_.links.push_back(network);
+    save();
+    const std::map<std::string, Prediction> plan = predict(link, network);
+    // The traces: one strategy, on the first link.
+    std::string traced;
+    if (k == 0) {
+      traced = trace_strategy(plan);
+      if (plan.contains(traced)) keep_predicted_trace(link, network, traced, plan.at(traced));
+    }
+    for (const std::string& s : strategies_) train(link, network, s, plan, s == traced);
+    if (o_.ddp) train(link, network, kDdpPeerStrategy, plan, false);
+  }
+  draw_plots();
+  save();
+  return results_;
+}
+
+}  // namespace
+
+BenchResults run_bench(const BenchOptions& options, const netem::TerminationSignals& signals,
+                       std::ostream& progress) {
+  if (options.tools.workers < 1) {
+    throw UsageError(fmt::format("--workers {}: expected an integer >= 1", options.tools.workers));
+  }
+  if (options.links.empty()) throw UsageError("--bandwidths: give at least one bandwidth");
+  if (options.warmup < 0) throw UsageError(fmt::format("--warmup {}: expected an integer >= 0", options.warmup));
+  if (options.training.steps <= options.warmup) {
+    throw UsageError(fmt::format("--steps {}: expected more than the warm-up of {} iterations",
+                                 options.training.steps, options.warmup));
+  }
+  if (!(options.target_accuracy > 0 && options.target_accuracy <= 1)) {
+    throw UsageError(fmt::format("--target-accuracy {}: expected a fraction in (0, 1], e.g. 0.85",
+                                 options.target_accuracy));
+  }
+  if (!options.trace_strategy.empty()) find_strategy(options.trace_strategy);
+  return Bench(options, signals, progress).run();
+}
+
+}  // namespace weft::bench

@@ -1,0 +1,94 @@
+// `weft bench` (SPEC §5): every strategy trained for real under emulated links,
+// measured against its prediction and against PyTorch DDP.
+//
+// For the whole bench, once:
+//  1. which strategies `weft train` accepts (Note [Probing strategies]);
+//  2. the model's layer times, measured under the training's contention (Note
+//     [Profiling under contention]) → <out>/profile.json.
+// Then for each link (one emulated bandwidth, or plain loopback):
+//  3. the all-reduce fit a + b·n, measured by P processes over that link
+//     (`weft profile --network`) → <out>/net-<link>.json;
+//  4. the planner's prediction of every strategy from that profile and fit
+//     (`weft plan --json`) → <out>/plan-<link>.json;
+//  5. each strategy trained by P workers over the link (`weft train` with the same
+//     profile, fit and tuned options, so that it executes the schedule that was
+//     predicted) → <out>/runs/<link>-<strategy>.jsonl, and the DDP peer the same way;
+//  6. the steady-state iteration time of each run (Note [Steady-state iteration
+//     time], statistics.h) against the prediction.
+// Results are rewritten after every run (<out>/bench.json, results.h), so an
+// interrupted bench keeps what it measured; then the plots and one chosen run's
+// predicted and measured traces (<out>/trace-{predicted,measured}.json).
+//
+// Every child process is supervised (child.h): a failed run is recorded and the
+// bench goes on; SIGINT/SIGTERM end the running child (which removes its emulated
+// links) and the bench with BenchInterrupted.
+//
+// Note [Profiling under contention]
+// The P workers of a run share this machine's cores, so each layer takes longer
+// than it does alone. `weft profile --model` measures one process; the bench runs P
+// of them at once and keeps, per layer, the median over the processes of their
+// times. The remaining bias: a worker waiting for the network leaves its core to
+// the others, so where communication is exposed (slow links) training sees less
+// contention than the profile, and predictions run high there.
+//
+// Note [Probing strategies]
+// `weft train` has no "list what you can train" flag. Its option check looks at
+// --strategy before --steps, so `weft train --strategy S --steps 0` is rejected in
+// any case, within a process start and without training: if the message names
+// --strategy, S cannot be trained (the message says why, and the bench repeats it);
+// otherwise it objected only to --steps 0, and S can.
+//
+// Thread-safety: run_bench runs one bench per process (it owns the children it
+// starts, and the signals object is process-wide).
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/commands.h"
+#include "bench/results.h"
+#include "netem/supervisor.h"
+
+namespace weft::bench {
+
+struct BenchOptions {
+  Tools tools;        // the programs, P and the base port
+  Training training;  // model, batch, lr, optimizer, seed, H, steps, eval_every
+  std::vector<Link> links;  // one round each; {"loopback", 0} when not emulating
+  std::vector<std::string> strategies;  // empty: every strategy `weft train` accepts
+  Mode mode = Mode::kIterations;
+  double target_accuracy = 0.85;  // accuracy mode: runs stop once rank 0 reaches it
+  int warmup = 5;                 // iterations left out of the steady state
+  bool ddp = true;                // also run the PyTorch DDP peer
+  std::filesystem::path out = "results";
+  // The run whose predicted and measured traces are kept: this strategy on the
+  // first link. Empty: the fastest predicted of those trained.
+  std::string trace_strategy;
+  Seconds run_timeout = 1800;  // per child process
+};
+
+// The bench was interrupted by a signal; what it measured so far is in
+// <out>/bench.json.
+class BenchInterrupted : public std::runtime_error {
+ public:
+  BenchInterrupted(int signal, const std::string& what) : std::runtime_error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+// Runs the bench described at the top, writing progress lines to `progress`, and
+// returns the results (also written to <out>/bench.json).
+// REQUIRES: tools.workers >= 1, !links.empty(), warmup >= 0, training.steps > warmup.
+// THROWS UsageError for invalid options (naming the flag), an unknown or untrainable
+// strategy named explicitly, or a step shared by all runs failing (profiling the
+// model; no run can be predicted without it); BenchInterrupted on SIGINT/SIGTERM;
+// std::runtime_error if <out> cannot be written.
+BenchResults run_bench(const BenchOptions& options, const netem::TerminationSignals& signals,
+                       std::ostream& progress);
+
+}  // namespace weft::bench

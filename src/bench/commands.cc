@@ -1,0 +1,128 @@
+#include "bench/commands.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace weft::bench {
+namespace {
+
+// Rates and sizes exactly, in the units every weft flag accepts bare (bytes/s,
+// bytes): no rounding through "100Mbit" and back.
+std::string exact(double value) { return fmt::format("{}", value); }
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<std::string> cluster_flags(const Tools& tools, const Link& link, const std::string& network) {
+  // The fit replaces bandwidth and latency for all-reduce costs; the bandwidth is
+  // given all the same, as the link the fit was measured on (1 Gbit/s on loopback,
+  // only so that the flag has a valid value).
+  return {"--workers", std::to_string(tools.workers), "--bandwidth",
+          link.emulated() ? exact(link.bandwidth) : "1Gbit", "--network", network};
+}
+
+std::vector<std::string> training_flags(const Training& t) {
+  std::vector<std::string> flags{"--model", t.model, "--batch", std::to_string(t.batch), "--lr", exact(t.lr),
+                                 "--optimizer", t.optimizer, "--seed", std::to_string(t.seed),
+                                 "--steps", std::to_string(t.steps)};
+  if (t.eval_every > 0) flags = concat(flags, {"--eval-every", std::to_string(t.eval_every)});
+  return flags;
+}
+
+}  // namespace
+
+std::vector<std::string> under_netem(const Tools& tools, const Link& link, const std::vector<std::string>& argv) {
+  if (!link.emulated()) throw std::logic_error(fmt::format("under_netem: link {} is not emulated", link.name));
+  // A generous grace: a rank that lost a peer needs the failure timeout of its
+  // collectives to notice, and its own message is worth more than a SIGTERM.
+  return concat({tools.weft, "netem", "--workers", std::to_string(tools.workers), "--bandwidth",
+                 exact(link.bandwidth), "--port", std::to_string(tools.port), "--grace", "30s", "--"},
+                argv);
+}
+
+std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
+                                               const std::string& out) {
+  return {tools.weft, "profile", "--model", training.model, "--batch", std::to_string(training.batch),
+          "--threads", "1", "--seed", std::to_string(training.seed), "--out", out};
+}
+
+std::vector<std::string> network_profile_command(const Tools& tools, const Link& link, Bytes max_bytes,
+                                                 const std::string& out) {
+  const std::vector<std::string> argv{tools.weft, "profile", "--network", "--max-bytes", std::to_string(max_bytes),
+                                      "--out", out};
+  if (link.emulated()) return under_netem(tools, link, argv);
+  return concat(argv, {"--nproc", std::to_string(tools.workers)});
+}
+
+std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
+                                      const std::string& profile, const std::string& network,
+                                      const std::vector<std::string>& strategies) {
+  std::vector<std::string> argv = concat({tools.weft, "plan", "--profile", profile}, cluster_flags(tools, link, network));
+  argv = concat(argv, {"--H", std::to_string(training.H), "--json"});
+  std::vector<std::string> names{"wfbp", "ddp"};
+  for (const std::string& s : strategies) {
+    if (std::find(names.begin(), names.end(), s) == names.end()) names.push_back(s);
+  }
+  for (const std::string& s : names) argv = concat(argv, {"--strategy", s});
+  return argv;
+}
+
+std::vector<std::string> simulate_command(const Tools& tools, const Link& link, const Training& training,
+                                          const std::string& profile, const std::string& network,
+                                          const std::string& strategy, const nlohmann::json& options,
+                                          const std::string& trace) {
+  std::vector<std::string> argv =
+      concat({tools.weft, "simulate", "--strategy", strategy, "--profile", profile}, cluster_flags(tools, link, network));
+  argv = concat(argv, {"--H", std::to_string(training.H)});
+  argv = concat(argv, strategy_flags(options));
+  return concat(argv, {"--trace", trace});
+}
+
+std::vector<std::string> train_command(const Tools& tools, const Link& link, const Training& training,
+                                       const std::string& strategy, const nlohmann::json& options,
+                                       const std::string& profile, const std::string& network,
+                                       const std::string& metrics, const std::string& trace) {
+  std::vector<std::string> argv = concat({tools.weft, "train", "--strategy", strategy}, training_flags(training));
+  argv = concat(argv, {"--H", std::to_string(training.H)});
+  argv = concat(argv, strategy_flags(options));
+  argv = concat(argv, {"--profile", profile, "--network", network, "--metrics", metrics, "--no-progress"});
+  if (link.emulated()) argv = concat(argv, {"--bandwidth", exact(link.bandwidth)});
+  if (!trace.empty()) argv = concat(argv, {"--trace", trace});
+  if (link.emulated()) return under_netem(tools, link, argv);
+  return concat(argv, {"--nproc", std::to_string(tools.workers)});
+}
+
+std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const Training& training,
+                                     std::int64_t parameters, double target_accuracy, const std::string& metrics) {
+  std::vector<std::string> script = concat({tools.ddp_peer}, training_flags(training));
+  script = concat(script, {"--expect-parameters", std::to_string(parameters), "--metrics", metrics});
+  if (target_accuracy > 0) script = concat(script, {"--target-accuracy", exact(target_accuracy)});
+  if (link.emulated()) return under_netem(tools, link, concat({tools.python}, script));
+  return concat({tools.python, "-m", "torch.distributed.run", "--nproc_per_node", std::to_string(tools.workers),
+                 "--master_addr", "127.0.0.1", "--master_port", std::to_string(tools.port)},
+                script);
+}
+
+std::vector<std::string> probe_command(const Tools& tools, const std::string& model, const std::string& strategy) {
+  return {tools.weft, "train", "--model", model, "--strategy", strategy, "--steps", "0"};
+}
+
+std::vector<std::string> strategy_flags(const nlohmann::json& options) {
+  std::vector<std::string> flags;
+  if (!options.is_object()) return flags;
+  const auto bytes = [&](const char* key, const char* flag) {
+    if (const auto it = options.find(key); it != options.end() && it->is_number_integer()) {
+      flags.push_back(flag);
+      flags.push_back(std::to_string(it->get<std::int64_t>()));
+    }
+  };
+  bytes("partition_B", "--partition");
+  bytes("credit_B", "--credit");
+  return flags;
+}
+
+}  // namespace weft::bench

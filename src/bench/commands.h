@@ -1,0 +1,105 @@
+// The command lines `weft bench` runs: `weft profile`, `weft plan`, `weft simulate`,
+// `weft train` and the PyTorch DDP peer, each either under an emulated link (once per
+// worker, through `weft netem`) or on plain loopback (the program's own launcher:
+// `weft train --nproc`, `weft profile --network --nproc`, torchrun).
+//
+// Building them is kept apart from running them so that what the bench runs can be
+// read (the logs quote it) and tested without running anything.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "units/units.h"
+
+namespace weft::bench {
+
+// The programs and the job's shape.
+struct Tools {
+  std::string weft;      // the weft executable
+  std::string python;    // a Python with Debian's python3-torch
+  std::string ddp_peer;  // bench/ddp_peer.py
+  int workers = 1;       // P
+  int port = 29500;      // MASTER_PORT
+};
+
+// The link one round of the bench runs on.
+struct Link {
+  std::string name;              // "100Mbit" as the user wrote it, or "loopback"
+  BytesPerSecond bandwidth = 0;  // the emulated rate; 0 on loopback
+  bool emulated() const { return bandwidth > 0; }
+};
+
+// What every training run of the bench shares.
+struct Training {
+  std::string model = "cnn";
+  int batch = 32;
+  double lr = 0.05;
+  std::string optimizer = "sgd";
+  std::uint64_t seed = 0;
+  int H = 5;                   // local SGD period
+  std::int64_t steps = 60;     // iterations (the cap, in accuracy mode)
+  int eval_every = 0;          // 0: no evaluation
+};
+
+// `argv` once per worker under the emulated link: `weft netem --workers P
+// --bandwidth Q --port PORT --grace 30s -- argv...`. REQUIRES link.emulated().
+std::vector<std::string> under_netem(const Tools& tools, const Link& link, const std::vector<std::string>& argv);
+
+// `weft profile --model M --batch B --threads 1 --out FILE` (one process; the bench
+// runs P of them at once, Note [Profiling under contention] in bench.h).
+std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
+                                               const std::string& out);
+
+// `weft profile --network --max-bytes N --out FILE`, under the link (or with
+// --nproc P on loopback). `max_bytes` bounds the largest all-reduce measured: the
+// model's largest message, not the profiler's default of 64 MiB, which would take
+// minutes on a 20 Mbit/s link.
+std::vector<std::string> network_profile_command(const Tools& tools, const Link& link, Bytes max_bytes,
+                                                 const std::string& out);
+
+// `weft plan --profile F --network N --workers P --bandwidth Q --H h --json
+// --strategy s...` (every strategy named, plus wfbp and ddp for the references).
+std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
+                                      const std::string& profile, const std::string& network,
+                                      const std::vector<std::string>& strategies);
+
+// `weft simulate` of one strategy with the options the planner chose, writing the
+// predicted timeline of a few iterations to `trace`.
+std::vector<std::string> simulate_command(const Tools& tools, const Link& link, const Training& training,
+                                          const std::string& profile, const std::string& network,
+                                          const std::string& strategy, const nlohmann::json& options,
+                                          const std::string& trace);
+
+// `weft train` of one strategy, under the link (or with --nproc P on loopback),
+// built from the same profile and network fit as the prediction and with the
+// options the planner chose; `trace` empty for none.
+std::vector<std::string> train_command(const Tools& tools, const Link& link, const Training& training,
+                                       const std::string& strategy, const nlohmann::json& options,
+                                       const std::string& profile, const std::string& network,
+                                       const std::string& metrics, const std::string& trace);
+
+// The PyTorch DDP peer under the link (or torchrun --nproc_per_node P on loopback).
+// It refuses to train unless its model has `parameters` parameters; with a target
+// accuracy > 0 it stops once rank 0's evaluation reaches it.
+std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const Training& training,
+                                     std::int64_t parameters, double target_accuracy, const std::string& metrics);
+
+// A `--strategy probe`: `weft train --model M --strategy S --steps 0`, which weft
+// train's validation rejects in any case; its message says whether it objected to
+// the strategy (Note [Probing strategies] in bench.h).
+std::vector<std::string> probe_command(const Tools& tools, const std::string& model, const std::string& strategy);
+
+// The flags that give `weft train`/`weft simulate` the options a planned schedule
+// was made with (plan JSON "options"): partition_B → --partition, credit_B →
+// --credit (the planner tunes them; `weft train` would use the defaults). H is
+// Training::H, given to both. Other keys are outputs of the scheduler (windows,
+// sets, groups), which `weft train` recomputes from the same inputs.
+std::vector<std::string> strategy_flags(const nlohmann::json& options);
+
+}  // namespace weft::bench

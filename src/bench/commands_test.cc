@@ -1,0 +1,132 @@
+#include "bench/commands.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+namespace weft::bench {
+namespace {
+
+using namespace weft::literals;
+
+const Tools kTools{.weft = "/opt/weft", .python = "/usr/bin/python3", .ddp_peer = "bench/ddp_peer.py",
+                   .workers = 3, .port = 29600};
+const Link kEmulated{.name = "100Mbit", .bandwidth = 100_Mbit};
+const Link kLoopback{.name = "loopback", .bandwidth = 0};
+
+bool has(const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+  for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == flag && argv[i + 1] == value) return true;
+  }
+  return false;
+}
+
+bool contains(const std::vector<std::string>& argv, const std::string& word) {
+  return std::find(argv.begin(), argv.end(), word) != argv.end();
+}
+
+// The part after `weft netem ... --`.
+std::vector<std::string> inner(const std::vector<std::string>& argv) {
+  const auto dashes = std::find(argv.begin(), argv.end(), "--");
+  return dashes == argv.end() ? argv : std::vector<std::string>(dashes + 1, argv.end());
+}
+
+TEST(Commands, EmulatedRunsGoThroughNetemOncePerWorker) {
+  const nlohmann::json options{{"partition_B", 65536}, {"credit_B", 262144}, {"windows", {1, 2}}};
+  const auto argv = train_command(kTools, kEmulated, {}, "bytescheduler", options, "/o/profile.json", "/o/net.json",
+                                  "/o/m.jsonl", "");
+  ASSERT_GE(argv.size(), 3u);
+  EXPECT_EQ(argv[0], "/opt/weft");
+  EXPECT_EQ(argv[1], "netem");
+  EXPECT_TRUE(has(argv, "--workers", "3"));
+  EXPECT_TRUE(has(argv, "--port", "29600"));
+  EXPECT_EQ(parse_bandwidth(argv[std::find(argv.begin(), argv.end(), "--bandwidth") - argv.begin() + 1]), 100_Mbit);
+  const auto train = inner(argv);
+  EXPECT_EQ(train[0], "/opt/weft");
+  EXPECT_EQ(train[1], "train");
+  EXPECT_TRUE(has(train, "--strategy", "bytescheduler"));
+  EXPECT_TRUE(has(train, "--partition", "65536"));
+  EXPECT_TRUE(has(train, "--credit", "262144"));
+  EXPECT_TRUE(has(train, "--profile", "/o/profile.json"));
+  EXPECT_TRUE(has(train, "--network", "/o/net.json"));
+  EXPECT_TRUE(has(train, "--metrics", "/o/m.jsonl"));
+  EXPECT_FALSE(contains(train, "--nproc"));  // the ranks come from netem's environment
+  EXPECT_FALSE(contains(train, "--trace"));
+  EXPECT_FALSE(contains(train, "--windows"));
+}
+
+TEST(Commands, LoopbackRunsUseTheProgramsOwnLauncher) {
+  const auto train = train_command(kTools, kLoopback, {.steps = 20, .eval_every = 10}, "wfbp", {}, "p", "n", "m", "t");
+  EXPECT_EQ(train[1], "train");
+  EXPECT_TRUE(has(train, "--nproc", "3"));
+  EXPECT_TRUE(has(train, "--steps", "20"));
+  EXPECT_TRUE(has(train, "--eval-every", "10"));
+  EXPECT_TRUE(has(train, "--trace", "t"));
+  EXPECT_FALSE(contains(train, "netem"));
+  const auto net = network_profile_command(kTools, kLoopback, 1 << 20, "net.json");
+  EXPECT_TRUE(has(net, "--nproc", "3"));
+  EXPECT_TRUE(has(net, "--max-bytes", "1048576"));
+  const auto ddp = ddp_command(kTools, kLoopback, {}, 91706, 0, "m");
+  EXPECT_TRUE(has(ddp, "-m", "torch.distributed.run"));
+  EXPECT_TRUE(has(ddp, "--nproc_per_node", "3"));
+  EXPECT_TRUE(has(ddp, "--expect-parameters", "91706"));
+  EXPECT_FALSE(contains(ddp, "--target-accuracy"));
+  EXPECT_THROW(under_netem(kTools, kLoopback, {"x"}), std::logic_error);
+}
+
+TEST(Commands, TheDdpPeerGetsTheSameTrainingAsWeft) {
+  const Training t{.model = "cnn", .batch = 16, .lr = 0.125, .optimizer = "momentum", .seed = 4, .steps = 33,
+                   .eval_every = 11};
+  const auto weft = inner(train_command(kTools, kEmulated, t, "wfbp", {}, "p", "n", "m", ""));
+  const auto ddp = inner(ddp_command(kTools, kEmulated, t, 91706, 0.85, "m"));
+  EXPECT_EQ(ddp[0], "/usr/bin/python3");
+  EXPECT_EQ(ddp[1], "bench/ddp_peer.py");
+  for (const char* flag : {"--model", "--batch", "--lr", "--optimizer", "--seed", "--steps", "--eval-every"}) {
+    const auto w = std::find(weft.begin(), weft.end(), flag);
+    ASSERT_NE(w, weft.end()) << flag;
+    EXPECT_TRUE(has(ddp, flag, *(w + 1))) << flag;
+  }
+  EXPECT_TRUE(has(ddp, "--target-accuracy", "0.85"));
+}
+
+// Rates go to the children exactly: whatever the user wrote parses back to the
+// same bytes/s.
+TEST(Commands, RatesAreHandedOnExactly) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<double> u(1e3, 1e11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const Link link{.name = "x", .bandwidth = u(rng)};
+    const auto argv = under_netem(kTools, link, {"true"});
+    const auto it = std::find(argv.begin(), argv.end(), "--bandwidth");
+    ASSERT_NE(it, argv.end());
+    EXPECT_EQ(parse_bandwidth(*(it + 1)), link.bandwidth);
+  }
+}
+
+TEST(Commands, PlanAlwaysHasTheReferencesOnce) {
+  const auto plan = plan_command(kTools, kEmulated, {}, "p.json", "n.json", {"dcredit", "wfbp"});
+  int wfbp = 0, ddp = 0, dcredit = 0;
+  for (std::size_t i = 0; i + 1 < plan.size(); ++i) {
+    if (plan[i] != "--strategy") continue;
+    wfbp += plan[i + 1] == "wfbp";
+    ddp += plan[i + 1] == "ddp";
+    dcredit += plan[i + 1] == "dcredit";
+  }
+  EXPECT_EQ(wfbp, 1);
+  EXPECT_EQ(ddp, 1);
+  EXPECT_EQ(dcredit, 1);
+  EXPECT_TRUE(contains(plan, "--json"));
+  EXPECT_TRUE(has(plan, "--network", "n.json"));
+  EXPECT_TRUE(has(plan, "--workers", "3"));
+}
+
+TEST(Commands, StrategyFlagsCarryOnlyTheTunedInputs) {
+  EXPECT_TRUE(strategy_flags(nlohmann::json::object()).empty());
+  EXPECT_TRUE(strategy_flags(nullptr).empty());
+  EXPECT_TRUE(strategy_flags({{"H", 5}, {"sets", {1}}, {"groups", {{0, 1}}}}).empty());
+  EXPECT_EQ(strategy_flags({{"partition_B", 4096}}), (std::vector<std::string>{"--partition", "4096"}));
+}
+
+}  // namespace
+}  // namespace weft::bench

@@ -1,0 +1,40 @@
+// Reading what the other weft commands write, as far as the bench needs it: the
+// plan (`weft plan --json`, SPEC §6) and the all-reduce fit (`weft profile --network
+// --out`, runtime/network_profile.h).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "units/units.h"
+
+namespace weft::bench {
+
+// One strategy of a plan.
+struct Prediction {
+  Seconds iteration = 0;   // iteration_s
+  int period = 1;
+  double speedup_vs_wfbp = 0;
+  nlohmann::json options = nlohmann::json::object();
+};
+
+// Strategy name → its prediction. THROWS UsageError naming `origin` and the field
+// when the text is not a plan object with strategies[].name/period/iteration_s/
+// speedup_vs_wfbp.
+std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_view origin);
+
+struct NetworkFit {
+  Seconds a = 0;  // a_s
+  double b = 0;   // b_s_per_byte
+};
+
+// THROWS UsageError naming `origin` unless the text is an object with numbers a_s
+// and b_s_per_byte.
+NetworkFit parse_network_fit(std::string_view text, std::string_view origin);
+
+}  // namespace weft::bench

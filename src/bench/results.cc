@@ -1,0 +1,275 @@
+#include "bench/results.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace weft::bench {
+namespace {
+
+using nlohmann::json;
+
+json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+const char* to_string(Mode mode) { return mode == Mode::kAccuracy ? "accuracy" : "iterations"; }
+
+json to_json(const AccuracyPoint& p) {
+  return {{"iter", p.iter}, {"wall_s", p.wall}, {"training_s", p.training}, {"accuracy", p.accuracy}};
+}
+
+json to_json(const RunResult& r) {
+  json accuracy = json::array();
+  for (const AccuracyPoint& p : r.accuracy) accuracy.push_back(to_json(p));
+  return {{"strategy", r.strategy},
+          {"kind", r.kind},
+          {"link", r.link},
+          {"bandwidth_Bps", r.bandwidth},
+          {"workers", r.workers},
+          {"period", r.period},
+          {"measured_iteration_s", r.measured_iteration},
+          {"predicted_iteration_s", optional_number(r.predicted_iteration)},
+          {"error_pct", optional_number(r.error_pct())},
+          {"speedup_vs_wfbp", optional_number(r.speedup_vs_wfbp)},
+          {"predicted_speedup_vs_wfbp", optional_number(r.predicted_speedup_vs_wfbp)},
+          {"steady_iterations", r.steady_iterations},
+          {"steps", r.steps},
+          {"final_loss", r.final_loss},
+          {"options", r.options},
+          {"metrics", r.metrics},
+          {"accuracy", accuracy},
+          {"time_to_accuracy_s", optional_number(r.time_to_accuracy)},
+          {"training_time_to_accuracy_s", optional_number(r.training_time_to_accuracy)}};
+}
+
+// Reads fields of one JSON object, naming them by their path in messages.
+class Reader {
+ public:
+  Reader(const json& object, std::string path, std::string_view origin)
+      : object_(object), path_(std::move(path)), origin_(origin) {
+    if (!object_.is_object()) fail("", "an object", object_);
+  }
+
+  const json& get(const std::string& name) const {
+    const auto it = object_.find(name);
+    if (it == object_.end()) {
+      throw UsageError(fmt::format("{}: missing field {}{} (a `weft bench` results file, schema {})", origin_,
+                                   prefix(), name, kResultsSchema));
+    }
+    return *it;
+  }
+  std::string string(const std::string& name) const {
+    const json& v = get(name);
+    if (!v.is_string()) fail(name, "a string", v);
+    return v.get<std::string>();
+  }
+  double number(const std::string& name) const {
+    const json& v = get(name);
+    if (!v.is_number()) fail(name, "a number", v);
+    return v.get<double>();
+  }
+  std::optional<double> optional_number(const std::string& name) const {
+    const json& v = get(name);
+    if (v.is_null()) return std::nullopt;
+    if (!v.is_number()) fail(name, "a number or null", v);
+    return v.get<double>();
+  }
+  std::int64_t integer(const std::string& name) const {
+    const json& v = get(name);
+    if (!v.is_number_integer()) fail(name, "an integer", v);
+    return v.get<std::int64_t>();
+  }
+  bool boolean(const std::string& name) const {
+    const json& v = get(name);
+    if (!v.is_boolean()) fail(name, "true or false", v);
+    return v.get<bool>();
+  }
+  // Calls read(Reader) for each element of the array `name`.
+  template <typename F>
+  void each(const std::string& name, F read) const {
+    const json& v = get(name);
+    if (!v.is_array()) fail(name, "an array", v);
+    for (std::size_t i = 0; i < v.size(); ++i) read(Reader(v[i], fmt::format("{}{}[{}]", prefix(), name, i), origin_));
+  }
+  Reader child(const std::string& name) const { return Reader(get(name), prefix() + name, origin_); }
+
+ private:
+  std::string prefix() const { return path_.empty() ? "" : path_ + "."; }
+  [[noreturn]] void fail(const std::string& name, const char* expected, const json& value) const {
+    const std::string where = name.empty() ? (path_.empty() ? "the document" : path_) : prefix() + name;
+    throw UsageError(fmt::format("{}: {} is {}, expected {}", origin_, where, value.dump(), expected));
+  }
+
+  const json& object_;
+  std::string path_;
+  std::string_view origin_;
+};
+
+Mode parse_mode(const std::string& text, std::string_view origin) {
+  if (text == "iterations") return Mode::kIterations;
+  if (text == "accuracy") return Mode::kAccuracy;
+  throw UsageError(fmt::format("{}: mode is \"{}\", expected \"iterations\" or \"accuracy\"", origin, text));
+}
+
+RunResult read_run(const Reader& r) {
+  RunResult run{
+      .strategy = r.string("strategy"),
+      .kind = r.string("kind"),
+      .link = r.string("link"),
+      .bandwidth = r.number("bandwidth_Bps"),
+      .workers = static_cast<int>(r.integer("workers")),
+      .period = static_cast<int>(r.integer("period")),
+      .measured_iteration = r.number("measured_iteration_s"),
+      .predicted_iteration = r.optional_number("predicted_iteration_s"),
+      .speedup_vs_wfbp = r.optional_number("speedup_vs_wfbp"),
+      .predicted_speedup_vs_wfbp = r.optional_number("predicted_speedup_vs_wfbp"),
+      .steady_iterations = static_cast<int>(r.integer("steady_iterations")),
+      .steps = r.integer("steps"),
+      .final_loss = r.number("final_loss"),
+      .options = r.get("options"),
+      .metrics = r.string("metrics"),
+      .accuracy = {},
+      .time_to_accuracy = r.optional_number("time_to_accuracy_s"),
+      .training_time_to_accuracy = r.optional_number("training_time_to_accuracy_s"),
+  };
+  r.optional_number("error_pct");  // derived; present and typed, not stored
+  r.each("accuracy", [&](const Reader& p) {
+    run.accuracy.push_back({.iter = p.integer("iter"),
+                            .wall = p.number("wall_s"),
+                            .training = p.number("training_s"),
+                            .accuracy = p.number("accuracy")});
+  });
+  return run;
+}
+
+}  // namespace
+
+std::optional<double> RunResult::error_pct() const {
+  if (!predicted_iteration || !(*predicted_iteration > 0)) return std::nullopt;
+  return 100 * (measured_iteration - *predicted_iteration) / *predicted_iteration;
+}
+
+json to_json(const BenchResults& results) {
+  json links = json::array();
+  for (const LinkResult& l : results.links) {
+    links.push_back({{"link", l.link}, {"bandwidth_Bps", l.bandwidth}, {"a_s", l.a}, {"b_s_per_byte", l.b},
+                     {"network", l.network}});
+  }
+  json runs = json::array();
+  for (const RunResult& r : results.runs) runs.push_back(to_json(r));
+  json failed = json::array();
+  for (const FailedRun& f : results.failed) {
+    failed.push_back({{"strategy", f.strategy}, {"link", f.link}, {"message", f.message}, {"log", f.log}});
+  }
+  json skipped = json::array();
+  for (const SkippedStrategy& s : results.skipped) skipped.push_back({{"strategy", s.strategy}, {"reason", s.reason}});
+  json traces = nullptr;
+  if (results.traces) {
+    traces = {{"strategy", results.traces->strategy},
+              {"link", results.traces->link},
+              {"predicted", results.traces->predicted},
+              {"measured", results.traces->measured}};
+  }
+  return {{"schema", kResultsSchema},
+          {"model", results.model},
+          {"parameters", results.parameters},
+          {"workers", results.workers},
+          {"batch", results.batch},
+          {"lr", results.lr},
+          {"optimizer", results.optimizer},
+          {"H", results.H},
+          {"steps", results.steps},
+          {"warmup", results.warmup},
+          {"mode", to_string(results.mode)},
+          {"target_accuracy", results.mode == Mode::kAccuracy ? json(results.target_accuracy) : json(nullptr)},
+          {"emulated", results.emulated},
+          {"links", links},
+          {"profile", results.profile},
+          {"runs", runs},
+          {"failed", failed},
+          {"skipped", skipped},
+          {"traces", traces}};
+}
+
+BenchResults results_from_json(const json& document, std::string_view origin) {
+  const Reader top(document, "", origin);
+  if (const std::string schema = top.string("schema"); schema != kResultsSchema) {
+    throw UsageError(fmt::format("{}: schema is \"{}\", expected \"{}\"", origin, schema, kResultsSchema));
+  }
+  BenchResults results{
+      .model = top.string("model"),
+      .parameters = top.integer("parameters"),
+      .workers = static_cast<int>(top.integer("workers")),
+      .batch = static_cast<int>(top.integer("batch")),
+      .lr = top.number("lr"),
+      .optimizer = top.string("optimizer"),
+      .H = static_cast<int>(top.integer("H")),
+      .steps = top.integer("steps"),
+      .warmup = static_cast<int>(top.integer("warmup")),
+      .mode = parse_mode(top.string("mode"), origin),
+      .target_accuracy = top.optional_number("target_accuracy").value_or(0),
+      .emulated = top.boolean("emulated"),
+      .links = {},
+      .profile = top.string("profile"),
+  };
+  top.each("links", [&](const Reader& l) {
+    results.links.push_back({.link = l.string("link"),
+                             .bandwidth = l.number("bandwidth_Bps"),
+                             .a = l.number("a_s"),
+                             .b = l.number("b_s_per_byte"),
+                             .network = l.string("network")});
+  });
+  top.each("runs", [&](const Reader& r) { results.runs.push_back(read_run(r)); });
+  top.each("failed", [&](const Reader& f) {
+    results.failed.push_back(
+        {.strategy = f.string("strategy"), .link = f.string("link"), .message = f.string("message"), .log = f.string("log")});
+  });
+  top.each("skipped", [&](const Reader& s) {
+    results.skipped.push_back({.strategy = s.string("strategy"), .reason = s.string("reason")});
+  });
+  if (!top.get("traces").is_null()) {
+    const Reader t = top.child("traces");
+    results.traces = TracePair{.strategy = t.string("strategy"),
+                               .link = t.string("link"),
+                               .predicted = t.string("predicted"),
+                               .measured = t.string("measured")};
+  }
+  return results;
+}
+
+void write_results(const BenchResults& results, const std::filesystem::path& file) {
+  const std::filesystem::path temporary = file.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << to_json(results).dump(2) << "\n";
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw std::runtime_error(fmt::format("cannot write the results to {}", temporary.string()));
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, file, error);
+  if (error) {
+    std::remove(temporary.c_str());
+    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", temporary.string(), file.string(),
+                                         error.message()));
+  }
+}
+
+void compute_speedups(BenchResults& results) {
+  std::map<std::string, Seconds> wfbp;  // link -> measured wfbp
+  for (const RunResult& r : results.runs) {
+    if (r.kind == "weft" && r.strategy == "wfbp") wfbp[r.link] = r.measured_iteration;
+  }
+  for (RunResult& r : results.runs) {
+    const auto it = wfbp.find(r.link);
+    r.speedup_vs_wfbp = it != wfbp.end() && r.measured_iteration > 0
+                            ? std::optional<double>(it->second / r.measured_iteration)
+                            : std::nullopt;
+  }
+}
+
+}  // namespace weft::bench

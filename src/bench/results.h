@@ -1,0 +1,143 @@
+// The results of `weft bench` (SPEC §5) and their JSON file, which plots and other
+// tools read. One file per bench: `<out>/bench.json`.
+//
+//   {"schema": "weft-bench/1",
+//    "model": "cnn", "parameters": 91706, "workers": 4, "batch": 32, "lr": 0.05,
+//    "optimizer": "sgd", "H": 5, "steps": 60, "warmup": 5,
+//    "mode": "iterations" | "accuracy", "target_accuracy": 0.85,
+//    "emulated": true,
+//    "links": [{"link": "100Mbit", "bandwidth_Bps": 12500000.0,
+//               "a_s": 0.0012, "b_s_per_byte": 1.6e-7, "network": "net-100Mbit.json"}],
+//    "profile": "profile.json",
+//    "runs": [{"strategy": "dcredit", "kind": "weft", "link": "100Mbit",
+//              "bandwidth_Bps": 12500000.0, "workers": 4, "period": 1,
+//              "measured_iteration_s": 0.21, "predicted_iteration_s": 0.19,
+//              "error_pct": 10.5, "speedup_vs_wfbp": 1.3,
+//              "predicted_speedup_vs_wfbp": 1.4, "steady_iterations": 55,
+//              "steps": 60, "final_loss": 0.61, "options": {...},
+//              "metrics": "runs/100Mbit-dcredit.jsonl",
+//              "accuracy": [{"iter": 49, "wall_s": 11.2, "training_s": 9.1, "accuracy": 0.71}],
+//              "time_to_accuracy_s": 40.2, "training_time_to_accuracy_s": 33.0}],
+//    "failed": [{"strategy": "plsgd", "link": "20Mbit", "message": "...", "log": "logs/..."}],
+//    "skipped": [{"strategy": "ps", "reason": "--strategy ps: parameter-server ..."}],
+//    "traces": {"strategy": "dcredit", "link": "20Mbit",
+//               "predicted": "trace-predicted.json", "measured": "trace-measured.json"}}
+//
+// Conventions: `kind` is "weft" for `weft train` runs and "pytorch-ddp" for the
+// PyTorch DDP peer, whose prediction is the planner's `ddp` strategy (the same
+// bucketing). `bandwidth_Bps` is the emulated link's rate, 0 for unshaped loopback
+// (link "loopback"). `error_pct` = 100·(measured − predicted)/predicted;
+// `speedup_vs_wfbp` = measured wfbp / measured this, on the same link. Quantities
+// that could not be had (no wfbp run, accuracy never reached) are null. Paths are
+// relative to the results file's folder.
+//
+// Thread-safety: plain data; the functions are pure except write_results.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/statistics.h"
+#include "units/units.h"
+
+namespace weft::bench {
+
+inline constexpr const char* kResultsSchema = "weft-bench/1";
+inline constexpr const char* kDdpPeerStrategy = "pytorch-ddp";
+
+enum class Mode { kIterations, kAccuracy };
+
+struct LinkResult {
+  std::string link;            // "100Mbit", or "loopback"
+  BytesPerSecond bandwidth = 0;  // 0 for loopback
+  Seconds a = 0;               // the fitted all-reduce startup
+  double b = 0;                // the fitted seconds per byte
+  std::string network;         // the fit's file
+};
+
+struct RunResult {
+  std::string strategy;
+  std::string kind = "weft";  // "weft" | "pytorch-ddp"
+  std::string link;
+  BytesPerSecond bandwidth = 0;
+  int workers = 0;
+  int period = 1;
+  Seconds measured_iteration = 0;
+  std::optional<Seconds> predicted_iteration;
+  std::optional<double> speedup_vs_wfbp;
+  std::optional<double> predicted_speedup_vs_wfbp;
+  int steady_iterations = 0;
+  std::int64_t steps = 0;  // iterations the run completed
+  double final_loss = 0;   // rank 0's last training loss
+  nlohmann::json options = nlohmann::json::object();  // what the planner tuned
+  std::string metrics;     // its metrics file
+  std::vector<AccuracyPoint> accuracy;
+  std::optional<Seconds> time_to_accuracy;           // wall-clock
+  std::optional<Seconds> training_time_to_accuracy;  // evaluations left out
+
+  // 100·(measured − predicted)/predicted, or none without a prediction.
+  std::optional<double> error_pct() const;
+};
+
+struct FailedRun {
+  std::string strategy;
+  std::string link;
+  std::string message;
+  std::string log;
+};
+
+struct SkippedStrategy {
+  std::string strategy;
+  std::string reason;
+};
+
+struct TracePair {
+  std::string strategy;
+  std::string link;
+  std::string predicted;
+  std::string measured;
+};
+
+struct BenchResults {
+  std::string model;
+  std::int64_t parameters = 0;
+  int workers = 0;
+  int batch = 0;
+  double lr = 0;
+  std::string optimizer;
+  int H = 0;
+  std::int64_t steps = 0;
+  int warmup = 0;
+  Mode mode = Mode::kIterations;
+  double target_accuracy = 0;
+  bool emulated = false;
+  std::vector<LinkResult> links;
+  std::string profile;
+  std::vector<RunResult> runs;
+  std::vector<FailedRun> failed;
+  std::vector<SkippedStrategy> skipped;
+  std::optional<TracePair> traces;
+};
+
+// The JSON document described at the top.
+nlohmann::json to_json(const BenchResults& results);
+
+// Reads a document written by to_json. THROWS UsageError naming `origin` and the
+// path of the first missing or mistyped field ("runs[3].measured_iteration_s"), or a
+// schema other than kResultsSchema.
+BenchResults results_from_json(const nlohmann::json& document, std::string_view origin);
+
+// Writes to_json(results) to `file` atomically (a temporary beside it, renamed), so
+// a reader never sees half a file. THROWS std::runtime_error naming the file.
+void write_results(const BenchResults& results, const std::filesystem::path& file);
+
+// Fills speedup_vs_wfbp of every run from the measured wfbp run on the same link
+// (none where there is none).
+void compute_speedups(BenchResults& results);
+
+}  // namespace weft::bench
