@@ -1,0 +1,120 @@
+// `weft profile`: measures what the planner needs to know about this machine.
+//   --model M    per-layer forward/backward times of a runtime model → profile JSON
+//   --network    the all-reduce cost fit a + b·n over real Gloo all-reduces
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli/commands.h"
+#include "profile/profile.h"
+#include "runtime/layer_profiler.h"
+#include "runtime/model.h"
+#include "runtime/network_profile.h"
+#include "units/units.h"
+
+namespace weft::cli {
+namespace {
+
+struct ProfileFlags {
+  // --model
+  std::string model;
+  int batch = 32;
+  int iterations = 20;
+  int warmup = 3;
+  int threads = 1;
+  std::uint64_t seed = 0;
+  // --network
+  bool network = false;
+  runtime::NetworkProfileOptions network_options;
+  std::string min_bytes;  // empty = the backend's default
+  std::string max_bytes;
+  // both
+  std::string out;
+};
+
+void print_table(const Profile& profile) {
+  fmt::print("{} (batch {}, {})\n", profile.model, profile.batch, profile.device);
+  fmt::print("{:<3} {:<10} {:>10} {:>10} {:>10}\n", "#", "layer", "params", "forward", "backward");
+  for (int l = 0; l < profile.size(); ++l) {
+    const Layer& layer = profile.layers[l];
+    fmt::print("{:<3} {:<10} {:>10} {:>10} {:>10}\n", l, layer.name, layer.params, format_duration(layer.fp),
+               format_duration(layer.bp));
+  }
+  fmt::print("{:<14} {:>10} {:>10} {:>10}\n", "total", profile.total_params(),
+             format_duration(profile.forward_time()), format_duration(profile.backward_time()));
+}
+
+int run_model_profile(const ProfileFlags& flags) {
+  if (flags.model.empty()) {
+    throw UsageError(fmt::format("weft profile: give --model (one of {}) or --network",
+                                 fmt::join(runtime::model_names(), ", ")));
+  }
+  const runtime::LayerProfilerOptions options{
+      .model = flags.model,
+      .batch = flags.batch,
+      .warmup = flags.warmup,
+      .iterations = flags.iterations,
+      .threads = flags.threads,
+      .seed = flags.seed,
+      .progress =
+          [](int done, int total) {
+            std::cerr << fmt::format("\rprofiling: iteration {}/{}", done, total) << (done == total ? "\n" : "")
+                      << std::flush;
+          },
+  };
+  const Profile profile = runtime::profile_model(options);
+  print_table(profile);
+  if (!flags.out.empty()) {
+    save_profile(profile, flags.out);
+    fmt::print("profile written to {}\n", flags.out);
+  }
+  return 0;
+}
+
+// The backend (runtime/network_profile.h) launches the workers itself when given
+// --nproc, like `weft train`.
+int run_network_profile(const ProfileFlags& flags) {
+  runtime::NetworkProfileOptions options = flags.network_options;
+  options.out = flags.out;
+  if (!flags.min_bytes.empty()) options.min_bytes = parse_bytes(flags.min_bytes);
+  if (!flags.max_bytes.empty()) options.max_bytes = parse_bytes(flags.max_bytes);
+  return runtime::run_network_profile(options);
+}
+
+}  // namespace
+
+void add_profile(CLI::App& app, int& exit_status) {
+  auto flags = std::make_shared<ProfileFlags>();
+  CLI::App* cmd = app.add_subcommand("profile", "Measure a runtime model's per-layer times, or (--network) "
+                                                "fit the all-reduce cost a + b*n; writes a profile JSON");
+  cmd->add_option("--model", flags->model, fmt::format("runtime model: {}", fmt::join(runtime::model_names(), ", ")));
+  cmd->add_option("--batch", flags->batch, "batch per worker")->capture_default_str();
+  cmd->add_option("--iterations,-n", flags->iterations, "timed iterations (the median is kept)")->capture_default_str();
+  cmd->add_option("--warmup", flags->warmup, "untimed iterations first")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "LibTorch intra-op threads (1: workers share the cores)")
+      ->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "model initialisation seed")->capture_default_str();
+  cmd->add_flag("--network", flags->network, "fit the all-reduce cost over real Gloo all-reduces instead");
+  cmd->add_option("--nproc", flags->network_options.nproc,
+                  "--network: local worker processes to measure between (>= 2; default: be one worker of a job "
+                  "given by MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
+  cmd->add_option("--min-bytes", flags->min_bytes, "--network: smallest all-reduce (default 4KiB)");
+  cmd->add_option("--max-bytes", flags->max_bytes, "--network: largest all-reduce; sizes grow 4x (default 64MiB)");
+  cmd->add_option("--repeats", flags->network_options.repeats, "--network: timed all-reduces per size (median kept)")
+      ->capture_default_str();
+  cmd->add_option("--failure-timeout", flags->network_options.failure_timeout,
+                  "--network: seconds a collective may make no progress before the workers give up")
+      ->capture_default_str();
+  cmd->add_option("--out", flags->out, "write the result as JSON (atomically)");
+  cmd->callback([flags, &exit_status] {
+    if (flags->network && !flags->model.empty()) {
+      throw UsageError("weft profile: --model and --network measure different things; give one of them");
+    }
+    exit_status = flags->network ? run_network_profile(*flags) : run_model_profile(*flags);
+  });
+}
+
+}  // namespace weft::cli
