@@ -6,7 +6,8 @@
 // r, r+W, r+2W, ... of a per-epoch permutation that every rank computes alike from
 // (seed, epoch). One process reading with rank 0 of 1 and a batch of W·B sees
 // exactly the union of the W workers' batches of B, in rank order — the property the
-// equivalence tests rely on.
+// equivalence tests rely on. Precisely: row i of that combined batch is row i / W of
+// rank i % W's batch (Note [Sharding] in runtime/sharding.h).
 //
 // Thread-safety: one reader per thread.
 #pragma once
