@@ -77,14 +77,26 @@ FittedAllReduce load_fit(const std::string& file) {
 }
 }  // namespace
 
+// Runs parse(text), prefixing any UsageError with the flag it came from.
+template <typename Parse>
+auto parse_flag(std::string_view flag, const std::string& text, Parse parse) {
+  try {
+    return parse(text);
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("{}: {}", flag, e.what()));
+  }
+}
+
 Cluster make_cluster(const ClusterFlags& flags) {
   Cluster c;
   c.workers = flags.workers;
-  c.bandwidth = parse_bandwidth(flags.bandwidth);
-  c.latency = parse_duration(flags.latency);
-  c.arch = parse_arch(flags.arch);
+  c.bandwidth = parse_flag("--bandwidth", flags.bandwidth, parse_bandwidth);
+  c.latency = parse_flag("--latency", flags.latency, parse_duration);
+  c.arch = parse_flag("--arch", flags.arch, parse_arch);
   c.servers = flags.servers;
-  if (!flags.server_bandwidth.empty()) c.server_bandwidth = parse_bandwidth(flags.server_bandwidth);
+  if (!flags.server_bandwidth.empty()) {
+    c.server_bandwidth = parse_flag("--server-bandwidth", flags.server_bandwidth, parse_bandwidth);
+  }
   if (!flags.network_file.empty()) c.fitted = load_fit(flags.network_file);
   validate(c);
   return c;
@@ -99,8 +111,8 @@ StrategyOptions make_strategy_options(const StrategyFlags& flags) {
   StrategyOptions o;
   o.H = flags.H;
   o.T = flags.T;
-  if (!flags.partition.empty()) o.partition = parse_bytes(flags.partition);
-  if (!flags.credit.empty()) o.credit = parse_bytes(flags.credit);
+  if (!flags.partition.empty()) o.partition = parse_flag("--partition", flags.partition, parse_bytes);
+  if (!flags.credit.empty()) o.credit = parse_flag("--credit", flags.credit, parse_bytes);
   if (flags.easgd_alpha >= 0) o.easgd_alpha = flags.easgd_alpha;
   o.easgd_beta = flags.easgd_beta;
   return o;

@@ -6,11 +6,24 @@
 
 namespace weft {
 
+namespace {
+// Earlier iterations first (they gate the forward that is due first), then priority,
+// then list order: a total order, so every worker decides alike.
+template <typename P>
+bool before(const P& a, const P& b) {
+  if (a.op.iteration != b.op.iteration) return a.op.iteration < b.op.iteration;
+  if (a.priority != b.priority) return a.priority < b.priority;
+  return a.op.index < b.op.index;
+}
+}  // namespace
+
 Dispatcher::Dispatcher(const Schedule& schedule) : schedule_(schedule) {}
 
+// pending_ stays sorted by before(), so launching is a walk from the front.
 void Dispatcher::ready(OpRef op) {
   const CommOp& comm = schedule_.ops(op.iteration).at(static_cast<size_t>(op.index));
-  pending_.push_back({op, comm.priority, comm.bytes()});
+  const Pending entry{op, comm.priority, comm.bytes()};
+  pending_.insert(std::upper_bound(pending_.begin(), pending_.end(), entry, before<Pending>), entry);
 }
 
 void Dispatcher::done(const Message& message) {
@@ -67,21 +80,8 @@ std::vector<Message> Dispatcher::launch_in_order() {
   return out;
 }
 
-namespace {
-// Earlier iterations first (they gate the forward that is due first), then priority,
-// then list order: a total order, so every worker decides alike.
-bool before(const OpRef& a, int pa, const OpRef& b, int pb) {
-  if (a.iteration != b.iteration) return a.iteration < b.iteration;
-  if (pa != pb) return pa < pb;
-  return a.index < b.index;
-}
-}  // namespace
-
 std::vector<Message> Dispatcher::launch_credit() {
   std::vector<Message> out;
-  std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
-    return before(a.op, a.priority, b.op, b.priority);
-  });
   const Bytes credit = schedule_.dispatch.credit;
   while (!pending_.empty()) {
     const Pending& head = pending_.front();
@@ -96,9 +96,6 @@ std::vector<Message> Dispatcher::launch_credit() {
 std::vector<Message> Dispatcher::launch_windows() {
   std::vector<Message> out;
   if (in_flight_messages_ > 0 || pending_.empty()) return out;
-  std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
-    return before(a.op, a.priority, b.op, b.priority);
-  });
   const int iteration = pending_.front().op.iteration;
   if (iteration != window_iteration_) {
     window_iteration_ = iteration;

@@ -4,7 +4,10 @@
 //
 // The dispatcher holds no clock. The executor tells it when an operation becomes
 // ready (its data exists and its release offset has passed) and when a message has
-// completed; after each such call it asks `launch()` which messages to start now.
+// completed; after each *instant* it asks `launch()` which messages to start now.
+// An instant is everything that happens at one time: all the ops that one layer's
+// backward makes ready are marked ready() before launch() is called, or a window
+// would leave with only the first of them (Note [Launch per instant]).
 // One Dispatcher serves one worker (all-reduce executors may use one for all,
 // since every worker decides alike).
 //
@@ -44,8 +47,14 @@ class Dispatcher {
   // A message returned by launch() has completed.
   void done(const Message& message);
 
-  // The messages to start now, in order; may be empty. Call after every ready()
-  // and done(). Messages it returns count as in flight until done().
+  // The messages to start now, in order; may be empty. Call once after each
+  // instant's ready() and done() calls. Messages it returns count as in flight
+  // until done().
+  //
+  // Note [Launch per instant]: the window and credit policies choose among the ops
+  // pending at the call. Both executors therefore make a whole layer's ops ready,
+  // then call launch(): the simulator at the event time, the runtime engine when
+  // the layer's backward hook fires.
   std::vector<Message> launch();
 
   // No op is ready-but-unsent and nothing is in flight.
@@ -66,7 +75,7 @@ class Dispatcher {
   Message make_message(std::vector<Pending>::iterator first, std::vector<Pending>::iterator last);
 
   const Schedule& schedule_;
-  std::vector<Pending> pending_;  // ready and unsent
+  std::vector<Pending> pending_;  // ready and unsent, by (iteration, priority, index)
   int in_flight_messages_ = 0;
   Bytes in_flight_bytes_ = 0;
   // kInOrder: the next operation to send, in (iteration, list) order.
