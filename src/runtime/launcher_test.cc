@@ -1,0 +1,135 @@
+// The launcher with /bin/sh children standing in for workers: what each child is
+// told (the torchrun variables), and that failures are reported and leave no
+// process behind.
+#include "runtime/launcher.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "runtime/worker_env.h"
+#include "units/units.h"
+
+namespace weft::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+class LauncherTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("weft_launcher_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs `script` in each of `n` children (sh -c), returning launch()'s status and
+  // what it printed on stderr.
+  std::pair<int, std::string> run(int n, const std::string& script, Seconds failure_timeout = 30) {
+    testing::internal::CaptureStderr();
+    const int status = launch({.nproc = n, .executable = "/bin/sh", .argv = {"sh", "-c", script},
+                               .failure_timeout = failure_timeout, .kill_grace = 1});
+    return {status, testing::internal::GetCapturedStderr()};
+  }
+
+  std::string read(const fs::path& file) {
+    std::ifstream in(file);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  // The pids the children wrote to dir_/pid.<rank>.
+  std::set<pid_t> pids() {
+    std::set<pid_t> out;
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      if (entry.path().filename().string().starts_with("pid.")) out.insert(std::stoi(read(entry.path())));
+    }
+    return out;
+  }
+
+  static bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+  fs::path dir_;
+};
+
+TEST_F(LauncherTest, EachChildGetsItsRankAndTheSameRendezvous) {
+  const auto [status, err] =
+      run(3, "echo \"$MASTER_ADDR $MASTER_PORT $WORLD_SIZE $LOCAL_RANK $WEFT_LAUNCHED_WORKER\" > " + dir_.string() +
+                 "/env.$RANK");
+  EXPECT_EQ(status, 0) << err;
+  std::set<std::string> rendezvous;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::istringstream line(read(dir_ / ("env." + std::to_string(rank))));
+    std::string addr, port, world, local, marker;
+    line >> addr >> port >> world >> local >> marker;
+    EXPECT_EQ(addr, "127.0.0.1");
+    EXPECT_EQ(world, "3");
+    EXPECT_EQ(local, std::to_string(rank));
+    EXPECT_EQ(marker, "1");
+    rendezvous.insert(port);
+  }
+  EXPECT_EQ(rendezvous.size(), 1u) << "all ranks must meet at one port";
+}
+
+TEST_F(LauncherTest, AFailedRankIsNamedAndTheOthersAreStopped) {
+  // Rank 1 fails at once; the others would run for a minute, ignoring SIGTERM.
+  const std::string script = "echo $$ > " + dir_.string() +
+                             "/pid.$RANK; if [ $RANK = 1 ]; then exit 3; fi; trap '' TERM; exec sleep 60";
+  const auto [status, err] = run(3, script, /*failure_timeout=*/0.5);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(err.find("rank 1 failed (exit status 3)"), std::string::npos) << err;
+  EXPECT_EQ(pids().size(), 3u);
+  for (pid_t pid : pids()) EXPECT_FALSE(alive(pid)) << "child " << pid << " survived";
+}
+
+TEST_F(LauncherTest, ARankKilledBySignalIsReportedSo) {
+  const auto [status, err] = run(2, "if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 60", /*failure_timeout=*/0.5);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(err.find("rank 0 failed (killed by signal 9)"), std::string::npos) << err;
+}
+
+TEST_F(LauncherTest, WorkerEnvironmentIsReadBackAndCheckedByName) {
+  ::setenv("MASTER_ADDR", "10.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  ::setenv("WORLD_SIZE", "4", 1);
+  ::setenv("RANK", "3", 1);
+  ::unsetenv("LOCAL_RANK");
+  const WorkerEnv env = read_worker_env();
+  EXPECT_EQ(env.master_addr, "10.0.0.1");
+  EXPECT_EQ(env.master_port, 29500);
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world, 4);
+  EXPECT_EQ(env.local_rank, 3);
+
+  auto error_of = [] {
+    try {
+      read_worker_env();
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ::setenv("RANK", "4", 1);
+  EXPECT_NE(error_of().find("RANK=4"), std::string::npos) << error_of();
+  ::setenv("RANK", "x", 1);
+  EXPECT_NE(error_of().find("RANK='x'"), std::string::npos) << error_of();
+  ::setenv("RANK", "0", 1);
+  ::setenv("MASTER_PORT", "70000", 1);
+  EXPECT_NE(error_of().find("MASTER_PORT='70000'"), std::string::npos) << error_of();
+  ::unsetenv("MASTER_ADDR");
+  EXPECT_NE(error_of().find("MASTER_ADDR is not set"), std::string::npos) << error_of();
+  for (const char* v : {"MASTER_PORT", "WORLD_SIZE", "RANK"}) ::unsetenv(v);
+  EXPECT_FALSE(has_worker_env());
+}
+
+}  // namespace
+}  // namespace weft::runtime

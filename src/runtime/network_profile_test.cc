@@ -1,0 +1,63 @@
+// The all-reduce cost fit of `weft profile --network` (the measurement itself runs
+// in the integration tests).
+#include "runtime/network_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "units/units.h"
+
+namespace weft::runtime {
+namespace {
+
+std::vector<NetworkPoint> line(Seconds a, double b, double noise, std::mt19937& rng) {
+  std::uniform_real_distribution<double> jitter(1 - noise, 1 + noise);
+  std::vector<NetworkPoint> points;
+  for (Bytes n = 4 << 10; n <= (64 << 20); n *= 4) {
+    points.push_back({.bytes = n, .seconds = (a + b * static_cast<double>(n)) * jitter(rng)});
+  }
+  return points;
+}
+
+TEST(FitLinear, RecoversRandomLinesExactlyWithoutNoiseAndCloselyWithIt) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> log_a(-6, -2), log_b(-11, -7);
+  for (int round = 0; round < 50; ++round) {
+    const Seconds a = std::pow(10, log_a(rng));
+    const double b = std::pow(10, log_b(rng));
+    const NetworkFit exact = fit_linear(line(a, b, 0, rng));
+    EXPECT_NEAR(exact.a, a, 1e-9 * a + 1e-15);
+    EXPECT_NEAR(exact.b, b, 1e-9 * b);
+    EXPECT_NEAR(exact.r2, 1, 1e-9);
+    EXPECT_LT(exact.max_relative_error, 1e-9);
+    const NetworkFit noisy = fit_linear(line(a, b, 0.05, rng));
+    EXPECT_NEAR(noisy.b, b, 0.1 * b);
+    EXPECT_LT(noisy.max_relative_error, 0.15);
+  }
+}
+
+TEST(FitLinear, ANegativeInterceptIsClampedToZero) {
+  // Points of t = b·n − c: the unconstrained fit would have a < 0.
+  std::vector<NetworkPoint> points{{1000, 0.9e-6}, {2000, 1.95e-6}, {4000, 4.0e-6}};
+  const NetworkFit fit = fit_linear(points);
+  EXPECT_EQ(fit.a, 0);
+  EXPECT_GT(fit.b, 0);
+}
+
+TEST(FitLinear, NeedsTwoSizesAndPositiveTimes) {
+  EXPECT_THROW(fit_linear({{4096, 1e-4}, {4096, 2e-4}}), std::invalid_argument);
+  EXPECT_THROW(fit_linear({{4096, 1e-4}, {8192, 0}}), std::invalid_argument);
+}
+
+TEST(NetworkProfileOptions, BadValuesNameTheirOption) {
+  EXPECT_THROW(validate(NetworkProfileOptions{.nproc = 1}), UsageError);
+  EXPECT_THROW(validate(NetworkProfileOptions{.min_bytes = 8192, .max_bytes = 4096}), UsageError);
+  EXPECT_THROW(validate(NetworkProfileOptions{.repeats = 0}), UsageError);
+  EXPECT_NO_THROW(validate(NetworkProfileOptions{.nproc = 2}));
+}
+
+}  // namespace
+}  // namespace weft::runtime

@@ -1,0 +1,117 @@
+// `weft train` as real processes: the launcher, Gloo over TCP, the engine and the
+// training loop together. The binary is the one CMake built (WEFT_BINARY).
+//
+// - S-SGD strategies on 2 and 4 processes end with the parameters of 1 process
+//   trained on the combined batch, and every rank bit-identical;
+// - a worker killed mid-run makes the job exit non-zero, naming it, and leaves no
+//   process behind;
+// (train_slow_test.cc: the models learn.)
+#include <cmath>
+
+#include "runtime/train_test_util.h"
+
+namespace {
+
+using namespace weft::testing_util;
+
+// The children of `parent` (from /proc/<pid>/stat's ppid field).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::istringstream stat(read(entry.path() / "stat"));
+    std::string pid, comm, state;
+    pid_t ppid = 0;
+    // comm may hold spaces but is parenthesised; ours ("weft") does not.
+    stat >> pid >> comm >> state >> ppid;
+    if (ppid == parent) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+int rank_of(pid_t pid) {
+  const std::string env = read(fs::path("/proc") / std::to_string(pid) / "environ");
+  const auto at = env.find(std::string("\0RANK=", 6));
+  return at == std::string::npos ? -1 : std::stoi(env.substr(at + 6));
+}
+
+constexpr int kSteps = 20;
+constexpr int kBatch = 8;
+
+// One process on the combined batch of `world` workers; the reference of the S-SGD
+// equivalence property.
+std::vector<std::string> train_args(const std::string& strategy, int nproc, int batch, const fs::path& params) {
+  return {"train", "--model", "mlp", "--synthetic", "--strategy", strategy, "--nproc", std::to_string(nproc),
+          "--steps", std::to_string(kSteps), "--batch", std::to_string(batch), "--lr", "0.05", "--seed", "3",
+          "--save-params", params.string(), "--no-progress", "--failure-timeout", "60"};
+}
+
+class Equivalence : public TrainTest, public testing::WithParamInterface<int> {};
+
+TEST_P(Equivalence, SynchronousStrategiesEndAsOneProcessOnTheCombinedBatch) {
+  const int world = GetParam();
+  const auto [ref_status, ref_err] =
+      weft("reference", train_args("ssgd", 1, world * kBatch, dir_ / "reference"));
+  ASSERT_EQ(ref_status, 0) << ref_err;
+  const std::vector<float> expected = read_floats(dir_ / "reference.rank0");
+  ASSERT_FALSE(expected.empty());
+  // bytescheduler and dcredit exercise the engine's leader mode (Note [Collective order]).
+  for (const std::string strategy : {"ssgd", "wfbp", "ddp", "mgwfbp", "bytescheduler", "dcredit"}) {
+    SCOPED_TRACE(fmt::format("{} on {} processes", strategy, world));
+    const fs::path params = dir_ / strategy;
+    const auto [status, err] = weft(strategy, train_args(strategy, world, kBatch, params));
+    ASSERT_EQ(status, 0) << err;
+    const std::vector<float> rank0 = read_floats(params.string() + ".rank0");
+    ASSERT_EQ(rank0.size(), expected.size());
+    for (int r = 1; r < world; ++r) {
+      EXPECT_TRUE(read_floats(fmt::format("{}.rank{}", params.string(), r)) == rank0)
+          << "rank " << r << " is not bit-identical to rank 0";
+    }
+    double worst = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::abs(rank0[i] - expected[i])));
+    }
+    EXPECT_LE(worst, 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, Equivalence, testing::Values(2, 4));
+
+TEST_F(TrainTest, AKilledWorkerFailsTheJobByNameAndLeavesNoProcess) {
+  const fs::path sub = dir_ / "job";
+  fs::create_directories(sub);
+  const fs::path metrics = dir_ / "metrics.jsonl";
+  Weft job({"train", "--model", "mlp", "--synthetic", "--strategy", "wfbp", "--nproc", "3", "--steps", "1000000",
+            "--metrics", metrics.string(), "--no-progress", "--failure-timeout", "20"},
+           sub);
+  // Wait until all three train (each has written a metrics line).
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  std::vector<pid_t> workers;
+  for (;;) {
+    ASSERT_LT(Clock::now(), deadline) << "the workers did not start training: " << job.stderr_text();
+    workers = children_of(job.pid());
+    const std::string lines = read(metrics);
+    if (workers.size() == 3 && lines.find("\"rank\":1") != std::string::npos &&
+        lines.find("\"rank\":2") != std::string::npos && lines.find("\"rank\":0") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  pid_t victim = -1;
+  for (pid_t pid : workers) {
+    if (rank_of(pid) == 1) victim = pid;
+  }
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const int status = job.wait(std::chrono::seconds(90));
+  ASSERT_NE(status, -1) << "the job did not exit";
+  EXPECT_NE(status, 0);
+  const std::string err = job.stderr_text();
+  EXPECT_NE(err.find("rank 1 failed (killed by signal 9)"), std::string::npos) << err;
+  for (pid_t pid : workers) {
+    EXPECT_FALSE(fs::exists(fs::path("/proc") / std::to_string(pid))) << "worker " << pid << " survived";
+  }
+}
+
+}  // namespace

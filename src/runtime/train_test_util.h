@@ -1,0 +1,121 @@
+// Helpers of the tests that run the `weft` binary as real processes (test-only).
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#ifndef WEFT_BINARY
+#error "WEFT_BINARY must name the weft executable"
+#endif
+
+namespace weft::testing_util {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+inline std::string read(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline std::vector<float> read_floats(const fs::path& file) {
+  const std::string bytes = read(file);
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+// A `weft` process with stdout and stderr sent to files.
+class Weft {
+ public:
+  Weft(const std::vector<std::string>& args, const fs::path& dir) : err_(dir / "stderr") {
+    std::vector<std::string> argv{WEFT_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::vector<char*> p;
+      for (auto& a : argv) p.push_back(a.data());
+      p.push_back(nullptr);
+      const int out = ::open((dir / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "WEFT_LAUNCHED_WORKER"}) {
+        ::unsetenv(v);
+      }
+      ::execv(p[0], p.data());
+      ::_exit(127);
+    }
+  }
+  ~Weft() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+  // The exit status, or -1 if it did not exit within `limit` (then it is killed).
+  int wait(std::chrono::seconds limit) {
+    const auto deadline = Clock::now() + limit;
+    int status = 0;
+    while (Clock::now() < deadline) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+  std::string stderr_text() const { return read(err_); }
+
+ private:
+  fs::path err_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
+
+class TrainTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / fmt::format("weft_train_test_{}_{}", ::getpid(), info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // Runs weft to completion in its own subdirectory; returns (status, stderr).
+  std::pair<int, std::string> weft(const std::string& name, const std::vector<std::string>& args,
+                                   std::chrono::seconds limit = std::chrono::seconds(300)) {
+    const fs::path sub = dir_ / name;
+    fs::create_directories(sub);
+    Weft process(args, sub);
+    const int status = process.wait(limit);
+    return {status, process.stderr_text()};
+  }
+
+  fs::path dir_;
+};
+
+}  // namespace weft::testing_util
