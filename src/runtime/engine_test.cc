@@ -111,6 +111,15 @@ std::vector<torch::Tensor> train_threads(const Schedule& schedule, int world, in
         auto group = make_gloo_group(store, rank, world, timeout);
         Net net = Net::make(kWidths, 7);
         LayerOptimizer optimizer(net.layers, {.kind = "sgd", .lr = kLr});
+        // Each rank's backward dawdles differently before each layer, so that the
+        // ranks see their gradients become ready in different interleavings with
+        // completed messages — what makes credit and window decisions diverge
+        // between ranks unless the engine makes them agree (Note [Collective order]).
+        std::mt19937 jitter(static_cast<unsigned>(rank + 1));
+        auto dawdle = [&jitter](const torch::Tensor& grad) {
+          std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 3000)(jitter)));
+          return grad;
+        };
         {
           Engine engine({.schedule = &schedule, .layers = net.layers, .optimizer = &optimizer, .collectives = group});
           for (int t = 0; t < iterations; ++t) {
@@ -118,6 +127,7 @@ std::vector<torch::Tensor> train_threads(const Schedule& schedule, int world, in
             for (int l = 0; l < net.size(); ++l) {
               engine.wait_for_forward(l);
               x = net.forward_layer(l, x);
+              x.register_hook(dawdle);
             }
             auto loss = torch::mse_loss(x, y);
             engine.start_backward();
