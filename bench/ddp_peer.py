@@ -12,7 +12,9 @@ thread per worker. Initial values differ (weft seeds its own generator), their
 distributions do not (LibTorch's defaults, which are PyTorch's).
 
 Rendezvous is env:// as torchrun sets it: MASTER_ADDR, MASTER_PORT, RANK,
-WORLD_SIZE (without them it trains alone). Metrics are JSON lines in weft's format
+WORLD_SIZE (without them it trains alone). With --nproc K it is its own launcher,
+as `weft train --nproc`: it starts K copies of itself on 127.0.0.1 and supervises
+them (Debian's torchrun fails on Python 3.11 in torch.distributed.elastic). Metrics are JSON lines in weft's format
 (SPEC §6) with "strategy": "pytorch-ddp":
   {"rank", "iter", "time_s", "iteration_s", "loss", "strategy"}   per iteration, per rank
   {"rank", "iter", "time_s", "eval": {"accuracy", "loss"}}        per evaluation (rank 0)
@@ -39,6 +41,7 @@ MEAN, STD = 0.2860, 0.3530
 NORM_GROUPS = 8  # GroupNorm groups of the cnn (models.cc kNormGroups)
 EVAL_BATCH = 256  # the trainer's evaluation batch
 STRATEGY = "pytorch-ddp"
+GRACE_S = 30  # --nproc: after a worker failed, how long the others may take to notice
 
 
 class UsageError(Exception):
@@ -261,7 +264,11 @@ def parse_args(argv):
     p.add_argument("--expect-parameters", type=int, default=0, help="refuse to train unless the model has this many")
     p.add_argument("--data", default=FASHION_MNIST, help="folder of the gzipped IDX files")
     p.add_argument("--failure-timeout", type=float, default=300, help="seconds a collective may wait for a peer")
+    p.add_argument("--nproc", type=int, default=0, help="start this many local workers (default: be one worker)")
+    p.add_argument("--port", type=int, default=29500, help="with --nproc: MASTER_PORT of the workers")
     a = p.parse_args(argv)
+    if a.nproc < 0:
+        raise UsageError(f"--nproc {a.nproc}: expected an integer >= 1")
     for name, value, low in [("--batch", a.batch, 1), ("--steps", a.steps, 1), ("--eval-every", a.eval_every, 0)]:
         if value < low:
             raise UsageError(f"{name} {value}: expected an integer >= {low}")
@@ -351,9 +358,68 @@ def train(args):
     dist.destroy_process_group()
 
 
+def launch(args, argv):
+    """Starts args.nproc workers of this script on 127.0.0.1 and waits for them. When
+    one fails, the others get GRACE_S to notice, then SIGTERM; SIGINT/SIGTERM to the
+    launcher reach every worker. Returns the first failure's exit status, or 0."""
+    import ctypes
+    import signal
+    import subprocess
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+
+    def die_with_launcher():
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    worker_argv = []
+    skip = False
+    for i, a in enumerate(argv):  # this command line without --nproc
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            worker_argv.append(a)
+    workers = []
+    for rank in range(args.nproc):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port), RANK=str(rank),
+                   LOCAL_RANK=str(rank), WORLD_SIZE=str(args.nproc))
+        workers.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + worker_argv, env=env,
+                                        preexec_fn=die_with_launcher))
+    stopping = []
+
+    def forward(signum, _frame):
+        stopping.append(signum)
+        for w in workers:
+            if w.poll() is None:
+                w.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    status, failed_at = 0, None
+    while any(w.poll() is None for w in workers):
+        for rank, w in enumerate(workers):
+            if w.returncode not in (None, 0) and status == 0:
+                status, failed_at = w.returncode, time.monotonic()
+                print(f"ddp_peer: worker {rank} exited with status {w.returncode}", file=sys.stderr, flush=True)
+        if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
+            forward(signal.SIGTERM, None)
+            failed_at = float("inf")
+        time.sleep(0.05)
+    for w in workers:
+        if w.returncode != 0 and status == 0:
+            status = w.returncode if w.returncode > 0 else 128 - w.returncode
+    if stopping:
+        return 128 + stopping[0]
+    return status
+
+
 def main(argv):
     try:
         args = parse_args(argv)
+        if args.nproc:
+            return launch(args, argv)
         train(args)
         return 0
     except UsageError as e:

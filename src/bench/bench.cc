@@ -131,6 +131,9 @@ class Bench {
   // Runs a child (with the run timeout unless it has its own); throws
   // BenchInterrupted, after saving the results, if a signal arrived meanwhile.
   ChildResult run(ChildOptions child);
+  // "exited with status 134 after 9.5s", "timed out after 30min".
+  static std::string outcome(const ChildResult& r);
+  // The command, its outcome and the end of its log.
   static std::string failure(const ChildResult& r, const fs::path& log);
 
   void probe_strategies();
@@ -140,8 +143,9 @@ class Bench {
   std::string trace_strategy(const std::map<std::string, Prediction>& plan) const;
   void keep_predicted_trace(const Link& link, const LinkResult& network, const std::string& strategy,
                             const Prediction& prediction);
-  // Trains `strategy` (the DDP peer for kDdpPeerStrategy) over the link.
-  void train(const Link& link, const LinkResult& network, const std::string& strategy,
+  // Trains `strategy` (the DDP peer for kDdpPeerStrategy) over the link; false if
+  // the run failed (it is recorded in results_.failed).
+  bool train(const Link& link, const LinkResult& network, const std::string& strategy,
              const std::map<std::string, Prediction>& plan, bool keep_trace);
   void draw_plots();
 
@@ -168,11 +172,13 @@ ChildResult Bench::run(ChildOptions child) {
   return r;
 }
 
+std::string Bench::outcome(const ChildResult& r) {
+  return r.timed_out ? fmt::format("timed out after {}", format_duration(r.wall))
+                     : fmt::format("exited with status {} after {}", r.exit_status, format_duration(r.wall));
+}
+
 std::string Bench::failure(const ChildResult& r, const fs::path& log) {
-  const std::string how = r.timed_out ? fmt::format("timed out after {}", format_duration(r.wall))
-                                      : fmt::format("exited with status {} after {}", r.exit_status,
-                                                    format_duration(r.wall));
-  return fmt::format("`{}` {}; the end of {}:\n{}", r.command, how, log.string(), log_tail(log));
+  return fmt::format("`{}` {}; the end of {}:\n{}", r.command, outcome(r), log.string(), log_tail(log));
 }
 
 // Note [Probing strategies].
@@ -292,7 +298,7 @@ void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, co
   results_.traces = TracePair{.strategy = strategy, .link = link.name, .predicted = relative(trace), .measured = ""};
 }
 
-void Bench::train(const Link& link, const LinkResult& network, const std::string& strategy,
+bool Bench::train(const Link& link, const LinkResult& network, const std::string& strategy,
                   const std::map<std::string, Prediction>& plan, bool keep_trace) {
   const bool ddp = strategy == kDdpPeerStrategy;
   // The DDP peer is predicted by the planner's `ddp`, the same bucketing.
@@ -328,12 +334,14 @@ void Bench::train(const Link& link, const LinkResult& network, const std::string
   const ChildResult r = run({.argv = argv,
                              .log = log_file,
                              .stop_early = accuracy_mode ? std::function<bool()>(reached) : nullptr});
-  const auto fail = [&](const std::string& message) {
-    say(fmt::format("{} on {} failed: {}", strategy, link.name, message));
+  // Progress shows the whole story; the results keep one line and the log's name.
+  const auto fail = [&](const std::string& message, const std::string& details) {
+    say(fmt::format("{} on {} failed: {}", strategy, link.name, details));
     results_.failed.push_back({.strategy = strategy, .link = link.name, .message = message, .log = relative(log_file)});
     save();
+    return false;
   };
-  if (!r.succeeded() && !r.stopped_early) return fail(failure(r, log_file));
+  if (!r.succeeded() && !r.stopped_early) return fail(outcome(r), failure(r, log_file));
 
   RunResult run{.strategy = strategy,
                 .kind = ddp ? kDdpPeerStrategy : "weft",
@@ -354,7 +362,8 @@ void Bench::train(const Link& link, const LinkResult& network, const std::string
       run.training_time_to_accuracy = hit->training;
     }
   } catch (const UsageError& e) {
-    return fail(fmt::format("its metrics {} cannot be used: {}", metrics.string(), e.what()));
+    const std::string message = fmt::format("its metrics cannot be used: {}", e.what());
+    return fail(message, message);
   }
   if (prediction) {
     run.predicted_iteration = prediction->iteration;
@@ -371,6 +380,7 @@ void Bench::train(const Link& link, const LinkResult& network, const std::string
   if (keep_trace && results_.traces && fs::exists(trace)) results_.traces->measured = relative(trace);
   compute_speedups(results_);
   save();
+  return true;
 }
 
 void Bench::draw_plots() {
@@ -415,13 +425,22 @@ BenchResults Bench::run() {
     results_.links.push_back(network);
     save();
     const std::map<std::string, Prediction> plan = predict(link, network);
-    // The traces: one strategy, on the first link.
-    std::string traced;
+    // The traces: on the first link, the chosen strategy, trained first; should its
+    // run fail, the next one that succeeds.
+    std::vector<std::string> order = strategies_;
+    bool tracing = false;
     if (k == 0) {
-      traced = trace_strategy(plan);
-      if (plan.contains(traced)) keep_predicted_trace(link, network, traced, plan.at(traced));
+      const std::string chosen = trace_strategy(plan);
+      if (const auto it = std::find(order.begin(), order.end(), chosen); it != order.end()) {
+        std::rotate(order.begin(), it, it + 1);
+        tracing = true;
+      }
     }
-    for (const std::string& s : strategies_) train(link, network, s, plan, s == traced);
+    for (const std::string& s : order) {
+      if (tracing && plan.contains(s)) keep_predicted_trace(link, network, s, plan.at(s));
+      const bool ok = train(link, network, s, plan, tracing);
+      tracing = tracing && !ok;
+    }
     if (o_.ddp) train(link, network, kDdpPeerStrategy, plan, false);
   }
   draw_plots();
@@ -433,8 +452,9 @@ BenchResults Bench::run() {
 
 BenchResults run_bench(const BenchOptions& options, const netem::TerminationSignals& signals,
                        std::ostream& progress) {
-  if (options.tools.workers < 1) {
-    throw UsageError(fmt::format("--workers {}: expected an integer >= 1", options.tools.workers));
+  if (options.tools.workers < 2) {
+    throw UsageError(fmt::format("--workers {}: expected an integer >= 2 (with one worker nothing is communicated)",
+                                 options.tools.workers));
   }
   if (options.links.empty()) throw UsageError("--bandwidths: give at least one bandwidth");
   if (options.warmup < 0) throw UsageError(fmt::format("--warmup {}: expected an integer >= 0", options.warmup));

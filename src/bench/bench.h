@@ -65,7 +65,8 @@ struct BenchOptions {
   bool ddp = true;                // also run the PyTorch DDP peer
   std::filesystem::path out = "results";
   // The run whose predicted and measured traces are kept: this strategy on the
-  // first link. Empty: the fastest predicted of those trained.
+  // first link (or, should it fail, the next that succeeds). Empty: the fastest
+  // predicted of those trained.
   std::string trace_strategy;
   Seconds run_timeout = 1800;  // per child process
 };
@@ -83,7 +84,7 @@ class BenchInterrupted : public std::runtime_error {
 
 // Runs the bench described at the top, writing progress lines to `progress`, and
 // returns the results (also written to <out>/bench.json).
-// REQUIRES: tools.workers >= 1, !links.empty(), warmup >= 0, training.steps > warmup.
+// REQUIRES: tools.workers >= 2, !links.empty(), warmup >= 0, training.steps > warmup.
 // THROWS UsageError for invalid options (naming the flag), an unknown or untrainable
 // strategy named explicitly, or a step shared by all runs failing (profiling the
 // model; no run can be predicted without it); BenchInterrupted on SIGINT/SIGTERM;

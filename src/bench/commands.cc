@@ -102,9 +102,8 @@ std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const
   script = concat(script, {"--expect-parameters", std::to_string(parameters), "--metrics", metrics});
   if (target_accuracy > 0) script = concat(script, {"--target-accuracy", exact(target_accuracy)});
   if (link.emulated()) return under_netem(tools, link, concat({tools.python}, script));
-  return concat({tools.python, "-m", "torch.distributed.run", "--nproc_per_node", std::to_string(tools.workers),
-                 "--master_addr", "127.0.0.1", "--master_port", std::to_string(tools.port)},
-                script);
+  return concat(concat({tools.python}, script),
+                {"--nproc", std::to_string(tools.workers), "--port", std::to_string(tools.port)});
 }
 
 std::vector<std::string> probe_command(const Tools& tools, const std::string& model, const std::string& strategy) {

@@ -1,7 +1,7 @@
 // The command lines `weft bench` runs: `weft profile`, `weft plan`, `weft simulate`,
 // `weft train` and the PyTorch DDP peer, each either under an emulated link (once per
 // worker, through `weft netem`) or on plain loopback (the program's own launcher:
-// `weft train --nproc`, `weft profile --network --nproc`, torchrun).
+// `weft train --nproc`, `weft profile --network --nproc`, `ddp_peer.py --nproc`).
 //
 // Building them is kept apart from running them so that what the bench runs can be
 // read (the logs quote it) and tested without running anything.
@@ -84,7 +84,8 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
                                        const std::string& profile, const std::string& network,
                                        const std::string& metrics, const std::string& trace);
 
-// The PyTorch DDP peer under the link (or torchrun --nproc_per_node P on loopback).
+// The PyTorch DDP peer under the link (or its own --nproc P launcher on loopback;
+// Debian's torchrun is broken on Python 3.11).
 // It refuses to train unless its model has `parameters` parameters; with a target
 // accuracy > 0 it stops once rank 0's evaluation reaches it.
 std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const Training& training,

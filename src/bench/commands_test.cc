@@ -68,8 +68,9 @@ TEST(Commands, LoopbackRunsUseTheProgramsOwnLauncher) {
   EXPECT_TRUE(has(net, "--nproc", "3"));
   EXPECT_TRUE(has(net, "--max-bytes", "1048576"));
   const auto ddp = ddp_command(kTools, kLoopback, {}, 91706, 0, "m");
-  EXPECT_TRUE(has(ddp, "-m", "torch.distributed.run"));
-  EXPECT_TRUE(has(ddp, "--nproc_per_node", "3"));
+  EXPECT_EQ(ddp[0], "/usr/bin/python3");
+  EXPECT_TRUE(has(ddp, "--nproc", "3"));
+  EXPECT_TRUE(has(ddp, "--port", "29600"));
   EXPECT_TRUE(has(ddp, "--expect-parameters", "91706"));
   EXPECT_FALSE(contains(ddp, "--target-accuracy"));
   EXPECT_THROW(under_netem(kTools, kLoopback, {"x"}), std::logic_error);

@@ -18,6 +18,17 @@ std::string quote(std::string_view text) {
   return out + "'";
 }
 
+// A gnuplot double-quoted string, where "\n" is a line break.
+std::string quote_lines(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c == '"' || c == '\\') out += std::string("\\") + c;
+    else out += c;
+  }
+  return out + "\"";
+}
+
 // A gnuplot data string column (double quotes; ours never contain one).
 std::string column(std::string_view text) {
   std::string out = "\"";
@@ -30,15 +41,15 @@ std::string milliseconds(std::optional<Seconds> t) { return t ? fmt::format("{:.
 std::string run_label(const RunResult& r) { return r.kind == "weft" ? r.strategy : r.kind; }
 
 std::string header(const BenchResults& results, const std::string& name, int panels, const std::string& what) {
-  const int width = 100 + 430 * std::max(panels, 1);
+  const int width = std::max(640, 100 + 430 * panels);
   return fmt::format(
       "# Drawn by `weft bench`; redraw with: gnuplot {0}.gp\n"
       "set terminal pngcairo size {1},520 noenhanced font ',10'\n"
       "set output {2}\n"
       "set multiplot layout 1,{3} title {4}\n",
       name, width, quote(name + ".png"), std::max(panels, 1),
-      quote(fmt::format("{}: {}, {} workers, batch {}{}", results.model, what, results.workers, results.batch,
-                        results.emulated ? ", emulated links" : ", loopback (no emulation)")));
+      quote_lines(fmt::format("{}\n{}, {} workers, batch {}, {}", what, results.model, results.workers, results.batch,
+                        results.emulated ? "emulated links" : "loopback (no emulation)")));
 }
 
 // Twelve distinguishable line colours (gnuplot's default cycle has eight, and a
@@ -79,7 +90,7 @@ PlotText iteration_time_plot(const BenchResults& results) {
     ++block;
     ++count;
   }
-  plot.script = header(results, plot.name, count, "steady-state iteration time, measured and predicted");
+  plot.script = header(results, plot.name, count, "steady-state iteration time");
   if (count == 0) {
     plot.script += nothing_to_draw();
   } else {

@@ -15,11 +15,10 @@ std::string duration_or_dash(const std::optional<Seconds>& t) { return t ? forma
 
 std::string format_table(const BenchResults& r) {
   const bool accuracy = r.mode == Mode::kAccuracy;
-  std::string out = fmt::format("{}, {} parameters, {} workers, batch {}, {} {} lr {}, {} {} (warm-up {}), {}\n",
-                                r.model, r.parameters, r.workers, r.batch, r.optimizer,
-                                r.H > 1 ? fmt::format("H={}", r.H) : "", r.lr,
-                                accuracy ? "at most" : "", fmt::format("{} steps", r.steps), r.warmup,
-                                r.emulated ? "emulated links" : "loopback, no emulation");
+  std::string out = fmt::format("{} ({} parameters) on {} workers, batch {}, {} lr {}{}; {}{} steps, warm-up {}; {}\n",
+                                r.model, r.parameters, r.workers, r.batch, r.optimizer, r.lr,
+                                r.H > 1 ? fmt::format(", local SGD H={}", r.H) : "", accuracy ? "at most " : "",
+                                r.steps, r.warmup, r.emulated ? "emulated links" : "loopback, no emulation");
   out += fmt::format("{:<9} {:<14} {:>10} {:>10} {:>8} {:>8} {:>7}", "link", "strategy", "measured", "predicted",
                      "error", "vs wfbp", "(pred)");
   if (accuracy) out += fmt::format(" {:>10} {:>10}", fmt::format("to {:.3g}%", 100 * r.target_accuracy), "w/o eval");

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
 #ifdef WEFT_HAVE_RUNTIME
   weft::cli::add_train(app, exit_status);
   weft::cli::add_profile(app, exit_status);
+  weft::cli::add_bench(app, exit_status);
 #endif
   weft::cli::add_netem(app, exit_status);
   try {

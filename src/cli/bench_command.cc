@@ -1,0 +1,183 @@
+// `weft bench`: the end-to-end comparison (SPEC §5). The flags become a
+// bench::BenchOptions; the work is in bench/bench.h. Progress goes to stderr, the
+// table to stdout, everything else to --out.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "bench/bench.h"
+#include "bench/report.h"
+#include "cli/commands.h"
+#include "netem/supervisor.h"
+#include "units/units.h"
+
+namespace weft::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Defaults, with the reason for each.
+struct BenchDefaults {
+  // Enough for a steady state after the warm-up, short enough that the default
+  // bench (3 links × every strategy and DDP) takes minutes, not hours.
+  static constexpr std::int64_t kSteps = 60;
+  // Accuracy mode: a cap, in case a strategy never reaches the target; about
+  // four epochs of Fashion-MNIST at 4 workers × 32.
+  static constexpr std::int64_t kAccuracySteps = 2000;
+  // Accuracy mode: evaluations cost a pass over the 10,000 test images on rank 0.
+  static constexpr int kEvalEvery = 50;
+  static constexpr int kWarmup = 5;
+  static constexpr double kTargetAccuracy = 0.85;
+};
+
+struct BenchFlags {
+  std::string model = "cnn";
+  int workers = 4;
+  std::vector<std::string> bandwidths{"20Mbit", "100Mbit", "1Gbit"};
+  std::vector<std::string> strategies;
+  std::optional<std::int64_t> steps;
+  std::string mode = "iterations";
+  double target = BenchDefaults::kTargetAccuracy;
+  std::optional<int> eval_every;
+  int warmup = BenchDefaults::kWarmup;
+  int batch = 32;
+  double lr = 0.05;
+  std::string optimizer = "sgd";
+  std::uint64_t seed = 0;
+  int H = 5;
+  std::string out = "results";
+  bool no_ddp = false;
+  bool loopback = false;
+  std::string python = "/usr/bin/python3";
+  std::string ddp_peer;
+  std::string trace_strategy;
+  int port = 29600;
+  std::string run_timeout = "1800s";
+};
+
+// The peer script beside the sources: bench/ddp_peer.py of the working tree we
+// were built from, else of the current directory.
+std::string default_ddp_peer() {
+  const fs::path from_source = fs::path(WEFT_SOURCE_DIR) / "bench" / "ddp_peer.py";
+  return fs::exists(from_source) ? from_source.string() : "bench/ddp_peer.py";
+}
+
+bench::BenchOptions to_options(const BenchFlags& f) {
+  bench::BenchOptions o;
+  o.tools = {.weft = fs::read_symlink("/proc/self/exe").string(),
+             .python = f.python,
+             .ddp_peer = f.ddp_peer.empty() ? default_ddp_peer() : f.ddp_peer,
+             .workers = f.workers,
+             .port = f.port};
+  if (f.mode != "iterations" && f.mode != "accuracy") {
+    throw UsageError(fmt::format("--mode {}: expected iterations or accuracy", f.mode));
+  }
+  const bool accuracy = f.mode == "accuracy";
+  o.mode = accuracy ? bench::Mode::kAccuracy : bench::Mode::kIterations;
+  o.training = {.model = f.model,
+                .batch = f.batch,
+                .lr = f.lr,
+                .optimizer = f.optimizer,
+                .seed = f.seed,
+                .H = f.H,
+                .steps = f.steps.value_or(accuracy ? BenchDefaults::kAccuracySteps : BenchDefaults::kSteps),
+                .eval_every = f.eval_every.value_or(accuracy ? BenchDefaults::kEvalEvery : 0)};
+  if (accuracy && o.training.eval_every < 1) {
+    throw UsageError(fmt::format("--eval-every {}: accuracy mode needs evaluations; expected >= 1",
+                                 o.training.eval_every));
+  }
+  if (f.H < 1) throw UsageError(fmt::format("--H {}: expected an integer >= 1", f.H));
+  o.target_accuracy = f.target;
+  o.warmup = f.warmup;
+  o.strategies = f.strategies;
+  o.ddp = !f.no_ddp;
+  o.out = f.out;
+  o.trace_strategy = f.trace_strategy;
+  o.run_timeout = parse_duration(f.run_timeout);
+
+  bool loopback = f.loopback;
+  if (!loopback && ::geteuid() != 0) {
+    std::cerr << "weft bench: not root, so links cannot be emulated (weft netem needs CAP_NET_ADMIN); running on "
+                 "loopback without emulation. Run as root for --bandwidths.\n";
+    loopback = true;
+  }
+  if (loopback) {
+    o.links = {{.name = "loopback", .bandwidth = 0}};
+  } else {
+    if (f.bandwidths.empty()) throw UsageError("--bandwidths: give at least one, e.g. 100Mbit");
+    for (const std::string& b : f.bandwidths) o.links.push_back({.name = b, .bandwidth = parse_bandwidth(b)});
+  }
+  return o;
+}
+
+int run(const BenchFlags& flags) {
+  const bench::BenchOptions options = to_options(flags);
+  netem::TerminationSignals signals;
+  try {
+    const bench::BenchResults results = bench::run_bench(options, signals, std::cerr);
+    std::cout << bench::format_table(results);
+    std::cout << fmt::format("results: {}\n", (fs::path(options.out) / "bench.json").string());
+    return results.failed.empty() ? 0 : 1;
+  } catch (const bench::BenchInterrupted& e) {
+    std::cerr << "weft bench: " << e.what() << "\n";
+    return 128 + e.signal();
+  }
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app, int& exit_status) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "The end-to-end comparison: per link, profile the model and the network, predict every strategy, train "
+      "each for real under the emulated link (weft netem; needs root) and the PyTorch DDP peer too, and report "
+      "measured against predicted iteration time. Writes OUT/bench.json, plots and logs.\n"
+      "Example: sudo weft bench --workers 2 --bandwidths 100Mbit --steps 20 --strategies wfbp,mgwfbp,dcredit");
+  cmd->add_option("--model", f->model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
+  cmd->add_option("--workers,-P", f->workers, "workers P of every run")->capture_default_str();
+  cmd->add_option("--bandwidths", f->bandwidths, "emulated link rates, one round each: 20Mbit,100Mbit,1Gbit")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--strategies", f->strategies,
+                  "strategies to train (default: every one weft train accepts; the others are skipped, saying why)")
+      ->delimiter(',');
+  cmd->add_option("--steps", f->steps,
+                  fmt::format("iterations per run (default {}; accuracy mode: the cap, default {})",
+                              BenchDefaults::kSteps, BenchDefaults::kAccuracySteps));
+  cmd->add_option("--mode", f->mode,
+                  "iterations: fixed --steps, compare iteration times; accuracy: also stop each run at "
+                  "--target-accuracy and report the time to it")
+      ->capture_default_str();
+  cmd->add_option("--target-accuracy", f->target, "accuracy mode: the test accuracy to reach, a fraction")
+      ->capture_default_str();
+  cmd->add_option("--eval-every", f->eval_every,
+                  fmt::format("evaluate every N iterations (default: {} in accuracy mode, never otherwise)",
+                              BenchDefaults::kEvalEvery));
+  cmd->add_option("--warmup", f->warmup, "iterations left out of the steady-state median")->capture_default_str();
+  cmd->add_option("--batch", f->batch, "samples per worker per iteration")->capture_default_str();
+  cmd->add_option("--lr", f->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--optimizer", f->optimizer, "sgd | momentum | adam")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "model initialisation and data order")->capture_default_str();
+  cmd->add_option("--H", f->H, "local SGD period H (flsgd, plsgd, dreamddp, dreamddp-opt)")->capture_default_str();
+  cmd->add_option("--out", f->out, "folder for bench.json, plots, traces, metrics and logs")->capture_default_str();
+  cmd->add_flag("--no-ddp", f->no_ddp, "do not run the PyTorch DDP peer");
+  cmd->add_flag("--loopback", f->loopback, "no emulated links: one round on loopback (automatic when not root)");
+  cmd->add_option("--python", f->python, "Python with Debian's python3-torch, for the DDP peer")
+      ->capture_default_str();
+  cmd->add_option("--ddp-peer", f->ddp_peer, "the DDP peer script (default: bench/ddp_peer.py of the sources)");
+  cmd->add_option("--trace-strategy", f->trace_strategy,
+                  "keep the predicted and measured traces of this strategy on the first link (default: the "
+                  "fastest predicted)");
+  cmd->add_option("--port", f->port, "first MASTER_PORT; consecutive runs use the next ones")->capture_default_str();
+  cmd->add_option("--run-timeout", f->run_timeout, "limit of each child run, e.g. 1800s")->capture_default_str();
+  cmd->callback([f, &exit_status] { exit_status = run(*f); });
+}
+
+}  // namespace weft::cli
