@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Regenerates the planner's figures of BENCHMARKS.md, as Markdown on stdout.
+#
+#   scripts/figures.sh            # everything below, in BENCHMARKS.md's order
+#   scripts/figures.sh tables     # the planner tables only (deterministic: the
+#                                 # simulator's predictions, same on any machine)
+#   scripts/figures.sh speed      # bench_sim and bench_local_sgd (timings: noisy)
+#   scripts/figures.sh traces     # message statistics of a few predicted timelines
+#
+# It configures and builds weft, bench_sim, bench_local_sgd and plan_tables in
+# $BUILD (default build-figures, beside the other engineers' build dirs) with
+# $JOBS jobs (default 2), without the LibTorch runtime. Timings are reported as
+# wall and CPU time with the load average before and after the run: on a shared
+# machine CPU time is the figure to read. $BENCH_REPETITIONS (default 3) runs of
+# bench_sim are summarised by their median.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build-figures}
+jobs=${JOBS:-2}
+repetitions=${BENCH_REPETITIONS:-3}
+what=${1:-all}
+case $what in
+  all | tables | speed | traces) ;;
+  *) echo "usage: $0 [all|tables|speed|traces]" >&2; exit 2 ;;
+esac
+
+cmake -S "$root" -B "$build" -G Ninja -DWEFT_RUNTIME=OFF -DWEFT_BENCH=ON >/dev/null
+cmake --build "$build" -j"$jobs" --target weft bench_sim bench_local_sgd plan_tables >/dev/null
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+tables() {
+  for table in dcredit local-sgd ps; do
+    printf '### %s\n\n```sh\nbuild-figures/bench/plan_tables %s\n```\n\n' "$table" "$table"
+    "$build/bench/plan_tables" "$table"
+    printf '\n'
+  done
+}
+
+# Google Benchmark's JSON → Markdown: one row per benchmark (the median when
+# repeated), wall and CPU time in the benchmark's unit, and its counters; the
+# rows named Dfs/MODEL/... and OptimalPartition/MODEL/... (bench_local_sgd's zoo
+# runs) are paired into one table, the DFS beside the dynamic programme.
+benchmark_table() {
+  python3 - "$1" <<'EOF'
+import json, sys
+runs = json.load(open(sys.argv[1]))["benchmarks"]
+if any(r.get("run_type") == "aggregate" for r in runs):
+    runs = [r for r in runs if r.get("aggregate_name") == "median"]
+name = lambda r: r.get("run_name", r["name"])
+def number(x):
+    if x == int(x) and abs(x) < 1e15:
+        return f"{int(x)}"
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+def time(r, key):
+    return f"{number(r[key])} {r['time_unit']}"
+def counters(r):
+    skip = {"name", "run_name", "run_type", "repetitions", "repetition_index", "threads",
+            "iterations", "real_time", "cpu_time", "time_unit", "family_index",
+            "per_family_instance_index", "aggregate_name", "aggregate_unit"}
+    out = []
+    for key, value in r.items():
+        if key in skip or not isinstance(value, (int, float)):
+            continue
+        out.append(f"{value / 1e6:.0f} M events/s" if key == "events/s" else f"{key}={number(value)}")
+    return ", ".join(out)
+zoo = {name(r): r for r in runs if name(r).startswith(("Dfs/", "OptimalPartition/"))}
+rest = [r for r in runs if name(r) not in zoo]
+print("| benchmark | wall | CPU | counters |")
+print("|---|---:|---:|---|")
+for r in rest:
+    print(f"| {name(r)} | {time(r, 'real_time')} | {time(r, 'cpu_time')} | {counters(r)} |")
+if zoo:
+    print("\nZoo models (1Gbit, 16 workers): the seed's DFS against the dynamic programme.\n")
+    print("| model | L | H | DFS nodes | DFS CPU | DP CPU | DFS wall | DP wall |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for key, dfs in zoo.items():
+        if not key.startswith("Dfs/"):
+            continue
+        dp = zoo[key.replace("Dfs/", "OptimalPartition/", 1)]
+        parts = key.split("/")
+        print(f"| {parts[1]} | {number(dfs['L'])} | {parts[-1].removeprefix('H:')} | {number(dfs['nodes'])} | "
+              f"{time(dfs, 'cpu_time')} | {time(dp, 'cpu_time')} | {time(dfs, 'real_time')} | {time(dp, 'real_time')} |")
+EOF
+}
+
+speed() {
+  local before after
+  printf '### bench_sim\n\n```sh\nbuild-figures/bench/bench_sim --benchmark_repetitions=%s\n```\n\n' "$repetitions"
+  before=$(load)
+  "$build/bench/bench_sim" --benchmark_repetitions="$repetitions" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$work/sim.json" --benchmark_out_format=json >/dev/null
+  after=$(load)
+  printf 'Load average (1, 5, 15 min) before: %s; after: %s; %s cores.\n\n' "$before" "$after" "$(nproc)"
+  benchmark_table "$work/sim.json"
+  printf '\n### bench_local_sgd\n\n```sh\nbuild-figures/bench/bench_local_sgd --benchmark_min_time=0.2\n```\n\n'
+  before=$(load)
+  "$build/bench/bench_local_sgd" --benchmark_min_time=0.2 \
+    --benchmark_out="$work/local.json" --benchmark_out_format=json >/dev/null
+  after=$(load)
+  printf 'Load average (1, 5, 15 min) before: %s; after: %s; %s cores.\n\n' "$before" "$after" "$(nproc)"
+  benchmark_table "$work/local.json"
+  printf '\n'
+}
+
+# One predicted timeline, summarised from its Chrome trace. All-reduce: per
+# iteration of worker 0, its messages (count, most in flight at once, sizes), the
+# time its communication lane is busy, and how long communication runs on after
+# the backward pass. Parameter server: per fused group of one iteration, the
+# spread of the P workers' push starts (the staggering) against how long a push
+# lasts (the incast).
+trace_stats() {
+  local label=$1
+  shift
+  "$build/weft" simulate "$@" --trace "$work/trace.json" --trace-iterations 4 >"$work/summary.txt"
+  printf '```sh\nbuild-figures/weft simulate %s --trace t.json --trace-iterations 4\n```\n\n' "$*"
+  python3 - "$work/trace.json" "$label" <<'EOF'
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+comm = [e for e in events if e["tid"] != 1]
+eps = 1e-3  # us: intervals that only touch do not overlap
+mib = lambda b: f"{b / 2**20:.3g} MiB"
+if any(e["name"].startswith("push ") for e in comm):
+    it = 2
+    print(f"{sys.argv[2]}, iteration {it}, every worker's pushes by fused group:\n")
+    print("| group | bytes | push starts spread over ms | mean push ms | pushes in flight at its first start |")
+    print("|---|---:|---:|---:|---:|")
+    pushes = [e for e in comm if e["name"].startswith("push ") and e["args"]["iteration"] == it]
+    names = sorted({e["name"] for e in pushes}, key=lambda n: min(e["ts"] for e in pushes if e["name"] == n))
+    for name in names:
+        group = [e for e in pushes if e["name"] == name]
+        first = min(e["ts"] for e in group)
+        in_flight = sum(1 for e in comm if e["name"].startswith("push ")
+                        and e["ts"] <= first + eps and first < e["ts"] + e["dur"] - eps)
+        spread = max(e["ts"] for e in group) - first
+        mean = sum(e["dur"] for e in group) / len(group)
+        label = name.removeprefix("push ").split(" to server")[0]
+        print(f"| {label} | {mib(group[0]['args']['bytes'])} | {spread / 1e3:.1f} | {mean / 1e3:.1f} | {in_flight} |")
+else:
+    print(f"{sys.argv[2]}, worker 0, iterations 1 and 2 (0 is the warm-up):\n")
+    print("| iteration | messages | most at once | smallest | largest | comm lane busy ms | backward end → last comm end ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    mine = [e for e in events if e["pid"] == 0]
+    for it in (1, 2):
+        msgs = sorted((e for e in mine if e["tid"] != 1 and e["args"]["iteration"] == it), key=lambda e: e["ts"])
+        spans = [(e["ts"], e["ts"] + e["dur"]) for e in msgs]
+        most = max(sum(1 for s, t in spans if s <= a + eps and a < t - eps) for a, _ in spans)
+        busy, end = 0.0, float("-inf")
+        for s, t in spans:  # the union of the intervals, sorted by start
+            busy += max(0.0, t - max(s, end))
+            end = max(end, t)
+        bp_end = max(e["ts"] + e["dur"] for e in mine
+                     if e["tid"] == 1 and e["args"]["iteration"] == it and e["name"].startswith("bp "))
+        sizes = [e["args"]["bytes"] for e in msgs]
+        print(f"| {it} | {len(msgs)} | {most} | {mib(min(sizes))} | {mib(max(sizes))} | "
+              f"{busy / 1e3:.1f} | {(end - bp_end) / 1e3:.1f} |")
+EOF
+  printf '\n'
+  grep -v '^trace:' "$work/summary.txt" | sed 's/^/    /'
+  printf '\n'
+}
+
+traces() {
+  trace_stats "dcredit, resnet50, 32 workers, 10Gbit" --model resnet50 --workers 32 --bandwidth 10Gbit --strategy dcredit
+  trace_stats "bytescheduler, resnet50, 32 workers, 10Gbit" --model resnet50 --workers 32 --bandwidth 10Gbit --strategy bytescheduler
+  trace_stats "dcredit, gpt2, 8 workers, 1Gbit" --model gpt2 --workers 8 --bandwidth 1Gbit --strategy dcredit
+  trace_stats "bytescheduler, gpt2, 8 workers, 1Gbit" --model gpt2 --workers 8 --bandwidth 1Gbit --strategy bytescheduler
+  trace_stats "ps-interleaved T=3, resnet50, 8 workers, 1 server, 1Gbit" --model resnet50 --workers 8 --bandwidth 1Gbit --arch ps --strategy ps-interleaved --T 3
+}
+
+case $what in
+  tables) tables ;;
+  speed) speed ;;
+  traces) traces ;;
+  all) speed; tables; traces ;;
+esac
