@@ -8,6 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev            # LibTorch 1.13 with c10d/Gloo (runtime)
+  libgloo-dev             # gloo/*.h, included by c10d/ProcessGroupGloo.hpp (runtime)
   libopenblas0-openmp     # an optimised BLAS behind libtorch (the default is the reference BLAS)
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
