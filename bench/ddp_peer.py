@@ -8,8 +8,11 @@ Everything but the communication is weft's (src/runtime): the same layers
 --expect-parameters), the same Fashion-MNIST files, standardisation and sharding
 (data.cc, sharding.cc: the same SplitMix64 permutation per epoch, rank r reads
 positions r, r+W, ...), the same batch, learning rate and optimizer, one intra-op
-thread per worker. Initial values differ (weft seeds its own generator), their
-distributions do not (LibTorch's defaults, which are PyTorch's).
+thread per worker. Even the initial values are weft's: PyTorch's default
+initialisation after torch.manual_seed(seed) draws the same uniforms from the same
+generator in the same order as weft's Note [Deterministic initialisation], so the
+peer follows the trajectory of weft's S-SGD strategies (the same test accuracies at
+the same iterations, up to float summation order).
 
 Rendezvous is env:// as torchrun sets it: MASTER_ADDR, MASTER_PORT, RANK,
 WORLD_SIZE (without them it trains alone). With --nproc K it is its own launcher,
