@@ -2,10 +2,12 @@
 // predicted steady-state iteration times (plan/planner.h), so every number here is
 // deterministic and the same on any machine. Run:
 //
-//   build/bench/plan_tables dcredit     # D-Credit and ByteScheduler
-//   build/bench/plan_tables local-sgd   # DreamDDP and local SGD
-//   build/bench/plan_tables ps          # parameter server
-//   build/bench/plan_tables             # all three, in that order
+//   build-figures/bench/plan_tables dcredit     # D-Credit and ByteScheduler
+//   build-figures/bench/plan_tables local-sgd   # DreamDDP and local SGD
+//   build-figures/bench/plan_tables ps          # parameter server
+//   build-figures/bench/plan_tables             # all three, in that order
+//
+// `scripts/figures.sh check` compares these with the tables in BENCHMARKS.md.
 //
 // Every cluster has the default per-message latency of `weft plan` (50 us) and
 // every profile the zoo's defaults (batch 32 per worker, v100 preset), so a row
@@ -52,7 +54,8 @@ nlohmann::json options_of(const PlannedStrategy& s) {
 }
 
 std::string ms(Seconds t) { return fmt::format("{:.1f}", t * 1e3); }
-std::string ratio(Seconds slower, Seconds faster) { return fmt::format("{:.2f}", slower / faster); }
+// The speed-up of `candidate` over `baseline` (> 1: candidate is faster).
+std::string speedup(Seconds baseline, Seconds candidate) { return fmt::format("{:.2f}", baseline / candidate); }
 std::string bytes_option(const nlohmann::json& options, const char* key) {
   return format_bytes(options.at(key).get<Bytes>());
 }
@@ -69,10 +72,11 @@ void print_row(const std::vector<std::string>& cells) {
   fmt::print("{}\n", line);
 }
 
-void print_header(const std::vector<std::string>& names) {
+// The first `text_columns` columns are left-aligned, the numbers after them right.
+void print_header(const std::vector<std::string>& names, size_t text_columns) {
   print_row(names);
   std::string rule = "|";
-  for (size_t i = 0; i < names.size(); ++i) rule += i == 0 ? "---|" : "---:|";
+  for (size_t i = 0; i < names.size(); ++i) rule += i < text_columns ? "---|" : "---:|";
   fmt::print("{}\n", rule);
 }
 
@@ -84,7 +88,8 @@ void dcredit_table() {
   print_header({"model", "link", "P", "compute ms", "model all-reduce ms", "wfbp ms", "mgwfbp ms",
                 "bs default ms", "bs tuned ms",
                 "dcredit ms", "dc/wfbp", "dc/mgwfbp", "dc/bs default", "dc/bs tuned",
-                "bs tuned S_p, C", "dcredit S_p, horizon"});
+                "bs tuned S_p, C", "dcredit S_p, horizon"},
+               2);
   for (const std::string& model : zoo_models()) {
     const Profile profile = zoo_profile(model);
     for (const Link link : {Link{"1Gbit", 1_Gbit}, Link{"10Gbit", 10_Gbit}}) {
@@ -102,8 +107,8 @@ void dcredit_table() {
                    ms(profile.forward_time() + profile.backward_time()),
                    ms(allreduce_time(cluster, profile.total_bytes())), ms(iteration(wfbp)),
                    ms(iteration(mgwfbp)), ms(iteration(bs_default)), ms(iteration(bs_tuned)), ms(dc),
-                   ratio(iteration(wfbp), dc), ratio(iteration(mgwfbp), dc),
-                   ratio(iteration(bs_default), dc), ratio(iteration(bs_tuned), dc),
+                   speedup(iteration(wfbp), dc), speedup(iteration(mgwfbp), dc),
+                   speedup(iteration(bs_default), dc), speedup(iteration(bs_tuned), dc),
                    bytes_option(bs_options, "partition_B") + ", " + bytes_option(bs_options, "credit_B"),
                    bytes_option(dc_options, "partition_B") + ", " + horizon_option(dc_options)});
       }
@@ -118,7 +123,8 @@ void local_sgd_table() {
   constexpr int kWorkers = 16;
   print_header({"model", "link", "H", "wfbp ms", "flsgd ms", "plsgd ms", "dreamddp ms",
                 "dreamddp-opt ms", "opt/wfbp", "opt/flsgd", "opt/plsgd", "DFS − DP objective s",
-                "DFS nodes"});
+                "DFS nodes"},
+               2);
   for (const std::string& model : zoo_models()) {
     const Profile profile = zoo_profile(model);
     for (const Link link : {Link{"100Mbit", 100_Mbit}, Link{"1Gbit", 1_Gbit}, Link{"10Gbit", 10_Gbit}}) {
@@ -135,7 +141,7 @@ void local_sgd_table() {
         const Seconds gap = local_sgd::period_time(costs, dfs.sets) -
                             local_sgd::period_time(costs, local_sgd::optimal_partition(costs, H));
         print_row({model, std::string(link.name), std::to_string(H), ms(wfbp), ms(flsgd), ms(plsgd),
-                   ms(dreamddp), ms(opt), ratio(wfbp, opt), ratio(flsgd, opt), ratio(plsgd, opt),
+                   ms(dreamddp), ms(opt), speedup(wfbp, opt), speedup(flsgd, opt), speedup(plsgd, opt),
                    gap == 0 ? "0" : fmt::format("{:.1e}", gap), std::to_string(dfs.visited_nodes)});
       }
     }
@@ -148,7 +154,8 @@ void local_sgd_table() {
 // ingress link at once, over the whole run (see BENCHMARKS.md).
 void ps_table() {
   print_header({"model", "P", "strategy", "T", "iteration ms", "vs wfbp", "peak incast",
-                "server busy", "groups"});
+                "server busy", "groups"},
+               3);
   for (const std::string model : {"resnet50", "gpt2"}) {
     const Profile profile = zoo_profile(model);
     for (int workers : {8, 32}) {
@@ -162,7 +169,7 @@ void ps_table() {
         const PlannedStrategy s = predict(profile, ps, strategy, {.T = T});
         const Summary& sum = s.timeline.summary;
         print_row({model, std::to_string(workers), std::string(strategy), T > 0 ? std::to_string(T) : "",
-                   ms(sum.iteration), ratio(wfbp, sum.iteration), std::to_string(sum.peak_server_incast),
+                   ms(sum.iteration), speedup(wfbp, sum.iteration), std::to_string(sum.peak_server_incast),
                    fmt::format("{:.0f}%", 100 * sum.server_busy),
                    std::to_string(options_of(s).at("groups").get<int>())});
       };

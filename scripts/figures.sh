@@ -6,6 +6,8 @@
 #                                 # simulator's predictions, same on any machine)
 #   scripts/figures.sh speed      # bench_sim and bench_local_sgd (timings: noisy)
 #   scripts/figures.sh traces     # message statistics of a few predicted timelines
+#   scripts/figures.sh check      # exit 1 unless BENCHMARKS.md's planner tables
+#                                 # equal what plan_tables prints now
 #
 # It configures and builds weft, bench_sim, bench_local_sgd and plan_tables in
 # $BUILD (default build-figures, beside the other engineers' build dirs) with
@@ -21,8 +23,8 @@ jobs=${JOBS:-2}
 repetitions=${BENCH_REPETITIONS:-3}
 what=${1:-all}
 case $what in
-  all | tables | speed | traces) ;;
-  *) echo "usage: $0 [all|tables|speed|traces]" >&2; exit 2 ;;
+  all | tables | speed | traces | check) ;;
+  *) echo "usage: $0 [all|tables|speed|traces|check]" >&2; exit 2 ;;
 esac
 
 cmake -S "$root" -B "$build" -G Ninja -DWEFT_RUNTIME=OFF -DWEFT_BENCH=ON >/dev/null
@@ -90,7 +92,7 @@ EOF
 
 speed() {
   local before after
-  printf '### bench_sim\n\n```sh\nbuild-figures/bench/bench_sim --benchmark_repetitions=%s\n```\n\n' "$repetitions"
+  printf '### bench_sim\n\n```sh\nbuild-figures/bench/bench_sim --benchmark_repetitions=%s --benchmark_report_aggregates_only=true\n```\n\n' "$repetitions"
   before=$(load)
   "$build/bench/bench_sim" --benchmark_repetitions="$repetitions" --benchmark_report_aggregates_only=true \
     --benchmark_out="$work/sim.json" --benchmark_out_format=json >/dev/null
@@ -107,12 +109,12 @@ speed() {
   printf '\n'
 }
 
-# One predicted timeline, summarised from its Chrome trace. All-reduce: per
-# iteration of worker 0, its messages (count, most in flight at once, sizes), the
-# time its communication lane is busy, and how long communication runs on after
-# the backward pass. Parameter server: per fused group of one iteration, the
-# spread of the P workers' push starts (the staggering) against how long a push
-# lasts (the incast).
+# One predicted timeline (weft simulate, so partition and credit are tuned),
+# summarised from its Chrome trace, in iteration 2 (steady state). All-reduce:
+# worker 0's messages (count, most in flight at once, sizes), the time its
+# communication lane is busy, and how long communication runs on after the
+# backward pass. Parameter server: per fused group, the spread of the P workers'
+# push starts (the staggering) against how long a push lasts (the incast).
 trace_stats() {
   local label=$1
   shift
@@ -124,8 +126,8 @@ events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") 
 comm = [e for e in events if e["tid"] != 1]
 eps = 1e-3  # us: intervals that only touch do not overlap
 mib = lambda b: f"{b / 2**20:.3g} MiB"
+it = 2  # steady state: iteration 0 is the warm-up
 if any(e["name"].startswith("push ") for e in comm):
-    it = 2
     print(f"{sys.argv[2]}, iteration {it}, every worker's pushes by fused group:\n")
     print("| group | bytes | push starts spread over ms | mean push ms | pushes in flight at its first start |")
     print("|---|---:|---:|---:|---:|")
@@ -141,23 +143,22 @@ if any(e["name"].startswith("push ") for e in comm):
         label = name.removeprefix("push ").split(" to server")[0]
         print(f"| {label} | {mib(group[0]['args']['bytes'])} | {spread / 1e3:.1f} | {mean / 1e3:.1f} | {in_flight} |")
 else:
-    print(f"{sys.argv[2]}, worker 0, iterations 1 and 2 (0 is the warm-up):\n")
-    print("| iteration | messages | most at once | smallest | largest | comm lane busy ms | backward end → last comm end ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"{sys.argv[2]}, worker 0, iteration {it}:\n")
+    print("| messages | most at once | smallest | largest | comm lane busy ms | backward end → last comm end ms |")
+    print("|---:|---:|---:|---:|---:|---:|")
     mine = [e for e in events if e["pid"] == 0]
-    for it in (1, 2):
-        msgs = sorted((e for e in mine if e["tid"] != 1 and e["args"]["iteration"] == it), key=lambda e: e["ts"])
-        spans = [(e["ts"], e["ts"] + e["dur"]) for e in msgs]
-        most = max(sum(1 for s, t in spans if s <= a + eps and a < t - eps) for a, _ in spans)
-        busy, end = 0.0, float("-inf")
-        for s, t in spans:  # the union of the intervals, sorted by start
-            busy += max(0.0, t - max(s, end))
-            end = max(end, t)
-        bp_end = max(e["ts"] + e["dur"] for e in mine
-                     if e["tid"] == 1 and e["args"]["iteration"] == it and e["name"].startswith("bp "))
-        sizes = [e["args"]["bytes"] for e in msgs]
-        print(f"| {it} | {len(msgs)} | {most} | {mib(min(sizes))} | {mib(max(sizes))} | "
-              f"{busy / 1e3:.1f} | {(end - bp_end) / 1e3:.1f} |")
+    msgs = sorted((e for e in mine if e["tid"] != 1 and e["args"]["iteration"] == it), key=lambda e: e["ts"])
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in msgs]
+    most = max(sum(1 for s, t in spans if s <= a + eps and a < t - eps) for a, _ in spans)
+    busy, end = 0.0, float("-inf")
+    for s, t in spans:  # the union of the intervals, sorted by start
+        busy += max(0.0, t - max(s, end))
+        end = max(end, t)
+    bp_end = max(e["ts"] + e["dur"] for e in mine
+                 if e["tid"] == 1 and e["args"]["iteration"] == it and e["name"].startswith("bp "))
+    sizes = [e["args"]["bytes"] for e in msgs]
+    print(f"| {len(msgs)} | {most} | {mib(min(sizes))} | {mib(max(sizes))} | "
+          f"{busy / 1e3:.1f} | {(end - bp_end) / 1e3:.1f} |")
 EOF
   printf '\n'
   grep -v '^trace:' "$work/summary.txt" | sed 's/^/    /'
@@ -169,10 +170,39 @@ traces() {
   trace_stats "bytescheduler, resnet50, 32 workers, 10Gbit" --model resnet50 --workers 32 --bandwidth 10Gbit --strategy bytescheduler
   trace_stats "dcredit, gpt2, 8 workers, 1Gbit" --model gpt2 --workers 8 --bandwidth 1Gbit --strategy dcredit
   trace_stats "bytescheduler, gpt2, 8 workers, 1Gbit" --model gpt2 --workers 8 --bandwidth 1Gbit --strategy bytescheduler
+  trace_stats "dcredit, gpt2, 8 workers, 10Gbit" --model gpt2 --workers 8 --bandwidth 10Gbit --strategy dcredit
   trace_stats "ps-interleaved T=3, resnet50, 8 workers, 1 server, 1Gbit" --model resnet50 --workers 8 --bandwidth 1Gbit --arch ps --strategy ps-interleaved --T 3
 }
 
+# Each planner table of BENCHMARKS.md is the block after the line
+# "build-figures/bench/plan_tables NAME" and its closing fence, up to a blank line.
+check() {
+  local table status=0
+  for table in dcredit local-sgd ps; do
+    "$build/bench/plan_tables" "$table" >"$work/$table.md"
+    if python3 - "$root/BENCHMARKS.md" "$table" "$work/$table.md" <<'EOF'
+import sys
+doc, table, now = open(sys.argv[1]).read(), sys.argv[2], open(sys.argv[3]).read().rstrip("\n")
+marker = f"build-figures/bench/plan_tables {table}\n```\n\n"
+start = doc.find(marker)
+if start < 0:
+    sys.exit(f"BENCHMARKS.md: no table after 'plan_tables {table}'")
+start += len(marker)
+end = doc.find("\n\n", start)
+if doc[start:end if end >= 0 else len(doc)] != now:
+    sys.exit(f"BENCHMARKS.md: table '{table}' differs from what plan_tables {table} prints")
+EOF
+    then
+      echo "BENCHMARKS.md: table '$table' is up to date"
+    else
+      status=1
+    fi
+  done
+  return $status
+}
+
 case $what in
+  check) check ;;
   tables) tables ;;
   speed) speed ;;
   traces) traces ;;
