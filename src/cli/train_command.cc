@@ -106,6 +106,11 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--network", flags->network,
                   "all-reduce fit from `weft profile --network --out FILE`; replaces --bandwidth/--latency");
   add_strategy_flags(*cmd, flags->strategy);
+  // Training builds one schedule with the options given; it does not search them
+  // as `weft plan` does, so an unset option is the scheduler's default.
+  cmd->get_option("--partition")
+      ->description("block size S_p for bytescheduler/dcredit, e.g. 4MiB (default: the scheduler's default)");
+  cmd->get_option("--credit")->description("credit C for bytescheduler, e.g. 16MiB (default: the scheduler's default)");
   cmd->add_option("--failure-timeout", flags->failure_timeout,
                   "seconds a collective may make no progress, and the other workers may take to exit after one "
                   "failed, before they are stopped")

@@ -702,8 +702,9 @@ class Engine::Comm {
   std::string describe(const InFlight& f) const {
     switch (f.role) {
       case InFlight::Role::kData:
-        return fmt::format("all-reduce of message #{} ({} operations, {}, iteration {})", f.sequence,
-                           f.message.ops.size(), format_bytes(f.message.bytes), f.message.ops.front().iteration);
+        return fmt::format("all-reduce of message #{} ({} operation{}, {}, iteration {})", f.sequence,
+                           f.message.ops.size(), f.message.ops.size() == 1 ? "" : "s", format_bytes(f.message.bytes),
+                           f.message.ops.front().iteration);
       case InFlight::Role::kAnnouncement:
         return f.sequence == kStopSequence ? std::string("the end-of-stream announcement")
                                            : fmt::format("the announcement of message #{}", f.sequence);

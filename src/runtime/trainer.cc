@@ -395,7 +395,10 @@ int run_worker(const TrainOptions& options, const WorkerEnv& env) {
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
-    std::cerr << fmt::format("weft: rank {}: {}\n", env.rank, e.what()) << std::flush;
+    // The engine's and rendezvous's messages already start with "rank N:".
+    const std::string what = e.what();
+    const std::string prefix = fmt::format("rank {}:", env.rank);
+    std::cerr << "weft: " << (what.starts_with(prefix) ? what : prefix + " " + what) << "\n" << std::flush;
     return 1;
   }
 }
