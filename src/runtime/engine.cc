@@ -525,6 +525,7 @@ class Engine::Comm {
     Iteration& it = iteration(t);
     const Plan& p = plan(t);
     if (p.averaged_bytes[static_cast<size_t>(l)] == 0) update(t, l);  // local step, before any averaging
+    bool any_ready = false;
     for (int i : p.ops_waiting_on[static_cast<size_t>(l)]) {
       if (--it.waits[static_cast<size_t>(i)] != 0) continue;
       const Seconds delay = schedule_.ops(t)[static_cast<size_t>(i)].release(e_.rank_);
@@ -533,15 +534,27 @@ class Engine::Comm {
                                            std::chrono::duration<double>(delay)),
                         {t, i}});
       } else {
-        op_ready({t, i});
+        mark_ready({t, i});
+        any_ready = true;
       }
     }
+    // The whole layer's ops are ready before anything is launched
+    // (Note [Launch per instant] in schedule/dispatcher.h).
+    if (any_ready) launch_ready();
   }
 
   void op_ready(OpRef op) {
+    mark_ready(op);
+    launch_ready();
+  }
+
+  void mark_ready(OpRef op) {
     iteration(op.iteration).ready[static_cast<size_t>(op.index)] = true;
+    if (c_.dispatcher) c_.dispatcher->ready(op);
+  }
+
+  void launch_ready() {
     if (c_.dispatcher) {
-      c_.dispatcher->ready(op);
       dispatch();
     } else {
       issue_decided();
