@@ -1,5 +1,7 @@
 // `weft plan` and `weft simulate`: the planner and the simulator on the command line.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <fstream>
 #include <iostream>
 
@@ -35,6 +37,36 @@ std::string short_options(const Schedule& s) {
   return out;
 }
 
+// "11-8,5,3-2" for a set of layer indices.
+std::string ranges(std::vector<int> layers) {
+  std::sort(layers.begin(), layers.end(), std::greater<>());
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] - 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(layers[i]);
+    if (j > i) out += "-" + std::to_string(layers[j]);
+    i = j + 1;
+  }
+  return out.empty() ? "-" : out;
+}
+
+// Which layers each iteration of the period averages (local SGD schedules that
+// record "sets", and "filled" for the layers bubble filling added).
+void print_layer_sets(const PlannedStrategy& s) {
+  const auto j = nlohmann::json::parse(s.schedule.options_json.empty() ? "{}" : s.schedule.options_json);
+  if (!j.contains("sets")) return;
+  fmt::print("{} averages, per iteration of the period (layer indices, output side first):\n", s.name);
+  const auto& sets = j["sets"];
+  for (size_t h = 0; h < sets.size(); ++h) {
+    std::string filled;
+    if (j.contains("filled") && h < j["filled"].size() && !j["filled"][h].empty()) {
+      filled = " + filled " + ranges(j["filled"][h].get<std::vector<int>>());
+    }
+    fmt::print("  iteration {}: {}{}\n", h, ranges(sets[h].get<std::vector<int>>()), filled);
+  }
+}
+
 void print_table(const Plan& plan) {
   const Cluster& c = plan.cluster;
   fmt::print("{} on {} workers, {} links, latency {}, {}{}\n", plan.model, c.workers,
@@ -49,6 +81,9 @@ void print_table(const Plan& plan) {
                format_duration(sum.iteration), format_duration(sum.compute),
                format_duration(sum.exposed_comm), s.speedup_vs_wfbp, short_options(s.schedule),
                s.name == plan.recommended ? "  <- recommended" : "");
+  }
+  for (const PlannedStrategy& s : plan.strategies) {
+    if (s.name == "dreamddp" || s.name == "dreamddp-opt") print_layer_sets(s);
   }
 }
 
