@@ -1,6 +1,7 @@
 // run_child and run_children on real processes (/bin/sh); no timed assertions: a
 // child that should have been ended is checked to be gone, not how fast.
 #include "bench/child.h"
+#include "netem/process_testing.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -32,16 +33,7 @@ class ChildTest : public ::testing::Test {
   netem::TerminationSignals signals_;
 };
 
-// Running, not a zombie: a killed grandchild stays a zombie until its new parent
-// reaps it.
-bool alive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto paren = line.rfind(')');
-  return paren == std::string::npos || line.size() < paren + 3 || line[paren + 2] != 'Z';
-}
+bool alive(pid_t pid) { return weft::test_support::process_alive(pid); }
 
 TEST_F(ChildTest, OutputGoesToTheLogAndTheStatusIsReported) {
   const ChildResult r = run_child({.argv = {"sh", "-c", "echo out; echo err >&2; exit 3"},

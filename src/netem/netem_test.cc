@@ -3,6 +3,7 @@
 // with a message. The one timed check, ShapedLinksCarryTheConfiguredRate, is allowed
 // because it validates the shaping itself; its transfers are kept small.
 #include "netem/netem.h"
+#include "netem/process_testing.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -38,14 +39,7 @@ using namespace weft::literals;
   GTEST_SKIP() << "needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network "    \
                   "namespaces; run `sudo ctest -L root` in the build directory"
 
-bool process_alive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto paren = line.rfind(')');
-  return paren == std::string::npos || line.size() < paren + 3 || line[paren + 2] != 'Z';
-}
+bool process_alive(pid_t pid) { return weft::test_support::process_alive(pid); }
 
 int wait_exit_code(pid_t pid) {
   int status = 0;

@@ -2,6 +2,7 @@
 // no root needed. The grace periods are short so the suite stays quick; nothing
 // here asserts on how long anything took.
 #include "netem/supervisor.h"
+#include "netem/process_testing.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,15 +18,7 @@
 namespace weft::netem {
 namespace {
 
-// Alive and not a zombie (a zombie has already died).
-bool process_alive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto paren = line.rfind(')');
-  return paren == std::string::npos || line.size() < paren + 3 || line[paren + 2] != 'Z';
-}
+bool process_alive(pid_t pid) { return weft::test_support::process_alive(pid); }
 
 // Orphans (what a rank started and left behind) die asynchronously once signalled.
 bool gone_soon(pid_t pid) {
