@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
+#include "runtime/parameter_server.h"
+
 namespace weft::runtime {
 namespace {
 
@@ -20,11 +22,11 @@ constexpr Bytes kElement = sizeof(float);
 
 Seconds since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// A mean all-reduce of one kind of tensor: Gloo SUM, then division by the world.
+// A mean all-reduce of one kind of tensor over the workers: Gloo SUM, then
+// division by their number.
 class AllReduceMean : public OpExecutor {
  public:
-  AllReduceMean(const EngineOptions& options, bool gradients)
-      : options_(options), gradients_(gradients), world_(options.collectives->getSize()) {}
+  AllReduceMean(const EngineOptions& options, bool gradients) : options_(options), gradients_(gradients) {}
 
   std::vector<torch::Tensor> operands(int layer) override {
     const auto& params = options_.layers[static_cast<size_t>(layer)];
@@ -34,29 +36,30 @@ class AllReduceMean : public OpExecutor {
     return grads;
   }
   Step step() const override { return gradients_ ? Step::kAfterCommunication : Step::kBeforeCommunication; }
-  c10::intrusive_ptr<c10::ivalue::Future> start(torch::Tensor flat) override {
-    std::vector<torch::Tensor> tensors{std::move(flat)};
+  bool ordered_across_ranks() const override { return true; }
+  Started start(const Schedule&, const Message&, torch::Tensor packed) override {
+    std::vector<torch::Tensor> tensors{packed};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::SUM;
-    return options_.collectives->allreduce(tensors, opts)->getFuture();
+    return {.done = options_.collectives->allreduce(tensors, opts)->getFuture(), .result = packed};
   }
-  void complete(torch::Tensor& flat) override {
-    if (world_ > 1) flat.div_(static_cast<double>(world_));
+  void complete(const torch::Tensor&, torch::Tensor& result) override {
+    if (options_.workers > 1) result.div_(static_cast<double>(options_.workers));
   }
+  std::string describe(const Schedule&, const Message&) const override { return "allreduce"; }
 
  private:
   const EngineOptions& options_;
   const bool gradients_;
-  const int world_;
 };
 
 std::unique_ptr<OpExecutor> make_executor(OpKind kind, const EngineOptions& options) {
   switch (kind) {
     case OpKind::kAverageGradients: return std::make_unique<AllReduceMean>(options, true);
     case OpKind::kAverageParameters: return std::make_unique<AllReduceMean>(options, false);
-    case OpKind::kParameterServer: return nullptr;  // Note [Executors per OpKind]
+    case OpKind::kParameterServer: return make_parameter_server_executor(options);
   }
-  return nullptr;
+  throw std::logic_error(fmt::format("engine: no executor for OpKind {}", static_cast<int>(kind)));
 }
 
 }  // namespace
@@ -178,7 +181,8 @@ struct Engine::InFlight {
   Message message;
   std::uint64_t sequence = 0;  // message number, as announced
   OpKind kind = OpKind::kAverageGradients;
-  torch::Tensor buffer;
+  torch::Tensor buffer;  // what was sent
+  torch::Tensor result;  // kData: where the answer lands (may be `buffer`)
   Clock::time_point started;
   Seconds started_s = 0;
   c10::intrusive_ptr<c10::ivalue::Future> future;
@@ -194,7 +198,8 @@ struct Engine::CommState {
     std::vector<int> waits;                        // op -> number of layers it waits on
     std::vector<std::vector<int>> blocks;          // op -> layers whose next forward waits on it
     std::vector<int> blockers;                     // layer -> number of ops its next forward waits on
-    std::vector<Bytes> averaged_bytes;             // layer -> bytes averaged before its step (0 = local step)
+    std::vector<Bytes> averaged_bytes;             // layer -> bytes communicated before its step (0 = local step)
+    std::vector<bool> stepped_elsewhere;           // layer -> updated by the parameter server, not here
   };
   // Per live iteration.
   struct Iteration {
@@ -240,6 +245,11 @@ Engine::Engine(EngineOptions options)
   }
   rank_ = options_.collectives->getRank();
   world_ = options_.collectives->getSize();
+  if (options_.workers == 0) options_.workers = world_;
+  if (options_.workers < 1 || options_.workers > world_ || rank_ >= options_.workers) {
+    throw std::logic_error(fmt::format("engine: rank {} of {} with {} workers: an engine runs on a worker",
+                                       rank_, world_, options_.workers));
+  }
   layout_ = std::make_unique<Layout>(options_.layers);
   for (OpKind kind : {OpKind::kAverageGradients, OpKind::kAverageParameters, OpKind::kParameterServer}) {
     executors_.push_back(make_executor(kind, options_));
@@ -252,16 +262,19 @@ Engine::Engine(EngineOptions options)
                          .waits = std::vector<int>(ops.size(), 0),
                          .blocks = std::vector<std::vector<int>>(ops.size()),
                          .blockers = std::vector<int>(static_cast<size_t>(layers), 0),
-                         .averaged_bytes = std::vector<Bytes>(static_cast<size_t>(layers), 0)};
+                         .averaged_bytes = std::vector<Bytes>(static_cast<size_t>(layers), 0),
+                         .stepped_elsewhere = std::vector<bool>(static_cast<size_t>(layers), false)};
     c.header_capacity = std::max(c.header_capacity, static_cast<int>(ops.size()));
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const CommOp& op = ops[i];
       const int index = static_cast<int>(i);
-      if (!executors_[static_cast<size_t>(op.kind)]) {
-        throw std::logic_error(fmt::format("engine: iteration {} operation {} is {}, which the runtime cannot "
-                                           "execute yet (Note [Executors per OpKind])",
-                                           p, i, to_string(op.kind)));
+      const OpExecutor& executor = *executors_[static_cast<size_t>(op.kind)];
+      if (executor.ordered_across_ranks() && options_.workers != world_) {
+        throw std::logic_error(fmt::format("engine: iteration {} operation {} is a {} collective, but only {} of "
+                                           "the group's {} ranks are workers",
+                                           p, i, to_string(op.kind), options_.workers, world_));
       }
+      ordered_ |= executor.ordered_across_ranks();
       if (op.ready_after < 0 || op.ready_after >= layers) {
         throw std::logic_error(fmt::format("engine: iteration {} operation {} has ready_after {} outside 0..{}",
                                            p, i, op.ready_after, layers - 1));
@@ -279,8 +292,11 @@ Engine::Engine(EngineOptions options)
         // A layer whose bytes are still moving cannot run its forward, whatever
         // needed_by says: the engine writes those tensors when the message lands.
         blocks.insert(chunk.layer);
-        if (executors_[static_cast<size_t>(op.kind)]->step() == OpExecutor::Step::kAfterCommunication) {
+        if (executor.step() != OpExecutor::Step::kBeforeCommunication) {
           plan.averaged_bytes[static_cast<size_t>(chunk.layer)] += chunk.length;
+          if (executor.step() == OpExecutor::Step::kElsewhere) {
+            plan.stepped_elsewhere[static_cast<size_t>(chunk.layer)] = true;
+          }
         }
       }
       for (int l : waits) plan.ops_waiting_on[static_cast<size_t>(l)].push_back(index);
@@ -304,7 +320,10 @@ Engine::Engine(EngineOptions options)
     }
     c.plans.push_back(std::move(plan));
   }
-  const bool timing_independent = schedule.dispatch.kind == DispatchPolicy::Kind::kInOrder;
+  // Point-to-point exchanges are matched by tag, and in-order dispatch decides the
+  // same on every rank: only collectives under a timing-dependent policy need a
+  // leader (Note [Collective order]).
+  const bool timing_independent = schedule.dispatch.kind == DispatchPolicy::Kind::kInOrder || !ordered_;
   c.mode = world_ == 1 || timing_independent ? CommState::Mode::kLocal
            : rank_ == 0                      ? CommState::Mode::kLeader
                                              : CommState::Mode::kFollower;
@@ -705,17 +724,19 @@ class Engine::Comm {
       throw std::logic_error(fmt::format("engine: message #{} packs {} bytes but declares {}", sequence, position,
                                          m.bytes));
     }
+    OpExecutor::Started started = executor.start(schedule_, m, buffer);
     InFlight f{.role = InFlight::Role::kData, .message = std::move(m), .sequence = sequence, .kind = kind,
-               .buffer = buffer, .started = Clock::now(),
-               .started_s = e_.options_.recorder ? e_.options_.recorder->now() : 0};
-    f.future = executor.start(buffer);
+               .buffer = buffer, .result = std::move(started.result), .started = Clock::now(),
+               .started_s = e_.options_.recorder ? e_.options_.recorder->now() : 0,
+               .future = std::move(started.done)};
     track(std::move(f));
   }
 
   std::string describe(const InFlight& f) const {
     switch (f.role) {
       case InFlight::Role::kData:
-        return fmt::format("all-reduce of message #{} ({} operation{}, {}, iteration {})", f.sequence,
+        return fmt::format("{} of message #{} ({} operation{}, {}, iteration {})",
+                           e_.executors_[static_cast<size_t>(f.kind)]->describe(schedule_, f.message), f.sequence,
                            f.message.ops.size(), f.message.ops.size() == 1 ? "" : "s", format_bytes(f.message.bytes),
                            f.message.ops.front().iteration);
       case InFlight::Role::kAnnouncement:
@@ -748,15 +769,15 @@ class Engine::Comm {
 
   void unpack(InFlight& f) {
     OpExecutor& executor = *e_.executors_[static_cast<size_t>(f.kind)];
-    executor.complete(f.buffer);
-    const auto* in = static_cast<const char*>(f.buffer.data_ptr());
-    const bool then_step = executor.step() == OpExecutor::Step::kAfterCommunication;
+    executor.complete(f.buffer, f.result);
+    const auto* in = static_cast<const char*>(f.result.data_ptr());
+    const bool then_step = executor.step() != OpExecutor::Step::kBeforeCommunication;
     std::set<int> layers;
     Bytes position = 0;
     for (const OpRef& ref : f.message.ops) {
       Iteration& it = iteration(ref.iteration);
       for (const Chunk& chunk : schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)].chunks) {
-        const auto tensors = executor.operands(chunk.layer);
+        const auto tensors = executor.results(chunk.layer);
         for (const auto& piece : e_.layout_->pieces(chunk)) {
           std::memcpy(static_cast<char*>(tensors[piece.tensor].data_ptr()) + piece.tensor_offset,
                       in + position + piece.chunk_offset, static_cast<size_t>(piece.length));
@@ -771,8 +792,8 @@ class Engine::Comm {
     }
     if (e_.options_.recorder) {
       e_.options_.recorder->add({.lane = "comm",
-                                 .name = fmt::format("allreduce {} ({} ops)", format_bytes(f.message.bytes),
-                                                     f.message.ops.size()),
+                                 .name = fmt::format("{} {} ({} ops)", executor.describe(schedule_, f.message),
+                                                     format_bytes(f.message.bytes), f.message.ops.size()),
                                  .start = f.started_s,
                                  .end = e_.options_.recorder->now(),
                                  .iteration = f.message.ops.front().iteration,
@@ -790,7 +811,7 @@ class Engine::Comm {
     const Seconds start = e_.options_.recorder ? e_.options_.recorder->now() : 0;
     {
       torch::NoGradGuard no_grad;
-      e_.options_.optimizer->step(l);
+      if (!plan(t).stepped_elsewhere[static_cast<size_t>(l)]) e_.options_.optimizer->step(l);
       e_.options_.optimizer->zero_grad(l);
     }
     if (e_.options_.recorder) {

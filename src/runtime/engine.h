@@ -23,13 +23,14 @@
 // Note [Executors per OpKind]
 // ---------------------------
 // What an operation's bytes are and how they travel depends only on its OpKind,
-// never on the strategy: an OpExecutor per kind says which tensors a chunk
-// addresses, whether the local step comes before or after communication, and how a
-// packed message is communicated. kAverageGradients and kAverageParameters are a
-// mean all-reduce (Gloo SUM, then division by the world size) of gradients or
-// parameters. kParameterServer has no executor yet: a schedule containing it is
-// rejected when the engine is built; adding it means adding an OpExecutor (push,
-// server update, pull), not a branch here.
+// never on the strategy: an OpExecutor per kind says which tensors a chunk packs
+// and which it receives, whether the layer's optimizer step is taken before
+// communication, after it, or elsewhere (by the parameter server), and how a packed
+// message is communicated. kAverageGradients and kAverageParameters are a mean
+// all-reduce (Gloo SUM, then division by the number of workers) of gradients or
+// parameters; kParameterServer is push, server update, pull over Gloo
+// point-to-point (runtime/parameter_server.h). Adding a kind means adding an
+// OpExecutor, not a branch here.
 //
 // Note [Collective order]
 // -----------------------
@@ -99,16 +100,35 @@ namespace weft::runtime {
 // How the operations of one OpKind move their bytes (Note [Executors per OpKind]).
 class OpExecutor {
  public:
-  enum class Step { kBeforeCommunication, kAfterCommunication };
+  enum class Step {
+    kBeforeCommunication,  // local step when the layer's backward ends, then send parameters
+    kAfterCommunication,   // send gradients, step once all the layer's bytes are back
+    kElsewhere,            // send gradients; the parameters come back already updated
+  };
+  // A message started: `done` completes (or fails) when `result` holds the bytes to
+  // unpack. `result` may be the packed buffer itself.
+  struct Started {
+    c10::intrusive_ptr<c10::ivalue::Future> done;
+    torch::Tensor result;
+  };
   virtual ~OpExecutor() = default;
-  // The tensors a chunk of `layer` addresses, in layer_parameters order.
+  // The tensors a chunk of `layer` packs, in layer_parameters order.
   virtual std::vector<torch::Tensor> operands(int layer) = 0;
+  // The tensors the result of a chunk of `layer` is written to.
+  virtual std::vector<torch::Tensor> results(int layer) { return operands(layer); }
   // When the layer's optimizer step is taken relative to this kind's communication.
   virtual Step step() const = 0;
-  // Starts communicating `flat` in place (same bytes on every rank afterwards).
-  virtual c10::intrusive_ptr<c10::ivalue::Future> start(torch::Tensor flat) = 0;
-  // Turns the communicated buffer into the values to unpack (e.g. sum -> mean).
-  virtual void complete(torch::Tensor& flat) = 0;
+  // True when every rank must issue the same messages in the same order (a
+  // collective; Note [Collective order]); false for point-to-point exchanges,
+  // which are matched by tag.
+  virtual bool ordered_across_ranks() const = 0;
+  // Starts communicating `packed`, the chunks of `message`'s operations.
+  virtual Started start(const Schedule& schedule, const Message& message, torch::Tensor packed) = 0;
+  // Turns the communicated result into the values to unpack (e.g. sum -> mean);
+  // `packed` is what was sent.
+  virtual void complete(const torch::Tensor& packed, torch::Tensor& result) = 0;
+  // For the timeline: what a message of this kind does, e.g. "allreduce".
+  virtual std::string describe(const Schedule& schedule, const Message& message) const = 0;
 };
 
 struct EngineOptions {
@@ -118,6 +138,9 @@ struct EngineOptions {
   std::vector<std::string> layer_names;  // for timeline events; may be empty
   LayerOptimizer* optimizer = nullptr;   // REQUIRES: over the same layers; outlives the engine
   c10::intrusive_ptr<c10d::ProcessGroup> collectives;
+  // Ranks 0..workers-1 of `collectives` train; the others, if any, are parameter
+  // servers (runtime/parameter_server.h). 0 = every rank trains.
+  int workers = 0;
   Recorder* recorder = nullptr;          // optional; outlives the engine
   // A wait of the training thread that sees no progress for this long fails. The
   // group's own timeout normally fires first; this catches anything else.
@@ -129,7 +152,7 @@ class Engine {
   // Installs the gradient hooks and starts the communication thread.
   // THROWS std::logic_error if a chunk does not fit its layer's tensors or is not
   // a whole number of float32 elements, a parameter has no gradient accumulator,
-  // or the schedule holds an OpKind without executor (kParameterServer).
+  // or the schedule mixes step kinds within one layer's operations.
   explicit Engine(EngineOptions options);
   // Removes the hooks and stops the thread; does not wait for collectives in
   // flight (their buffers are kept alive by the process group). Never throws.
@@ -177,6 +200,7 @@ class Engine {
   int rank_ = 0;
   int world_ = 1;
   std::vector<std::unique_ptr<OpExecutor>> executors_;  // indexed by OpKind
+  bool ordered_ = false;  // some operation is a collective (Note [Collective order])
   std::unique_ptr<Layout> layout_;
 
   // Training thread only.

@@ -103,15 +103,15 @@ class Supervisor {
       rank_of_.erase(it);
       if (!failed(status)) continue;
       if (!any_failure_ && interrupted_signal_ == 0) {
-        std::fprintf(stderr, "weft: rank %d failed (%s); waiting up to %s for the other workers to exit\n",
-                     rank, describe(status).c_str(), format_duration(options_.failure_timeout).c_str());
+        std::fprintf(stderr, "weft: %s failed (%s); waiting up to %s for the other processes to exit\n",
+                     name(rank).c_str(), describe(status).c_str(), format_duration(options_.failure_timeout).c_str());
         first_failure_ = rank;
         // The failed worker's own status where it has one (2: bad input), else 1.
         first_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
         terminate_at_ = Clock::now() + seconds(options_.failure_timeout);
       } else if (interrupted_signal_ == 0) {
-        std::fprintf(stderr, "weft: rank %d failed (%s) after rank %d\n", rank, describe(status).c_str(),
-                     first_failure_);
+        std::fprintf(stderr, "weft: %s failed (%s) after %s\n", name(rank).c_str(), describe(status).c_str(),
+                     name(first_failure_).c_str());
       }
       any_failure_ = true;
     }
@@ -122,8 +122,8 @@ class Supervisor {
     const auto now = Clock::now();
     if (terminate_at_ && now >= *terminate_at_) {
       terminate_at_.reset();
-      std::fprintf(stderr, "weft: %s still running %s after rank %d failed: terminating\n",
-                   still_running().c_str(), format_duration(options_.failure_timeout).c_str(), first_failure_);
+      std::fprintf(stderr, "weft: %s still running %s after %s failed: terminating\n", still_running().c_str(),
+                   format_duration(options_.failure_timeout).c_str(), name(first_failure_).c_str());
       signal_all(SIGTERM);
       kill_at_ = now + seconds(options_.kill_grace);
     }
@@ -166,9 +166,15 @@ class Supervisor {
   }
 
   std::string still_running() const {
-    std::string ranks;
-    for (const auto& [pid, rank] : rank_of_) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
-    return (rank_of_.size() == 1 ? "rank " : "ranks ") + ranks;
+    std::string names;
+    for (const auto& [pid, rank] : rank_of_) names += (names.empty() ? "" : ", ") + name(rank);
+    return names;
+  }
+
+  // "rank 2" for a worker, "server 0 (rank 4)" for a parameter server.
+  std::string name(int rank) const {
+    if (rank >= options_.nproc) return fmt::format("server {} (rank {})", rank - options_.nproc, rank);
+    return fmt::format("rank {}", rank);
   }
 
   static Clock::duration seconds(Seconds s) {
@@ -256,7 +262,9 @@ int free_local_port() {
 }
 
 int launch(const LaunchOptions& options) {
-  if (options.nproc < 1) throw std::logic_error(fmt::format("launch: nproc = {} < 1", options.nproc));
+  if (options.nproc < 1 || options.servers < 0) {
+    throw std::logic_error(fmt::format("launch: nproc = {} < 1 or servers = {} < 0", options.nproc, options.servers));
+  }
   const std::string executable = options.executable.empty() ? "/proc/self/exe" : options.executable.string();
   std::vector<std::string> args = options.argv.empty() ? current_command_line() : options.argv;
   std::vector<char*> argv;
@@ -265,10 +273,9 @@ int launch(const LaunchOptions& options) {
 
   const int port = free_local_port();
   std::vector<ChildEnvironment> environments;
-  environments.reserve(static_cast<size_t>(options.nproc));
-  for (int rank = 0; rank < options.nproc; ++rank) {
-    environments.emplace_back(local_worker_env(port, rank, options.nproc));
-  }
+  const int world = options.nproc + options.servers;
+  environments.reserve(static_cast<size_t>(world));
+  for (int rank = 0; rank < world; ++rank) environments.emplace_back(local_worker_env(port, rank, world));
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -280,12 +287,12 @@ int launch(const LaunchOptions& options) {
   const pid_t parent = ::getpid();
   std::vector<pid_t> pids;
   pid_t group = 0;
-  for (int rank = 0; rank < options.nproc; ++rank) {
+  for (int rank = 0; rank < world; ++rank) {
     const pid_t pid = ::fork();
     if (pid == 0) exec_child(executable.c_str(), argv.data(), environments[rank].envp(), group, parent,
                              blocked.previous());
     if (pid < 0) {
-      const auto error = errno_error(fmt::format("starting worker {} of {}", rank, options.nproc));
+      const auto error = errno_error(fmt::format("starting process {} of {}", rank, world));
       for (pid_t p : pids) ::kill(p, SIGKILL);
       for (pid_t p : pids) ::waitpid(p, nullptr, 0);
       throw error;

@@ -42,6 +42,10 @@ inline constexpr const char* kLaunchedWorkerVariable = "WEFT_LAUNCHED_WORKER";
 
 struct LaunchOptions {
   int nproc = 1;
+  // Parameter servers started beside the workers: ranks nproc..nproc+servers-1 of
+  // a world of nproc + servers (runtime/parameter_server.h). Only the names in
+  // messages ("server 0 (rank 4)") depend on it.
+  int servers = 0;
   // The program each child runs, with its arguments (argv[0] included). Empty =
   // this process's own command line and executable.
   std::filesystem::path executable;

@@ -16,10 +16,13 @@ void validate(const TrainOptions& o) {
     throw UsageError(fmt::format("--model {}: not a runtime model; accepted: {}", o.model, fmt::join(names, ", ")));
   }
   const StrategyInfo& info = find_strategy(o.strategy);
-  if (info.arch != Arch::kAllReduce) {
-    throw UsageError(fmt::format("--strategy {}: parameter-server strategies cannot be trained yet; use an "
-                                 "all-reduce strategy",
-                                 o.strategy));
+  if (info.arch == Arch::kParameterServer && o.servers < 1) {
+    throw UsageError(fmt::format("--strategy {}: a parameter-server strategy needs --servers S >= 1", o.strategy));
+  }
+  if (info.arch == Arch::kAllReduce && o.servers != 0) {
+    throw UsageError(fmt::format("--servers {}: only parameter-server strategies (ps, ps-interleaved) use servers; "
+                                 "--strategy {} is all-reduce",
+                                 o.servers, o.strategy));
   }
   if (o.nproc && *o.nproc < 1) throw UsageError(fmt::format("--nproc {}: expected an integer >= 1", *o.nproc));
   if (o.steps && *o.steps < 1) throw UsageError(fmt::format("--steps {}: expected an integer >= 1", *o.steps));
@@ -40,10 +43,12 @@ void validate(const TrainOptions& o) {
 int run_train(const TrainOptions& options) {
   validate(options);
   if (is_launched_worker()) return run_worker(options, read_worker_env());
-  if (options.nproc) return launch({.nproc = *options.nproc, .failure_timeout = options.failure_timeout});
+  if (options.nproc) {
+    return launch({.nproc = *options.nproc, .servers = options.servers, .failure_timeout = options.failure_timeout});
+  }
   if (has_worker_env()) return run_worker(options, read_worker_env());
   // Neither a launcher nor part of a job: train alone, through the same path.
-  return launch({.nproc = 1, .failure_timeout = options.failure_timeout});
+  return launch({.nproc = 1, .servers = options.servers, .failure_timeout = options.failure_timeout});
 }
 
 }  // namespace weft::runtime

@@ -46,8 +46,12 @@ struct TrainDefaults {
 
 struct TrainOptions {
   std::string model = "mlp";     // runtime::model_names()
-  std::string strategy = "wfbp"; // an all-reduce strategy of schedulers/strategies.h
+  std::string strategy = "wfbp"; // a strategy of schedulers/strategies.h
   std::optional<int> nproc;      // spawn this many local workers (launcher role)
+  // Parameter servers, for (and only for) the parameter-server strategies: the last
+  // `servers` ranks of the job serve (runtime/parameter_server.h); the launcher
+  // spawns them beside the `nproc` workers.
+  int servers = 0;
   // Length of the run: exactly one of them; neither = 100 steps.
   std::optional<std::int64_t> steps;
   std::optional<double> epochs;  // of this rank's shard
@@ -59,7 +63,8 @@ struct TrainOptions {
   int eval_every = 0;            // rank 0 evaluates every N iterations and at the end; 0 = never
 
   // Planner inputs for building the schedule. `cluster.workers` is replaced by the
-  // world size; bandwidth/latency (or `fitted`) drive merging and window decisions.
+  // number of workers, `cluster.arch` and `servers` by the strategy's and
+  // `servers`; bandwidth/latency (or `fitted`) drive merging and window decisions.
   Cluster cluster;
   StrategyOptions strategy_options;
   std::filesystem::path profile;  // layer times (SPEC §6); empty = measured by rank 0

@@ -93,6 +93,29 @@ class Weft {
   bool exited_ = false;
 };
 
+// The children of `parent` (from /proc/<pid>/stat's ppid field).
+inline std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::istringstream stat(read(entry.path() / "stat"));
+    std::string pid, comm, state;
+    pid_t ppid = 0;
+    // comm may hold spaces but is parenthesised; ours ("weft") does not.
+    stat >> pid >> comm >> state >> ppid;
+    if (ppid == parent) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// The RANK `pid` was started with (from its environment), or -1.
+inline int rank_of(pid_t pid) {
+  const std::string env = read(fs::path("/proc") / std::to_string(pid) / "environ");
+  const auto at = env.find(std::string("\0RANK=", 6));
+  return at == std::string::npos ? -1 : std::stoi(env.substr(at + 6));
+}
+
 class TrainTest : public testing::Test {
  protected:
   void SetUp() override {

@@ -25,6 +25,7 @@
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/parameter_server.h"
 #include "runtime/process_group.h"
 #include "runtime/recorder.h"
 #include "schedulers/strategies.h"
@@ -99,15 +100,21 @@ Profile shared_profile(const TrainOptions& options, LayeredModel& model, c10d::S
   return parse_profile(message["profile"].get<std::string>(), "rank 0's profile");
 }
 
-Schedule make_schedule(const TrainOptions& options, const Profile& profile, int world) {
+Schedule make_schedule(const TrainOptions& options, const Profile& profile, int workers) {
   const StrategyInfo& info = find_strategy(options.strategy);
   Cluster cluster = options.cluster;
-  cluster.workers = world;
+  cluster.workers = workers;
+  cluster.arch = info.arch;
+  if (info.arch == Arch::kParameterServer) cluster.servers = options.servers;
   validate(cluster);
   Schedule schedule = info.make(profile, cluster, options.strategy_options);
-  validate(schedule, profile, world);
+  validate(schedule, profile, workers);
   return schedule;
 }
+
+// The number of iterations, which rank 0 publishes for the servers (they hold no
+// data to count epochs in).
+const std::string kStepsKey = "weft/steps";
 
 // ---------------------------------------------------------------------------
 // Outputs
@@ -222,12 +229,14 @@ Summary summarise(const std::vector<Event>& events, int iterations) {
 }
 
 void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, int iterations) {
+  const int workers = group.world - options.servers;
   const std::string prefix = "weft/timeline/";
   group.store->set(prefix + std::to_string(group.rank), bytes_of(events_json(recorder.take()).dump()));
   if (group.rank != 0) return;
   Timeline timeline{.source = "measured", .strategy = options.strategy};
   for (int r = 0; r < group.world; ++r) {
-    timeline.process_names.push_back(fmt::format("rank {}", r));
+    timeline.process_names.push_back(r < workers ? fmt::format("rank {}", r)
+                                                 : fmt::format("server {} (rank {})", r - workers, r));
     auto events = events_from(json::parse(string_of(group.store->get(prefix + std::to_string(r)))), r);
     timeline.events.insert(timeline.events.end(), events.begin(), events.end());
   }
@@ -304,18 +313,44 @@ class ProgressLine {
   Seconds last_ = -1e300;
 };
 
+// Parameter server `server` of a job with `workers` workers
+// (runtime/parameter_server.h).
+int serve(const TrainOptions& options, const Group& group, int workers, int server) {
+  auto model = make_model(options.model, options.seed);  // the workers' initial parameters
+  const Profile profile = shared_profile(options, *model, *group.store, group.rank);
+  const Schedule schedule = make_schedule(options, profile, workers);
+  std::vector<std::vector<torch::Tensor>> layers;
+  for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
+  LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
+
+  group.collectives->barrier()->wait();  // the workers' common time origin
+  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations);
+  const std::int64_t steps = std::stoll(string_of(group.store->get(kStepsKey)));
+  run_server({.schedule = &schedule, .layers = layers, .optimizer = &optimizer, .group = group.collectives,
+              .workers = workers, .server = server, .iterations = steps, .recorder = &recorder});
+  if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
+  return 0;
+}
+
 int train(const TrainOptions& options, const WorkerEnv& env) {
   // Note [One thread per worker] (runtime/layer_profiler.h): K workers share the
   // machine's cores; intra-op threads would only fight over them.
   torch::set_num_threads(1);
   Group group = connect(env, options.failure_timeout);
+  const int workers = group.world - options.servers;
+  if (workers < 1) {
+    throw UsageError(fmt::format("--servers {}: the job has only {} ranks (WORLD_SIZE); it needs at least one "
+                                 "worker besides the servers",
+                                 options.servers, group.world));
+  }
+  if (group.rank >= workers) return serve(options, group, workers, group.rank - workers);
   const bool leader = group.rank == 0;
 
   auto model = make_model(options.model, options.seed);
   auto data = make_data({.model = options.model, .synthetic = options.synthetic, .rank = group.rank,
-                         .world = group.world, .batch = options.batch, .seed = options.seed});
+                         .world = workers, .batch = options.batch, .seed = options.seed});
   const Profile profile = shared_profile(options, *model, *group.store, group.rank);
-  const Schedule schedule = make_schedule(options, profile, group.world);
+  const Schedule schedule = make_schedule(options, profile, workers);
 
   std::vector<std::vector<torch::Tensor>> layers;
   std::vector<std::string> names;
@@ -334,11 +369,14 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   if (!leader) metrics = MetricsFile(options.metrics, /*truncate=*/false);
 
   const std::int64_t steps = total_steps(options, *data);
-  ProgressLine progress(leader && options.progress, steps, options.batch * group.world);
+  if (leader) group.store->set(kStepsKey, bytes_of(std::to_string(steps)));
+  ProgressLine progress(leader && options.progress, steps, options.batch * workers);
   if (leader) {
-    progress.message(fmt::format("weft train: {} on {} worker{}, {} ({} messages per iteration), {} steps",
-                                 options.model, group.world, group.world == 1 ? "" : "s", options.strategy,
-                                 schedule.ops(0).size(), steps));
+    progress.message(fmt::format("weft train: {} on {} worker{}{}, {} ({} messages per iteration), {} steps",
+                                 options.model, workers, workers == 1 ? "" : "s",
+                                 options.servers == 0 ? ""
+                                 : fmt::format(" and {} server{}", options.servers, options.servers == 1 ? "" : "s"),
+                                 options.strategy, schedule.ops(0).size(), steps));
   }
   auto eval_line = [&](std::int64_t t) {
     const EvalResult r = evaluate(*model, *data, 256);
@@ -350,7 +388,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
 
   {
     Engine engine({.schedule = &schedule, .layers = layers, .layer_names = names, .optimizer = &optimizer,
-                   .collectives = group.collectives, .recorder = &recorder,
+                   .collectives = group.collectives, .workers = workers, .recorder = &recorder,
                    .stall_timeout = 2 * options.failure_timeout});
     Seconds previous_end = recorder.now();
     for (std::int64_t t = 0; t < steps; ++t) {

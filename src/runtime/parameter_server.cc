@@ -1,0 +1,366 @@
+#include "runtime/parameter_server.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace weft::runtime {
+namespace {
+
+using Work = c10::intrusive_ptr<c10d::Work>;
+
+// Gloo point-to-point tags are 32-bit; exchanges far apart in time may share one.
+constexpr std::int64_t kTagSpace = std::int64_t{1} << 30;
+
+int max_ops(const Schedule& schedule) {
+  std::size_t most = 1;
+  for (const auto& ops : schedule.iterations) most = std::max(most, ops.size());
+  return static_cast<int>(most);
+}
+
+const CommOp& single_op(const Schedule& schedule, const Message& message) {
+  if (message.ops.size() != 1) {
+    throw std::logic_error(fmt::format("parameter server: a message fuses {} operations; a parameter-server "
+                                       "exchange carries one (use a policy that does not fuse)",
+                                       message.ops.size()));
+  }
+  const OpRef& ref = message.ops.front();
+  return schedule.ops(ref.iteration)[static_cast<size_t>(ref.index)];
+}
+
+// The layers an operation carries, each whole; THROWS std::logic_error otherwise.
+std::vector<int> whole_layers(const CommOp& op, const std::vector<std::vector<torch::Tensor>>& layers,
+                              std::int64_t iteration, int index) {
+  std::vector<int> out;
+  for (const Chunk& c : op.chunks) {
+    Bytes bytes = 0;
+    for (const auto& p : layers.at(static_cast<size_t>(c.layer))) bytes += static_cast<Bytes>(p.nbytes());
+    if (c.offset != 0 || c.length != bytes) {
+      throw std::logic_error(fmt::format("parameter server: iteration {} operation {} carries bytes {}..{} of layer "
+                                         "{} ({} bytes); parameter-server operations carry whole layers",
+                                         iteration, index, c.offset, c.offset + c.length, c.layer, bytes));
+    }
+    out.push_back(c.layer);
+  }
+  return out;
+}
+
+// The layers' parameters, flattened and concatenated in the engine's packing
+// order (Layout in engine.cc).
+torch::Tensor pack_parameters(const std::vector<std::vector<torch::Tensor>>& layers, const std::vector<int>& which) {
+  std::vector<torch::Tensor> flat;
+  for (int l : which) {
+    for (const auto& p : layers[static_cast<size_t>(l)]) flat.push_back(p.detach().reshape(-1));
+  }
+  return torch::cat(flat);
+}
+
+// Writes `flat` (packed as above) into the layers' parameters or gradients.
+void unpack(const torch::Tensor& flat, std::vector<std::vector<torch::Tensor>>& layers, const std::vector<int>& which,
+            bool gradients) {
+  torch::NoGradGuard no_grad;
+  std::int64_t offset = 0;
+  for (int l : which) {
+    for (auto& p : layers[static_cast<size_t>(l)]) {
+      const auto part = flat.narrow(0, offset, p.numel()).view_as(p);
+      if (gradients) {
+        p.mutable_grad() = part.clone();
+      } else {
+        p.copy_(part);
+      }
+      offset += p.numel();
+    }
+  }
+}
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+// Waits, in the order they were started, for each exchange's send and receive,
+// then completes its future. One thread for all exchanges: the server answers a
+// worker's exchanges in the order they were pushed, so waiting in that order
+// delays no completion noticeably.
+class ExchangeWaiter {
+ public:
+  ExchangeWaiter() : thread_([this] { loop(); }) {}
+  ~ExchangeWaiter() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      for (auto& e : queue_) {
+        e.send->abort();
+        e.recv->abort();
+      }
+    }
+    changed_.notify_one();
+    thread_.join();
+  }
+  ExchangeWaiter(const ExchangeWaiter&) = delete;
+  ExchangeWaiter& operator=(const ExchangeWaiter&) = delete;
+
+  void add(Work send, Work recv, c10::intrusive_ptr<c10::ivalue::Future> done) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back({std::move(send), std::move(recv), std::move(done)});
+    }
+    changed_.notify_one();
+  }
+
+ private:
+  struct Exchange {
+    Work send;
+    Work recv;
+    c10::intrusive_ptr<c10::ivalue::Future> done;
+  };
+
+  void loop() {
+    for (;;) {
+      Exchange e;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        e = queue_.front();  // stays queued, so that the destructor can abort it
+      }
+      try {
+        if (!e.send->wait() || !e.recv->wait()) throw std::runtime_error("the exchange was aborted");
+        e.done->markCompleted(c10::IValue());
+      } catch (...) {
+        e.done->setError(std::current_exception());
+      }
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      queue_.pop_front();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Exchange> queue_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+class ParameterServerExchange : public OpExecutor {
+ public:
+  explicit ParameterServerExchange(const EngineOptions& options)
+      : options_(options), easgd_(options.schedule->easgd) {}
+
+  std::vector<torch::Tensor> operands(int layer) override {
+    const auto& params = options_.layers[static_cast<size_t>(layer)];
+    if (elastic()) return params;
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : params) grads.push_back(p.grad());
+    return grads;
+  }
+  std::vector<torch::Tensor> results(int layer) override { return options_.layers[static_cast<size_t>(layer)]; }
+  Step step() const override { return elastic() ? Step::kBeforeCommunication : Step::kElsewhere; }
+  bool ordered_across_ranks() const override { return false; }
+
+  Started start(const Schedule& schedule, const Message& message, torch::Tensor packed) override {
+    const CommOp& op = single_op(schedule, message);
+    const OpRef& ref = message.ops.front();
+    const int server = options_.workers + op.server;
+    const int tag = exchange_tag(schedule, ref.iteration, ref.index);
+    std::vector<torch::Tensor> out{packed};
+    Work send = options_.collectives->send(out, server, tag);
+    std::vector<torch::Tensor> in{torch::empty_like(packed)};
+    Work recv = options_.collectives->recv(in, server, tag);
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+    waiter_.add(std::move(send), std::move(recv), done);
+    return {.done = std::move(done), .result = in.front()};
+  }
+
+  void complete(const torch::Tensor& packed, torch::Tensor& result) override {
+    if (elastic()) result = elastic_pull(packed, result, easgd_.alpha);
+  }
+
+  std::string describe(const Schedule& schedule, const Message& message) const override {
+    return fmt::format("push/pull server {}", single_op(schedule, message).server);
+  }
+
+ private:
+  bool elastic() const { return easgd_.beta > 0; }
+
+  const EngineOptions& options_;
+  const Easgd easgd_;
+  ExchangeWaiter waiter_;
+};
+
+}  // namespace
+
+int exchange_tag(const Schedule& schedule, std::int64_t iteration, int index) {
+  return static_cast<int>((iteration * max_ops(schedule) + index) % kTagSpace);
+}
+
+torch::Tensor elastic_pull(const torch::Tensor& local, const torch::Tensor& centre, double alpha) {
+  return local - alpha * (local - centre);
+}
+
+void move_centre(torch::Tensor& centre, const torch::Tensor& mean, double beta) {
+  centre.mul_(1 - beta).add_(mean, beta);
+}
+
+std::unique_ptr<OpExecutor> make_parameter_server_executor(const EngineOptions& options) {
+  return std::make_unique<ParameterServerExchange>(options);
+}
+
+// ---------------------------------------------------------------------------
+// The server
+
+namespace {
+
+class Server {
+ public:
+  explicit Server(const ServerOptions& o) : o_(o), schedule_(*o.schedule), layers_(o.layers) {
+    // Everything the exchanges rely on is checked before the first one.
+    for (int t = 0; t < schedule_.period; ++t) {
+      const auto& ops = schedule_.ops(t);
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const CommOp& op = ops[i];
+        if (op.kind != OpKind::kParameterServer) {
+          throw std::logic_error(fmt::format("server {}: iteration {} operation {} is {}, not a parameter-server "
+                                             "exchange",
+                                             o_.server, t, i, to_string(op.kind)));
+        }
+        if (op.server == o_.server) layers_of_[{t, static_cast<int>(i)}] = whole_layers(op, layers_, t, static_cast<int>(i));
+      }
+    }
+  }
+
+  void run() {
+    // Receives are posted one iteration ahead, so that a worker's pushes of the
+    // next iteration land as soon as it sends them.
+    if (o_.iterations > 0) post(0);
+    for (std::int64_t t = 0; t < o_.iterations; ++t) {
+      if (t + 1 < o_.iterations) post(t + 1);
+      auto& exchanges = posted_.front();
+      for (Exchange& e : exchanges) serve(e);
+      for (Exchange& e : exchanges) {
+        for (int p = 0; p < o_.workers; ++p) wait(e, e.sends[static_cast<size_t>(p)], p, "answer");
+      }
+      posted_.pop_front();
+    }
+  }
+
+ private:
+  struct Exchange {
+    std::int64_t iteration = 0;
+    int index = 0;
+    std::vector<int> layers;
+    std::vector<torch::Tensor> pushes;  // one per worker
+    std::vector<Work> recvs;
+    std::vector<Work> sends;
+    torch::Tensor answer;
+  };
+
+  void post(std::int64_t t) {
+    auto& exchanges = posted_.emplace_back();
+    const int period_iteration = static_cast<int>(t % schedule_.period);
+    const auto& ops = schedule_.ops(period_iteration);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const CommOp& op = ops[i];
+      if (op.server != o_.server) continue;
+      Exchange e{.iteration = t, .index = static_cast<int>(i),
+                 .layers = layers_of_.at({period_iteration, static_cast<int>(i)})};
+      const int tag = exchange_tag(schedule_, t, e.index);
+      for (int p = 0; p < o_.workers; ++p) {
+        std::vector<torch::Tensor> in{torch::empty({op.bytes() / static_cast<Bytes>(sizeof(float))}, torch::kFloat32)};
+        e.recvs.push_back(o_.group->recv(in, p, tag));
+        e.pushes.push_back(in.front());
+      }
+      exchanges.push_back(std::move(e));
+    }
+  }
+
+  void wait(const Exchange& e, const Work& work, int worker, const char* what) {
+    bool completed = false;
+    try {
+      completed = work->wait();
+    } catch (...) {
+      throw std::runtime_error(fmt::format("server {}: the {} of worker {} for iteration {} operation {} failed "
+                                           "(the worker died, or did not take part within the timeout): {}",
+                                           o_.server, what, worker, e.iteration, e.index,
+                                           message_of(std::current_exception())));
+    }
+    if (!completed) {
+      throw std::runtime_error(fmt::format("server {}: the {} of worker {} for iteration {} operation {} was "
+                                           "aborted",
+                                           o_.server, what, worker, e.iteration, e.index));
+    }
+  }
+
+  void serve(Exchange& e) {
+    const Seconds waiting = o_.recorder ? o_.recorder->now() : 0;
+    for (int p = 0; p < o_.workers; ++p) wait(e, e.recvs[static_cast<size_t>(p)], p, "push");
+    const Seconds start = o_.recorder ? o_.recorder->now() : 0;
+    torch::NoGradGuard no_grad;
+    const torch::Tensor mean = torch::stack(e.pushes).mean(0);
+    if (schedule_.easgd.beta > 0) {
+      torch::Tensor centre = pack_parameters(layers_, e.layers);
+      move_centre(centre, mean, schedule_.easgd.beta);
+      unpack(centre, layers_, e.layers, /*gradients=*/false);
+      e.answer = centre;
+    } else {
+      unpack(mean, layers_, e.layers, /*gradients=*/true);
+      for (int l : e.layers) {
+        o_.optimizer->step(l);
+        o_.optimizer->zero_grad(l);
+      }
+      e.answer = pack_parameters(layers_, e.layers);
+    }
+    const int tag = exchange_tag(schedule_, e.iteration, e.index);
+    for (int p = 0; p < o_.workers; ++p) {
+      std::vector<torch::Tensor> out{e.answer};
+      e.sends.push_back(o_.group->send(out, p, tag));
+    }
+    if (o_.recorder) {
+      const int iteration = static_cast<int>(e.iteration);
+      const Bytes bytes = e.answer.numel() * static_cast<Bytes>(sizeof(float));
+      o_.recorder->add({.lane = "pushes", .name = fmt::format("waiting for {} pushes ({})", o_.workers,
+                                                              format_bytes(bytes)),
+                        .start = waiting, .end = start, .iteration = iteration, .layer = e.layers.back(),
+                        .bytes = bytes * o_.workers});
+      o_.recorder->add({.lane = "update", .name = schedule_.easgd.beta > 0 ? "centre update" : "optimizer step",
+                        .start = start, .end = o_.recorder->now(), .iteration = iteration,
+                        .layer = e.layers.back()});
+    }
+  }
+
+  const ServerOptions& o_;
+  const Schedule& schedule_;
+  std::vector<std::vector<torch::Tensor>> layers_;
+  std::map<std::pair<int, int>, std::vector<int>> layers_of_;  // (period iteration, op) -> whole layers
+  std::deque<std::vector<Exchange>> posted_;  // iterations whose receives are posted
+};
+
+}  // namespace
+
+void run_server(const ServerOptions& options) {
+  if (options.schedule == nullptr || !options.group || options.workers < 1 ||
+      (options.schedule->easgd.beta == 0 && options.optimizer == nullptr)) {
+    throw std::logic_error("run_server: ServerOptions needs a schedule, a group, workers >= 1 and, for "
+                           "synchronous PS, an optimizer");
+  }
+  if (options.group->getRank() != options.workers + options.server) {
+    throw std::logic_error(fmt::format("run_server: server {} of a job with {} workers must be rank {}, not {}",
+                                       options.server, options.workers, options.workers + options.server,
+                                       options.group->getRank()));
+  }
+  Server(options).run();
+}
+
+}  // namespace weft::runtime

@@ -1,0 +1,88 @@
+// The parameter-server runtime (SPEC §2, §3, §4.4; seed 000): the workers' side of
+// a kParameterServer operation — an OpExecutor for the engine — and the server
+// processes that answer them.
+//
+// Ranks. A job of P workers and S servers is one Gloo group of P + S ranks:
+// ranks 0..P−1 train, rank P + s is server s (the contract `weft netem --servers`
+// and `weft train --servers` set up). A schedule names the server of each
+// operation (CommOp::server); every worker and every server builds the same
+// schedule, so no one has to tell the server what is coming.
+//
+// The exchange of operation i of global iteration t between worker p and its
+// server: p sends the packed chunks (tag exchange_tag(t, i)) and posts the receive
+// of the answer with the same tag; the server receives the P pushes, updates, and
+// sends each worker the answer. Gloo matches point-to-point messages by (peer,
+// tag), so workers need not agree on an order, and no leader is needed (the
+// engine runs each worker's own Dispatcher; Note [Collective order] in engine.h).
+//
+// Note [What the server does] (schedulers/ps.h) decides the update from
+// Schedule::easgd:
+// - easgd.beta == 0 (`ps`): workers push gradients; the server averages them into
+//   its copy's gradients, steps its optimizer for those layers (synchronous PS:
+//   the optimizer state lives on the server) and answers with the parameters; the
+//   worker overwrites its own (OpExecutor::Step::kElsewhere).
+// - easgd.beta > 0 (`ps-interleaved`): workers take their local step when the
+//   layer's backward ends and push w_k; the server, holding all P copies, moves
+//   the centre, w̃ ← (1−β)·w̃ + β·mean_k(w_k), and answers with w̃; the worker
+//   applies the elastic term w_k ← w_k − α·(w_k − w̃) before the layer's next
+//   forward. The elastic term uses the centre just computed, so with α = β = 1
+//   every worker ends the exchange at mean_k(w_k): per-step model averaging when
+//   T = 1, which the tests check against `flsgd --H 1`.
+//
+// Operations must carry whole layers (the PS schedulers fuse whole layers) and one
+// operation per message (their dispatch policy never fuses); both are checked.
+//
+// Thread-safety: the executor is used by the engine's communication thread; it
+// owns one more thread that waits for its exchanges. run_server runs on the
+// calling thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include "runtime/engine.h"
+#include "runtime/optimizer.h"
+#include "runtime/recorder.h"
+#include "schedule/schedule.h"
+
+namespace weft::runtime {
+
+// The Gloo tag of operation `index` of global iteration `iteration`; unique among
+// the exchanges a worker and a server can have open at once.
+int exchange_tag(const Schedule& schedule, std::int64_t iteration, int index);
+
+// EASGD (SPEC §4.4) on flat float tensors of the same size.
+// The worker's elastic term: returns local − α·(local − centre).
+torch::Tensor elastic_pull(const torch::Tensor& local, const torch::Tensor& centre, double alpha);
+// The server's centre update, in place: centre ← (1−β)·centre + β·mean.
+void move_centre(torch::Tensor& centre, const torch::Tensor& mean, double beta);
+
+// The worker's executor of kParameterServer operations.
+// REQUIRES options.collectives has options.workers + (servers named by the
+// schedule) ranks; options outlives the executor.
+std::unique_ptr<OpExecutor> make_parameter_server_executor(const EngineOptions& options);
+
+struct ServerOptions {
+  const Schedule* schedule = nullptr;  // REQUIRES: the workers' schedule; outlives the call
+  // The server's copy of the model (same initialisation as the workers'); layers[l]
+  // as LayeredModel::layer_parameters(l). The server updates its own layers.
+  std::vector<std::vector<torch::Tensor>> layers;
+  LayerOptimizer* optimizer = nullptr;  // over `layers`; used when easgd.beta == 0
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  int workers = 1;            // P; this server is rank P + server
+  int server = 0;
+  std::int64_t iterations = 0;  // the workers' number of training iterations
+  Recorder* recorder = nullptr; // optional
+};
+
+// Serves every exchange of `server` for iterations 0..iterations−1, then returns.
+// THROWS std::runtime_error naming the server, the worker, the iteration and the
+// operation when an exchange fails (a worker died, or did not push within the
+// group's timeout); std::logic_error if an operation does not carry whole layers.
+void run_server(const ServerOptions& options);
+
+}  // namespace weft::runtime

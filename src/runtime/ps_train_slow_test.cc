@@ -1,0 +1,29 @@
+// `weft train` learns with a parameter server (label slow: minutes on two shared
+// cores): the cnn reaches 85% test accuracy on Fashion-MNIST with ps-interleaved
+// (the defaults: T = 3, β = 0.9, α = β/P) on 4 workers and 1 server in 3 epochs.
+#include <nlohmann/json.hpp>
+
+#include "runtime/train_test_util.h"
+
+namespace {
+
+using namespace weft::testing_util;
+
+TEST_F(TrainTest, SlowCnnWithInterleavedPsOnFourWorkersLearnsFashionMnist) {
+  const fs::path metrics = dir_ / "metrics.jsonl";
+  const auto [status, err] = weft("cnn",
+                                  {"train", "--model", "cnn", "--strategy", "ps-interleaved", "--servers", "1",
+                                   "--nproc", "4", "--epochs", "3", "--eval-every", "1000000", "--metrics",
+                                   metrics.string(), "--no-progress"},
+                                  std::chrono::seconds(3000));
+  ASSERT_EQ(status, 0) << err;
+  double accuracy = -1;
+  std::istringstream lines(read(metrics));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("eval")) accuracy = j["eval"]["accuracy"];
+  }
+  EXPECT_GE(accuracy, 0.85);
+}
+
+}  // namespace

@@ -1,0 +1,124 @@
+// `weft train --servers S` with the parameter-server strategies, as real processes
+// (WEFT_BINARY): workers and servers exchanging over Gloo point-to-point.
+//
+// - `ps` (synchronous: the server averages the gradients and steps) ends with
+//   wfbp's parameters;
+// - `ps-interleaved` with T = 1, α = β = 1 and plain SGD is per-step model
+//   averaging (Note [What the server does] in runtime/parameter_server.h), whose
+//   reference is `flsgd --H 1`, computed by all-reduce instead of servers;
+// - with the defaults (T = 3, α = β/P) the workers' models differ — elastic
+//   averaging keeps them apart — so the comparisons above can fail;
+// - a killed server or worker fails the job promptly, naming it, and leaves no
+//   process behind.
+// (ps_train_slow_test.cc: the cnn learns Fashion-MNIST with ps-interleaved.)
+#include <cmath>
+
+#include "runtime/train_test_util.h"
+
+namespace {
+
+using namespace weft::testing_util;
+
+constexpr int kSteps = 20;
+
+class PsTrainTest : public TrainTest {
+ protected:
+  // Trains mlp on synthetic data; returns each rank's final parameters.
+  std::vector<std::vector<float>> train(const std::string& name, std::vector<std::string> flags, int workers) {
+    const fs::path params = dir_ / (name + ".params");
+    std::vector<std::string> args{"train", "--model", "mlp", "--synthetic", "--steps", std::to_string(kSteps),
+                                  "--batch", "8", "--lr", "0.05", "--nproc", std::to_string(workers),
+                                  "--save-params", params.string(), "--no-progress"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto [status, err] = weft(name, args);
+    EXPECT_EQ(status, 0) << err;
+    std::vector<std::vector<float>> out;
+    for (int r = 0; r < workers; ++r) out.push_back(read_floats(params.string() + ".rank" + std::to_string(r)));
+    return out;
+  }
+};
+
+float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float most = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) most = std::max(most, std::abs(a[i] - b[i]));
+  return most;
+}
+
+TEST_F(PsTrainTest, SynchronousPsEndsWithWfbpsParameters) {
+  for (const auto& [workers, servers] : std::vector<std::pair<int, int>>{{2, 1}, {4, 2}}) {
+    SCOPED_TRACE(testing::Message() << workers << " workers, " << servers << " servers");
+    const auto ps = train(fmt::format("ps{}", workers), {"--strategy", "ps", "--servers", std::to_string(servers)},
+                          workers);
+    const auto wfbp = train(fmt::format("wfbp{}", workers), {"--strategy", "wfbp"}, workers);
+    for (int r = 0; r < workers; ++r) {
+      EXPECT_EQ(ps[r], ps[0]) << "rank " << r << " differs from rank 0";
+      EXPECT_LE(max_difference(ps[r], wfbp[0]), 1e-5) << "rank " << r;
+    }
+  }
+}
+
+TEST_F(PsTrainTest, InterleavedWithFullElasticityIsPerStepModelAveraging) {
+  for (const int workers : {2, 4}) {
+    SCOPED_TRACE(testing::Message() << workers << " workers");
+    const auto ps = train(fmt::format("psi{}", workers),
+                          {"--strategy", "ps-interleaved", "--servers", "1", "--T", "1", "--easgd-alpha", "1",
+                           "--easgd-beta", "1"},
+                          workers);
+    const auto averaged = train(fmt::format("flsgd{}", workers), {"--strategy", "flsgd", "--H", "1"}, workers);
+    for (int r = 0; r < workers; ++r) EXPECT_LE(max_difference(ps[r], averaged[0]), 1e-5) << "rank " << r;
+  }
+}
+
+TEST_F(PsTrainTest, ElasticAveragingKeepsTheWorkersApart) {
+  const auto ps = train("psi-default", {"--strategy", "ps-interleaved", "--servers", "1"}, 2);
+  EXPECT_GT(max_difference(ps[0], ps[1]), 1e-4);
+}
+
+// Starts 2 workers and 1 server training for a long time, kills the process of
+// rank `victim` once all train, and checks how the job ends.
+void kill_mid_run(const fs::path& dir, int victim, const std::string& expected) {
+  const fs::path sub = dir / "job";
+  fs::create_directories(sub);
+  const fs::path metrics = dir / "metrics.jsonl";
+  Weft job({"train", "--model", "mlp", "--synthetic", "--strategy", "ps-interleaved", "--servers", "1", "--nproc",
+            "2", "--steps", "1000000", "--metrics", metrics.string(), "--no-progress", "--failure-timeout", "20"},
+           sub);
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  std::vector<pid_t> processes;
+  for (;;) {
+    ASSERT_LT(Clock::now(), deadline) << "the job did not start training: " << job.stderr_text();
+    processes = children_of(job.pid());
+    const std::string lines = read(metrics);
+    if (processes.size() == 3 && lines.find("\"rank\":0") != std::string::npos &&
+        lines.find("\"rank\":1") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  pid_t target = -1;
+  for (pid_t pid : processes) {
+    if (rank_of(pid) == victim) target = pid;
+  }
+  ASSERT_GT(target, 0);
+  const auto killed = Clock::now();
+  ASSERT_EQ(::kill(target, SIGKILL), 0);
+  const int status = job.wait(std::chrono::seconds(90));
+  ASSERT_NE(status, -1) << "the job did not exit";
+  EXPECT_NE(status, 0);
+  // Promptly: the peers see the broken connection, not the 20 s timeout.
+  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(20));
+  const std::string err = job.stderr_text();
+  EXPECT_NE(err.find(expected), std::string::npos) << err;
+  for (pid_t pid : processes) {
+    EXPECT_FALSE(fs::exists(fs::path("/proc") / std::to_string(pid))) << "process " << pid << " survived";
+  }
+}
+
+TEST_F(PsTrainTest, AKilledServerFailsTheJobByName) {
+  kill_mid_run(dir_, 2, "server 0 (rank 2) failed (killed by signal 9)");
+}
+
+TEST_F(PsTrainTest, AKilledWorkerFailsTheJobByName) { kill_mid_run(dir_, 1, "rank 1 failed (killed by signal 9)"); }
+
+}  // namespace
