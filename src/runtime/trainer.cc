@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -187,16 +188,47 @@ std::vector<Event> events_from(const json& array, int worker) {
   return out;
 }
 
-// The summary of a measured timeline (timeline.h) from rank 0's recorded events.
-// Iteration t lasts from the start of its first forward to the start of the next
-// iteration's; iteration 0 (warm-up) and the last recorded one (no successor) are
-// left out. compute = fp + bp; link utilisation = busy fraction of the "comm" lane.
+// Busy time of the union of `intervals` clipped to [from, to], and the most that
+// overlap at one instant.
+std::pair<Seconds, int> busy_and_peak(std::vector<std::pair<Seconds, Seconds>> intervals, Seconds from, Seconds to) {
+  std::sort(intervals.begin(), intervals.end());
+  Seconds busy = 0, covered_until = from;
+  std::vector<std::pair<Seconds, int>> edges;
+  for (auto [start, end] : intervals) {
+    if (end <= from || start >= to) continue;
+    edges.push_back({start, +1});
+    edges.push_back({end, -1});
+    start = std::max(start, covered_until);
+    end = std::min(end, to);
+    if (end > start) {
+      busy += end - start;
+      covered_until = end;
+    }
+  }
+  std::sort(edges.begin(), edges.end());  // at equal times, ends (−1) first
+  int open = 0, peak = 0;
+  for (const auto& [time, change] : edges) peak = std::max(peak, open += change);
+  return {busy, peak};
+}
+
+// The summary of a measured timeline (timeline.h) from the recorded events.
+// Iteration t lasts from the start of rank 0's first forward to the start of its
+// next iteration's; iteration 0 (warm-up) and the last recorded one (no successor)
+// are left out. compute = fp + bp; link utilisation = busy fraction of rank 0's
+// "comm" lane. With parameter servers, a server's link is busy while any worker's
+// exchange with it is in flight, and its incast is how many are at once (every
+// worker's exchange events, named "push/pull server s" by the engine).
 Summary summarise(const std::vector<Event>& events, int iterations) {
   Summary s;
   if (iterations < 2) return s;
   std::vector<Seconds> begin(static_cast<size_t>(iterations), 1e300), compute(static_cast<size_t>(iterations), 0);
   std::vector<std::pair<Seconds, Seconds>> comm;
+  std::map<int, std::vector<std::pair<Seconds, Seconds>>> exchanges;  // server -> intervals
+  constexpr std::string_view kExchange = "push/pull server ";
   for (const Event& e : events) {
+    if (e.lane == "comm" && e.name.starts_with(kExchange) && e.iteration >= 0 && e.iteration < iterations) {
+      exchanges[std::atoi(e.name.c_str() + kExchange.size())].emplace_back(e.start, e.end);
+    }
     if (e.worker != 0 || e.iteration < 0 || e.iteration >= iterations) continue;
     if (e.lane == "compute") {
       begin[static_cast<size_t>(e.iteration)] = std::min(begin[static_cast<size_t>(e.iteration)], e.start);
@@ -214,17 +246,13 @@ Summary summarise(const std::vector<Event>& events, int iterations) {
   for (int t = 1; t < iterations - 1; ++t) s.compute += compute[static_cast<size_t>(t)];
   s.compute /= measured;
   s.exposed_comm = s.iteration - s.compute;
-  std::sort(comm.begin(), comm.end());
-  Seconds busy = 0, covered_until = begin[1];
-  for (auto [start, end] : comm) {
-    start = std::max(start, covered_until);
-    end = std::min(end, begin[static_cast<size_t>(iterations - 1)]);
-    if (end > start) {
-      busy += end - start;
-      covered_until = end;
-    }
+  const Seconds end = begin[static_cast<size_t>(iterations - 1)];
+  s.link_utilisation = span > 0 ? busy_and_peak(comm, begin[1], end).first / span : 0;
+  for (const auto& [server, intervals] : exchanges) {
+    const auto [busy, peak] = busy_and_peak(intervals, begin[1], end);
+    s.peak_server_incast = std::max(s.peak_server_incast, peak);
+    if (span > 0) s.server_busy = std::max(s.server_busy, busy / span);
   }
-  s.link_utilisation = span > 0 ? busy / span : 0;
   return s;
 }
 
