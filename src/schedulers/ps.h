@@ -33,8 +33,10 @@
 //   workers pull the new parameters. β = 0 would be a centre that never moves, so
 //   it cannot be mistaken for an EASGD setting.
 // - easgd.beta > 0 (`ps-interleaved`): the workers take their local step
-//   w_k ← w_k − η·g_k − α·(w_k − w̃) and push w_k; once the server holds all P
-//   copies it sets w̃ ← (1−β)·w̃ + β·mean_k(w_k); the workers pull w̃ (SPEC §4.4).
+//   w_k ← w_k − η·g_k and push w_k; once the server holds all P copies it sets
+//   w̃ ← (1−β)·w̃ + β·mean_k(w_k); the workers pull w̃ and apply the elastic term
+//   w_k ← w_k − α·(w_k − w̃) before the group's next forward (SPEC §4.4; the
+//   runtime's side is in runtime/parameter_server.h).
 //
 // Note [Release offsets from Algorithm 1]
 // ---------------------------------------
