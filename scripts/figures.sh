@@ -8,27 +8,40 @@
 #   scripts/figures.sh traces     # message statistics of a few predicted timelines
 #   scripts/figures.sh check      # exit 1 unless BENCHMARKS.md's planner tables
 #                                 # equal what plan_tables prints now
+#   scripts/figures.sh overhead   # engine overhead on 1 process against a plain
+#                                 # LibTorch loop (bench_overhead; not in `all`:
+#                                 # it needs the LibTorch build and minutes of CPU)
 #
 # It configures and builds weft, bench_sim, bench_local_sgd and plan_tables in
 # $BUILD (default build-figures, beside the other engineers' build dirs) with
 # $JOBS jobs (default 2), without the LibTorch runtime. Timings are reported as
 # wall and CPU time with the load average before and after the run: on a shared
 # machine CPU time is the figure to read. $BENCH_REPETITIONS (default 3) runs of
-# bench_sim are summarised by their median.
+# bench_sim are summarised by their median. `overhead` builds bench_overhead in
+# $RUNTIME_BUILD (default build-figures-runtime) with the runtime, and passes
+# $OVERHEAD_ARGS (default: mlp and cnn, wfbp, 15 repetitions of 40 iterations) to
+# it; run it on a quiet machine, the load average is printed with the figures.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build-figures}
 jobs=${JOBS:-2}
 repetitions=${BENCH_REPETITIONS:-3}
+runtime_build=${RUNTIME_BUILD:-$root/build-figures-runtime}
+overhead_args=${OVERHEAD_ARGS:---models mlp,cnn --strategies wfbp --repetitions 15 --iterations 40}
 what=${1:-all}
 case $what in
-  all | tables | speed | traces | check) ;;
-  *) echo "usage: $0 [all|tables|speed|traces|check]" >&2; exit 2 ;;
+  all | tables | speed | traces | check | overhead) ;;
+  *) echo "usage: $0 [all|tables|speed|traces|check|overhead]" >&2; exit 2 ;;
 esac
 
-cmake -S "$root" -B "$build" -G Ninja -DWEFT_RUNTIME=OFF -DWEFT_BENCH=ON >/dev/null
-cmake --build "$build" -j"$jobs" --target weft bench_sim bench_local_sgd plan_tables >/dev/null
+if [[ $what == overhead ]]; then
+  cmake -S "$root" -B "$runtime_build" -G Ninja -DWEFT_RUNTIME=ON -DWEFT_BENCH=ON >/dev/null
+  cmake --build "$runtime_build" -j"$jobs" --target bench_overhead >/dev/null
+else
+  cmake -S "$root" -B "$build" -G Ninja -DWEFT_RUNTIME=OFF -DWEFT_BENCH=ON >/dev/null
+  cmake --build "$build" -j"$jobs" --target weft bench_sim bench_local_sgd plan_tables >/dev/null
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -201,8 +214,17 @@ EOF
   return $status
 }
 
+# Engine overhead (issue 3): bench/overhead_bench.cc says what is timed and how.
+overhead() {
+  printf '### Engine overhead, 1 process\n\n```sh\nbuild-figures-runtime/bench/bench_overhead %s\n```\n\n' "$overhead_args"
+  # shellcheck disable=SC2086  # OVERHEAD_ARGS is a list of flags, split on purpose
+  "$runtime_build/bench/bench_overhead" $overhead_args
+  printf '\n'
+}
+
 case $what in
   check) check ;;
+  overhead) overhead ;;
   tables) tables ;;
   speed) speed ;;
   traces) traces ;;
