@@ -12,6 +12,7 @@
 
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "cli/emulated_training.h"
 #include "runtime/train.h"
 #include "schedulers/strategies.h"
 #include "units/units.h"
@@ -29,6 +30,7 @@ struct TrainFlags {
   std::string trace;
   std::string save_params;
   std::string bandwidth = "1Gbit";
+  std::string server_bandwidth;  // empty: same as --bandwidth
   std::string latency = "50us";
   std::string network;
   StrategyFlags strategy;
@@ -56,7 +58,7 @@ runtime::TrainOptions to_options(const TrainFlags& flags) {
   o.failure_timeout = flags.failure_timeout;
   o.progress = !flags.no_progress;
   ClusterFlags cluster{.workers = 1, .bandwidth = flags.bandwidth, .latency = flags.latency,
-                       .network_file = flags.network};
+                       .server_bandwidth = flags.server_bandwidth, .network_file = flags.network};
   o.cluster = make_cluster(cluster);  // workers is replaced by the world size
   o.strategy_options = make_strategy_options(flags.strategy);
   runtime::validate(o);
@@ -73,7 +75,8 @@ void add_train(CLI::App& app, int& exit_status) {
       "Train a LibTorch model data-parallel over Gloo, executing a strategy's schedule; writes metrics "
       "(JSON lines), a measured timeline and optionally the final parameters.\n"
       "With --nproc K it starts K local workers; without it, it is one worker of a job described by "
-      "MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (as torchrun sets them), or trains alone if none is set.");
+      "MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (as torchrun sets them), or trains alone if none is set.\n"
+      "With --nproc K --bandwidth Q the K workers (and --servers) train behind emulated Q links (root).");
   cmd->add_option("--model", o.model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
   cmd->add_option("--strategy", o.strategy, "all-reduce strategy: " + allreduce_strategy_names())
       ->capture_default_str();
@@ -99,10 +102,14 @@ void add_train(CLI::App& app, int& exit_status) {
                   "layer times for the planner (profile JSON from `weft profile --model`); default: rank 0 "
                   "measures them before training");
   cmd->add_option("--bandwidth,-B", flags->bandwidth,
-                  "link bandwidth the planner assumes when building the schedule (mgwfbp merging, dcredit "
-                  "windows); it does not shape the network")
+                  "each worker's link, which the schedule is planned for (mgwfbp merging, dcredit windows; "
+                  "default 1Gbit). Given with --nproc, the workers also run behind links emulated at this rate "
+                  "(as weft netem; needs root); in a job started otherwise it only informs the planner");
+  cmd->add_option("--server-bandwidth", flags->server_bandwidth,
+                  "each parameter server's link, planned and (with --nproc --bandwidth) emulated; default: "
+                  "--bandwidth");
+  cmd->add_option("--latency", flags->latency, "per-message latency the planner assumes (never emulated)")
       ->capture_default_str();
-  cmd->add_option("--latency", flags->latency, "per-message latency the planner assumes")->capture_default_str();
   cmd->add_option("--network", flags->network,
                   "all-reduce fit from `weft profile --network --out FILE`; replaces --bandwidth/--latency");
   add_strategy_flags(*cmd, flags->strategy);
@@ -116,7 +123,19 @@ void add_train(CLI::App& app, int& exit_status) {
                   "failed, before they are stopped")
       ->capture_default_str();
   cmd->add_flag("--no-progress", flags->no_progress, "no progress line on stderr");
-  cmd->callback([flags, &exit_status] { exit_status = runtime::run_train(to_options(*flags)); });
+  cmd->callback([cmd, flags, &exit_status] {
+    const runtime::TrainOptions options = to_options(*flags);
+    // Note [Training on emulated links] (cli/emulated_training.h).
+    if (trains_on_emulated_links(cmd->count("--bandwidth") > 0, options.nproc.has_value())) {
+      exit_status = run_emulated_training({.workers = *options.nproc,
+                                           .servers = options.servers,
+                                           .bandwidth = options.cluster.bandwidth,
+                                           .server_bandwidth = options.cluster.server_bandwidth,
+                                           .failure_timeout = options.failure_timeout});
+    } else {
+      exit_status = runtime::run_train(options);
+    }
+  });
 }
 
 }  // namespace weft::cli

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -209,7 +210,8 @@ std::vector<std::string> EmulatedNetwork::environment_for(const Endpoint& e) con
 
 RunReport run_emulated(const NetemOptions& network,
                        const std::vector<std::vector<std::string>>& argv_per_rank,
-                       const SuperviseOptions& supervision) {
+                       const SuperviseOptions& supervision,
+                       const std::vector<std::string>& environment) {
   validate(network);
   const std::size_t ranks = static_cast<std::size_t>(network.workers) + network.servers;
   if (argv_per_rank.size() != ranks) {
@@ -230,9 +232,16 @@ RunReport run_emulated(const NetemOptions& network,
   EmulatedNetwork emulated(network);
   std::vector<ProcessSpec> specs;
   for (const Endpoint& e : emulated.endpoints()) {
+    std::vector<std::string> variables = emulated.environment_for(e);
+    for (const std::string& extra : environment) {
+      const std::string_view name = std::string_view(extra).substr(0, extra.find('=') + 1);
+      const bool in_contract = std::any_of(variables.begin(), variables.end(),
+                                           [&](const std::string& v) { return v.starts_with(name); });
+      if (!in_contract) variables.push_back(extra);
+    }
     specs.push_back({.label = label_of(e),
                      .argv = argv_per_rank[static_cast<std::size_t>(e.rank)],
-                     .environment = emulated.environment_for(e),
+                     .environment = std::move(variables),
                      .netns = e.netns});
   }
   return supervise(specs, supervision, signals);

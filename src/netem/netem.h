@@ -122,7 +122,9 @@ class EmulatedNetwork {
 // namespace (workers 0..P-1, then servers) with the process contract's variables,
 // supervises the ranks (supervisor.h), ends them all and removes the network. SIGINT
 // and SIGTERM received meanwhile end the job cleanly (exit_status 128 + signal).
-// This is what `weft netem` does; `weft train --bandwidth` calls it too.
+// This is what `weft netem` does; `weft train --bandwidth` calls it too, with
+// `environment` ("NAME=value", given to every rank under the contract's variables,
+// which win) marking its ranks as launched workers.
 // REQUIRES: argv_per_rank.size() == workers + servers, each argv non-empty
 // (THROWS std::logic_error otherwise); no TerminationSignals alive in the process
 // (it installs its own).
@@ -131,6 +133,7 @@ class EmulatedNetwork {
 // EmulatedNetwork. A rank's failure is reported in the RunReport, not thrown.
 RunReport run_emulated(const NetemOptions& network,
                        const std::vector<std::vector<std::string>>& argv_per_rank,
-                       const SuperviseOptions& supervision = {});
+                       const SuperviseOptions& supervision = {},
+                       const std::vector<std::string>& environment = {});
 
 }  // namespace weft::netem
