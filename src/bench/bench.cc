@@ -140,6 +140,9 @@ class Bench {
   void profile_model();
   LinkResult profile_network(const Link& link);
   std::map<std::string, Prediction> predict(const Link& link, const LinkResult& network);
+  // One `weft plan` of strategies of one architecture → plan-<link><suffix>.json.
+  std::map<std::string, Prediction> plan(const Link& link, const LinkResult& network,
+                                         const std::vector<std::string>& strategies, std::string_view suffix);
   std::string trace_strategy(const std::map<std::string, Prediction>& plan) const;
   void keep_predicted_trace(const Link& link, const LinkResult& network, const std::string& strategy,
                             const Prediction& prediction);
@@ -191,7 +194,7 @@ void Bench::probe_strategies() {
     find_strategy(s);  // an unknown name is a UsageError listing the known ones
     const fs::path probe_log = log("probe-" + s);
     const ChildResult r =
-        run({.argv = probe_command(o_.tools, o_.training.model, s), .log = probe_log, .timeout = kShortTimeout});
+        run({.argv = probe_command(o_.tools, o_.training, s), .log = probe_log, .timeout = kShortTimeout});
     if (r.exit_status == 0 || r.exit_status == 127 || r.timed_out) {
       throw std::runtime_error("probing which strategies weft train accepts went wrong: " + failure(r, probe_log));
     }
@@ -259,11 +262,26 @@ LinkResult Bench::profile_network(const Link& link) {
   return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file)};
 }
 
+// The planner plans one architecture at a time: the all-reduce strategies, with
+// the wfbp and ddp references (so made in any case) → plan-<link>.json; the
+// parameter-server ones, if any, with Training::servers servers →
+// plan-<link>-ps.json.
 std::map<std::string, Prediction> Bench::predict(const Link& link, const LinkResult& network) {
-  const fs::path file = out_ / fmt::format("plan-{}.json", slug(link.name));
-  const fs::path log_file = log(fmt::format("plan-{}", slug(link.name)));
+  std::vector<std::string> allreduce, ps;
+  for (const std::string& s : strategies_) (uses_servers(s) ? ps : allreduce).push_back(s);
+  std::map<std::string, Prediction> predictions =
+      plan(link, network, allreduce.empty() ? std::vector<std::string>{"wfbp"} : allreduce, "");
+  if (!ps.empty()) predictions.merge(plan(link, network, ps, "-ps"));
+  return predictions;
+}
+
+std::map<std::string, Prediction> Bench::plan(const Link& link, const LinkResult& network,
+                                              const std::vector<std::string>& strategies, std::string_view suffix) {
+  const std::string name = fmt::format("plan-{}{}", slug(link.name), suffix);
+  const fs::path file = out_ / (name + ".json");
+  const fs::path log_file = log(name);
   const ChildResult r = run({.argv = plan_command(o_.tools, link, o_.training, (out_ / results_.profile).string(),
-                                                  (out_ / network.network).string(), strategies_),
+                                                  (out_ / network.network).string(), strategies),
                              .log = log_file,
                              .timeout = kShortTimeout});
   if (!r.succeeded()) throw std::runtime_error(failure(r, log_file));

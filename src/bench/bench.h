@@ -9,10 +9,13 @@
 //  3. the all-reduce fit a + b·n, measured by P processes over that link
 //     (`weft profile --network`) → <out>/net-<link>.json;
 //  4. the planner's prediction of every strategy from that profile and fit
-//     (`weft plan --json`) → <out>/plan-<link>.json;
+//     (`weft plan --json`, once per architecture) → <out>/plan-<link>.json, and
+//     <out>/plan-<link>-ps.json for the parameter-server strategies;
 //  5. each strategy trained by P workers over the link (`weft train` with the same
 //     profile, fit and tuned options, so that it executes the schedule that was
 //     predicted) → <out>/runs/<link>-<strategy>.jsonl, and the DDP peer the same way;
+//     a parameter-server strategy with Training::servers servers beside the
+//     workers, each behind a link like a worker's;
 //  6. the steady-state iteration time of each run (Note [Steady-state iteration
 //     time], statistics.h) against the prediction.
 // Results are rewritten after every run (<out>/bench.json, results.h), so an
@@ -36,7 +39,10 @@
 // --strategy before --steps, so `weft train --strategy S --steps 0` is rejected in
 // any case, within a process start and without training: if the message names
 // --strategy, S cannot be trained (the message says why, and the bench repeats it);
-// otherwise it objected only to --steps 0, and S can.
+// otherwise it objected only to --steps 0, and S can. A parameter-server strategy
+// is probed with the --servers it would be trained with. A strategy weft train
+// accepts but cannot yet run (a runtime still being written) fails its run, which
+// is recorded in `failed`, and the bench goes on.
 //
 // Thread-safety: run_bench runs one bench per process (it owns the children it
 // starts, and the signals object is process-wide).

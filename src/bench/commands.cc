@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "schedulers/strategies.h"
+
 namespace weft::bench {
 namespace {
 
@@ -17,12 +19,21 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
-std::vector<std::string> cluster_flags(const Tools& tools, const Link& link, const std::string& network) {
+// `servers` > 0: a parameter-server cluster, each server's link the workers'.
+std::vector<std::string> cluster_flags(const Tools& tools, const Link& link, const std::string& network,
+                                       int servers) {
   // The fit replaces bandwidth and latency for all-reduce costs; the bandwidth is
   // given all the same, as the link the fit was measured on (1 Gbit/s on loopback,
-  // only so that the flag has a valid value).
-  return {"--workers", std::to_string(tools.workers), "--bandwidth",
-          link.emulated() ? exact(link.bandwidth) : "1Gbit", "--network", network};
+  // only so that the flag has a valid value). Parameter-server costs use the
+  // bandwidth alone.
+  std::vector<std::string> flags{"--workers", std::to_string(tools.workers), "--bandwidth",
+                                 link.emulated() ? exact(link.bandwidth) : "1Gbit", "--network", network};
+  if (servers > 0) flags = concat(flags, {"--arch", "ps", "--servers", std::to_string(servers)});
+  return flags;
+}
+
+int servers_of(const Training& training, const std::string& strategy) {
+  return uses_servers(strategy) ? training.servers : 0;
 }
 
 std::vector<std::string> training_flags(const Training& t) {
@@ -35,13 +46,19 @@ std::vector<std::string> training_flags(const Training& t) {
 
 }  // namespace
 
-std::vector<std::string> under_netem(const Tools& tools, const Link& link, const std::vector<std::string>& argv) {
+bool uses_servers(const std::string& strategy) { return find_strategy(strategy).arch == Arch::kParameterServer; }
+
+std::vector<std::string> under_netem(const Tools& tools, const Link& link, const std::vector<std::string>& argv,
+                                     int servers) {
   if (!link.emulated()) throw std::logic_error(fmt::format("under_netem: link {} is not emulated", link.name));
+  if (servers < 0) throw std::logic_error(fmt::format("under_netem: servers = {} < 0", servers));
+  std::vector<std::string> netem{tools.weft, "netem", "--workers", std::to_string(tools.workers)};
+  if (servers > 0) netem = concat(netem, {"--servers", std::to_string(servers)});
   // A generous grace: a rank that lost a peer needs the failure timeout of its
   // collectives to notice, and its own message is worth more than a SIGTERM.
-  return concat({tools.weft, "netem", "--workers", std::to_string(tools.workers), "--bandwidth",
-                 exact(link.bandwidth), "--port", std::to_string(tools.port), "--grace", "30s", "--"},
-                argv);
+  netem = concat(netem, {"--bandwidth", exact(link.bandwidth), "--port", std::to_string(tools.port), "--grace",
+                         "30s", "--"});
+  return concat(netem, argv);
 }
 
 std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
@@ -61,9 +78,18 @@ std::vector<std::string> network_profile_command(const Tools& tools, const Link&
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
                                       const std::string& profile, const std::string& network,
                                       const std::vector<std::string>& strategies) {
-  std::vector<std::string> argv = concat({tools.weft, "plan", "--profile", profile}, cluster_flags(tools, link, network));
+  if (strategies.empty()) throw std::logic_error("plan_command: no strategy to plan");
+  const bool ps = uses_servers(strategies.front());
+  for (const std::string& s : strategies) {
+    if (uses_servers(s) != ps) {
+      throw std::logic_error(fmt::format("plan_command: {} and {} run on different architectures", strategies.front(), s));
+    }
+  }
+  std::vector<std::string> argv = concat({tools.weft, "plan", "--profile", profile},
+                                         cluster_flags(tools, link, network, ps ? training.servers : 0));
   argv = concat(argv, {"--H", std::to_string(training.H), "--json"});
-  std::vector<std::string> names{"wfbp", "ddp"};
+  std::vector<std::string> names;
+  if (!ps) names = {"wfbp", "ddp"};
   for (const std::string& s : strategies) {
     if (std::find(names.begin(), names.end(), s) == names.end()) names.push_back(s);
   }
@@ -75,8 +101,8 @@ std::vector<std::string> simulate_command(const Tools& tools, const Link& link, 
                                           const std::string& profile, const std::string& network,
                                           const std::string& strategy, const nlohmann::json& options,
                                           const std::string& trace) {
-  std::vector<std::string> argv =
-      concat({tools.weft, "simulate", "--strategy", strategy, "--profile", profile}, cluster_flags(tools, link, network));
+  std::vector<std::string> argv = concat({tools.weft, "simulate", "--strategy", strategy, "--profile", profile},
+                                         cluster_flags(tools, link, network, servers_of(training, strategy)));
   argv = concat(argv, {"--H", std::to_string(training.H)});
   argv = concat(argv, strategy_flags(options));
   return concat(argv, {"--trace", trace});
@@ -86,13 +112,15 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
                                        const std::string& strategy, const nlohmann::json& options,
                                        const std::string& profile, const std::string& network,
                                        const std::string& metrics, const std::string& trace) {
+  const int servers = servers_of(training, strategy);
   std::vector<std::string> argv = concat({tools.weft, "train", "--strategy", strategy}, training_flags(training));
+  if (servers > 0) argv = concat(argv, {"--servers", std::to_string(servers)});
   argv = concat(argv, {"--H", std::to_string(training.H)});
   argv = concat(argv, strategy_flags(options));
   argv = concat(argv, {"--profile", profile, "--network", network, "--metrics", metrics, "--no-progress"});
   if (link.emulated()) argv = concat(argv, {"--bandwidth", exact(link.bandwidth)});
   if (!trace.empty()) argv = concat(argv, {"--trace", trace});
-  if (link.emulated()) return under_netem(tools, link, argv);
+  if (link.emulated()) return under_netem(tools, link, argv, servers);
   return concat(argv, {"--nproc", std::to_string(tools.workers)});
 }
 
@@ -106,8 +134,12 @@ std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const
                 {"--nproc", std::to_string(tools.workers), "--port", std::to_string(tools.port)});
 }
 
-std::vector<std::string> probe_command(const Tools& tools, const std::string& model, const std::string& strategy) {
-  return {tools.weft, "train", "--model", model, "--strategy", strategy, "--steps", "0"};
+std::vector<std::string> probe_command(const Tools& tools, const Training& training, const std::string& strategy) {
+  std::vector<std::string> argv{tools.weft, "train", "--model", training.model, "--strategy", strategy};
+  if (const int servers = servers_of(training, strategy); servers > 0) {
+    argv = concat(argv, {"--servers", std::to_string(servers)});
+  }
+  return concat(argv, {"--steps", "0"});
 }
 
 std::vector<std::string> strategy_flags(const nlohmann::json& options) {

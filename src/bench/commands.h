@@ -45,11 +45,20 @@ struct Training {
   int H = 5;                   // local SGD period
   std::int64_t steps = 60;     // iterations (the cap, in accuracy mode)
   int eval_every = 0;          // 0: no evaluation
+  // Parameter servers of the parameter-server strategies' runs (ps,
+  // ps-interleaved); each server's link is emulated like a worker's.
+  int servers = 1;
 };
 
-// `argv` once per worker under the emulated link: `weft netem --workers P
-// --bandwidth Q --port PORT --grace 30s -- argv...`. REQUIRES link.emulated().
-std::vector<std::string> under_netem(const Tools& tools, const Link& link, const std::vector<std::string>& argv);
+// Whether `strategy` (a name of schedulers/strategies.h) runs with parameter
+// servers. THROWS UsageError for an unknown name.
+bool uses_servers(const std::string& strategy);
+
+// `argv` once per worker (and per server) under the emulated link: `weft netem
+// --workers P [--servers S] --bandwidth Q --port PORT --grace 30s -- argv...`; the
+// servers' links are the workers'. REQUIRES link.emulated(), servers >= 0.
+std::vector<std::string> under_netem(const Tools& tools, const Link& link, const std::vector<std::string>& argv,
+                                     int servers = 0);
 
 // `weft profile --model M --batch B --threads 1 --out FILE` (one process; the bench
 // runs P of them at once, Note [Profiling under contention] in bench.h).
@@ -64,13 +73,17 @@ std::vector<std::string> network_profile_command(const Tools& tools, const Link&
                                                  const std::string& out);
 
 // `weft plan --profile F --network N --workers P --bandwidth Q --H h --json
-// --strategy s...` (every strategy named, plus wfbp and ddp for the references).
+// --strategy s...`. The strategies share one architecture (the planner plans one
+// at a time): all-reduce ones get wfbp and ddp added, for the references;
+// parameter-server ones get `--arch ps --servers S` instead. REQUIRES !strategies
+// .empty() and one architecture (THROWS std::logic_error naming the two otherwise).
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
                                       const std::string& profile, const std::string& network,
                                       const std::vector<std::string>& strategies);
 
 // `weft simulate` of one strategy with the options the planner chose, writing the
-// predicted timeline of a few iterations to `trace`.
+// predicted timeline of a few iterations to `trace` (with `--arch ps --servers S`
+// for a parameter-server strategy).
 std::vector<std::string> simulate_command(const Tools& tools, const Link& link, const Training& training,
                                           const std::string& profile, const std::string& network,
                                           const std::string& strategy, const nlohmann::json& options,
@@ -78,7 +91,8 @@ std::vector<std::string> simulate_command(const Tools& tools, const Link& link, 
 
 // `weft train` of one strategy, under the link (or with --nproc P on loopback),
 // built from the same profile and network fit as the prediction and with the
-// options the planner chose; `trace` empty for none.
+// options the planner chose; `trace` empty for none. A parameter-server strategy
+// runs with `--servers S` (Training::servers): P + S ranks, the servers last.
 std::vector<std::string> train_command(const Tools& tools, const Link& link, const Training& training,
                                        const std::string& strategy, const nlohmann::json& options,
                                        const std::string& profile, const std::string& network,
@@ -91,10 +105,11 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
 std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const Training& training,
                                      std::int64_t parameters, double target_accuracy, const std::string& metrics);
 
-// A `--strategy probe`: `weft train --model M --strategy S --steps 0`, which weft
+// A `--strategy probe`: `weft train --model M --strategy S --steps 0` (with
+// `--servers S` for a parameter-server strategy, as it would be trained), which weft
 // train's validation rejects in any case; its message says whether it objected to
 // the strategy (Note [Probing strategies] in bench.h).
-std::vector<std::string> probe_command(const Tools& tools, const std::string& model, const std::string& strategy);
+std::vector<std::string> probe_command(const Tools& tools, const Training& training, const std::string& strategy);
 
 // The flags that give `weft train`/`weft simulate` the options a planned schedule
 // was made with (plan JSON "options"): partition_B → --partition, credit_B →

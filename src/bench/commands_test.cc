@@ -98,7 +98,9 @@ TEST(Commands, RatesAreHandedOnExactly) {
   std::uniform_real_distribution<double> u(1e3, 1e11);
   for (int trial = 0; trial < 200; ++trial) {
     const Link link{.name = "x", .bandwidth = u(rng)};
-    const auto argv = under_netem(kTools, link, {"true"});
+    const int servers = trial % 3;
+    const auto argv = under_netem(kTools, link, {"true"}, servers);
+    EXPECT_EQ(has(argv, "--servers", std::to_string(servers)), servers > 0);
     const auto it = std::find(argv.begin(), argv.end(), "--bandwidth");
     ASSERT_NE(it, argv.end());
     EXPECT_EQ(parse_bandwidth(*(it + 1)), link.bandwidth);
@@ -120,6 +122,44 @@ TEST(Commands, PlanAlwaysHasTheReferencesOnce) {
   EXPECT_TRUE(contains(plan, "--json"));
   EXPECT_TRUE(has(plan, "--network", "n.json"));
   EXPECT_TRUE(has(plan, "--workers", "3"));
+}
+
+// Every command of a parameter-server strategy carries its servers, and no
+// all-reduce command does: the ranks, the planner's cluster and the probe agree.
+TEST(Commands, ParameterServerStrategiesBringTheirServersEverywhere) {
+  for (const int servers : {1, 2}) {
+    const Training t{.servers = servers};
+    const std::string s = std::to_string(servers);
+    for (const std::string strategy : {"ps", "ps-interleaved", "wfbp", "dreamddp-opt"}) {
+      const bool ps = strategy.starts_with("ps");
+      EXPECT_EQ(uses_servers(strategy), ps) << strategy;
+      const auto emulated = train_command(kTools, kEmulated, t, strategy, {}, "p", "n", "m", "");
+      const auto netem = std::vector<std::string>(emulated.begin(), std::find(emulated.begin(), emulated.end(), "--"));
+      EXPECT_EQ(has(netem, "--servers", s), ps) << strategy;
+      EXPECT_EQ(has(inner(emulated), "--servers", s), ps) << strategy;
+      const auto loopback = train_command(kTools, kLoopback, t, strategy, {}, "p", "n", "m", "");
+      EXPECT_TRUE(has(loopback, "--nproc", "3")) << strategy;  // workers; the launcher adds the servers
+      EXPECT_EQ(has(loopback, "--servers", s), ps) << strategy;
+      const auto probe = probe_command(kTools, t, strategy);
+      EXPECT_EQ(has(probe, "--servers", s), ps) << strategy;
+      EXPECT_TRUE(has(probe, "--steps", "0")) << strategy;
+      const auto simulate = simulate_command(kTools, kEmulated, t, "p", "n", strategy, {}, "trace");
+      EXPECT_EQ(has(simulate, "--arch", "ps") && has(simulate, "--servers", s), ps) << strategy;
+      EXPECT_EQ(contains(simulate, "--arch"), ps) << strategy;
+    }
+  }
+}
+
+TEST(Commands, APlanHoldsOneArchitecture) {
+  const auto ps = plan_command(kTools, kEmulated, {.servers = 2}, "p.json", "n.json", {"ps-interleaved", "ps"});
+  EXPECT_TRUE(has(ps, "--arch", "ps"));
+  EXPECT_TRUE(has(ps, "--servers", "2"));
+  EXPECT_TRUE(has(ps, "--strategy", "ps-interleaved"));
+  EXPECT_FALSE(has(ps, "--strategy", "wfbp"));  // the planner would reject an all-reduce strategy on --arch ps
+  EXPECT_FALSE(has(ps, "--strategy", "ddp"));
+  EXPECT_FALSE(contains(plan_command(kTools, kEmulated, {}, "p", "n", {"wfbp"}), "--arch"));
+  EXPECT_THROW(plan_command(kTools, kEmulated, {}, "p", "n", {"wfbp", "ps"}), std::logic_error);
+  EXPECT_THROW(plan_command(kTools, kEmulated, {}, "p", "n", {}), std::logic_error);
 }
 
 TEST(Commands, StrategyFlagsCarryOnlyTheTunedInputs) {

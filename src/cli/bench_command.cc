@@ -51,6 +51,7 @@ struct BenchFlags {
   std::string optimizer = "sgd";
   std::uint64_t seed = 0;
   int H = 5;
+  int servers = 1;
   std::string out = "results";
   bool no_ddp = false;
   bool loopback = false;
@@ -87,12 +88,14 @@ bench::BenchOptions to_options(const BenchFlags& f) {
                 .seed = f.seed,
                 .H = f.H,
                 .steps = f.steps.value_or(accuracy ? BenchDefaults::kAccuracySteps : BenchDefaults::kSteps),
-                .eval_every = f.eval_every.value_or(accuracy ? BenchDefaults::kEvalEvery : 0)};
+                .eval_every = f.eval_every.value_or(accuracy ? BenchDefaults::kEvalEvery : 0),
+                .servers = f.servers};
   if (accuracy && o.training.eval_every < 1) {
     throw UsageError(fmt::format("--eval-every {}: accuracy mode needs evaluations; expected >= 1",
                                  o.training.eval_every));
   }
   if (f.H < 1) throw UsageError(fmt::format("--H {}: expected an integer >= 1", f.H));
+  if (f.servers < 1) throw UsageError(fmt::format("--servers {}: expected an integer >= 1", f.servers));
   o.target_accuracy = f.target;
   o.warmup = f.warmup;
   o.strategies = f.strategies;
@@ -166,6 +169,9 @@ void add_bench(CLI::App& app, int& exit_status) {
   cmd->add_option("--optimizer", f->optimizer, "sgd | momentum | adam")->capture_default_str();
   cmd->add_option("--seed", f->seed, "model initialisation and data order")->capture_default_str();
   cmd->add_option("--H", f->H, "local SGD period H (flsgd, plsgd, dreamddp, dreamddp-opt)")->capture_default_str();
+  cmd->add_option("--servers", f->servers,
+                  "parameter servers of the ps and ps-interleaved runs, each behind a link like a worker's")
+      ->capture_default_str();
   cmd->add_option("--out", f->out, "folder for bench.json, plots, traces, metrics and logs")->capture_default_str();
   cmd->add_flag("--no-ddp", f->no_ddp, "do not run the PyTorch DDP peer");
   cmd->add_flag("--loopback", f->loopback, "no emulated links: one round on loopback (automatic when not root)");
