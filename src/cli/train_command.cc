@@ -38,11 +38,9 @@ struct TrainFlags {
   bool no_progress = false;
 };
 
-std::string allreduce_strategy_names() {
+std::string strategy_names() {
   std::vector<std::string_view> names;
-  for (const StrategyInfo& s : strategies()) {
-    if (s.arch == Arch::kAllReduce) names.push_back(s.name);
-  }
+  for (const StrategyInfo& s : strategies()) names.push_back(s.name);
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
@@ -78,9 +76,12 @@ void add_train(CLI::App& app, int& exit_status) {
       "MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (as torchrun sets them), or trains alone if none is set.\n"
       "With --nproc K --bandwidth Q the K workers (and --servers) train behind emulated Q links (root).");
   cmd->add_option("--model", o.model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
-  cmd->add_option("--strategy", o.strategy, "all-reduce strategy: " + allreduce_strategy_names())
-      ->capture_default_str();
+  cmd->add_option("--strategy", o.strategy, "strategy: " + strategy_names())->capture_default_str();
   cmd->add_option("--nproc", flags->nproc, "start this many local worker processes (default: be one worker)");
+  cmd->add_option("--servers", o.servers,
+                  "parameter servers, for ps and ps-interleaved: started beside the --nproc workers; in a job, "
+                  "the last S ranks serve")
+      ->capture_default_str();
   auto* steps = cmd->add_option("--steps", flags->steps, "iterations to train (default: 100 if no --epochs)");
   cmd->add_option("--epochs", flags->epochs, "epochs of each worker's shard to train (fractions allowed)")
       ->excludes(steps);
