@@ -37,6 +37,7 @@ class AllReduceMean : public OpExecutor {
   }
   Step step() const override { return gradients_ ? Step::kAfterCommunication : Step::kBeforeCommunication; }
   bool ordered_across_ranks() const override { return true; }
+  bool identity() const override { return options_.workers == 1; }
   Started start(const Schedule&, const Message&, torch::Tensor packed) override {
     std::vector<torch::Tensor> tensors{packed};
     c10d::AllreduceOptions opts;
@@ -701,6 +702,13 @@ class Engine::Comm {
   void issue(Message m, std::uint64_t sequence) {
     const OpKind kind = kind_of(m, sequence);
     OpExecutor& executor = *e_.executors_[static_cast<size_t>(kind)];
+    if (executor.identity()) {
+      // Nothing would change: done now, without packing (Note [Executors per OpKind]).
+      InFlight f{.role = InFlight::Role::kData, .message = std::move(m), .sequence = sequence, .kind = kind,
+                 .started = Clock::now(), .started_s = e_.options_.recorder ? e_.options_.recorder->now() : 0};
+      unpack(f);
+      return;
+    }
     auto buffer = torch::empty({m.bytes / kElement}, torch::kFloat32);
     auto* out = static_cast<char*>(buffer.data_ptr());
     Bytes position = 0;
@@ -767,20 +775,28 @@ class Engine::Comm {
     }
   }
 
+  // Writes a completed message's result into its layers (none to write for an
+  // identity message) and updates the layers that have all their bytes.
   void unpack(InFlight& f) {
+    // The message's end in the timeline: the updates below wake the training thread,
+    // which may run before this thread records anything more.
+    const Seconds completed = e_.options_.recorder ? e_.options_.recorder->now() : 0;
     OpExecutor& executor = *e_.executors_[static_cast<size_t>(f.kind)];
-    executor.complete(f.buffer, f.result);
-    const auto* in = static_cast<const char*>(f.result.data_ptr());
+    const bool copy = f.result.defined();
+    if (copy) executor.complete(f.buffer, f.result);
+    const auto* in = copy ? static_cast<const char*>(f.result.data_ptr()) : nullptr;
     const bool then_step = executor.step() != OpExecutor::Step::kBeforeCommunication;
     std::set<int> layers;
     Bytes position = 0;
     for (const OpRef& ref : f.message.ops) {
       Iteration& it = iteration(ref.iteration);
       for (const Chunk& chunk : schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)].chunks) {
-        const auto tensors = executor.results(chunk.layer);
-        for (const auto& piece : e_.layout_->pieces(chunk)) {
-          std::memcpy(static_cast<char*>(tensors[piece.tensor].data_ptr()) + piece.tensor_offset,
-                      in + position + piece.chunk_offset, static_cast<size_t>(piece.length));
+        if (copy) {
+          const auto tensors = executor.results(chunk.layer);
+          for (const auto& piece : e_.layout_->pieces(chunk)) {
+            std::memcpy(static_cast<char*>(tensors[piece.tensor].data_ptr()) + piece.tensor_offset,
+                        in + position + piece.chunk_offset, static_cast<size_t>(piece.length));
+          }
         }
         position += chunk.length;
         layers.insert(chunk.layer);
@@ -795,7 +811,7 @@ class Engine::Comm {
                                  .name = fmt::format("{} {} ({} ops)", executor.describe(schedule_, f.message),
                                                      format_bytes(f.message.bytes), f.message.ops.size()),
                                  .start = f.started_s,
-                                 .end = e_.options_.recorder->now(),
+                                 .end = completed,
                                  .iteration = f.message.ops.front().iteration,
                                  .layer = layers.size() == 1 ? *layers.begin() : -1,
                                  .bytes = f.message.bytes});

@@ -30,7 +30,9 @@
 // all-reduce (Gloo SUM, then division by the number of workers) of gradients or
 // parameters; kParameterServer is push, server update, pull over Gloo
 // point-to-point (runtime/parameter_server.h). Adding a kind means adding an
-// OpExecutor, not a branch here.
+// OpExecutor, not a branch here. A mean over a single worker changes nothing: the
+// executor says so (identity) and the engine completes such a message on the spot,
+// without packing, so that one process trains at the speed of a plain loop.
 //
 // Note [Collective order]
 // -----------------------
@@ -122,6 +124,9 @@ class OpExecutor {
   // collective; Note [Collective order]); false for point-to-point exchanges,
   // which are matched by tag.
   virtual bool ordered_across_ranks() const = 0;
+  // True when communicating would leave every byte as it is (a mean over one
+  // worker): the engine then completes the message at once, without packing.
+  virtual bool identity() const { return false; }
   // Starts communicating `packed`, the chunks of `message`'s operations.
   virtual Started start(const Schedule& schedule, const Message& message, torch::Tensor packed) = 0;
   // Turns the communicated result into the values to unpack (e.g. sum -> mean);
