@@ -11,6 +11,9 @@
 #   scripts/figures.sh overhead   # engine overhead on 1 process against a plain
 #                                 # LibTorch loop (bench_overhead; not in `all`:
 #                                 # it needs the LibTorch build and minutes of CPU)
+#   scripts/figures.sh convergence  # test accuracy against wall-clock of wfbp, flsgd
+#                                 # and dreamddp, 4 workers, 100Mbit emulated (weft
+#                                 # bench --mode accuracy; root, ~15 min; not in `all`)
 #
 # It configures and builds weft, bench_sim, bench_local_sgd and plan_tables in
 # $BUILD (default build-figures, beside the other engineers' build dirs) with
@@ -21,6 +24,9 @@
 # $RUNTIME_BUILD (default build-figures-runtime) with the runtime, and passes
 # $OVERHEAD_ARGS (default: mlp and cnn, wfbp, 15 repetitions of 40 iterations) to
 # it; run it on a quiet machine, the load average is printed with the figures.
+# `convergence` builds weft in $RUNTIME_BUILD too, reruns the bench into
+# $CONVERGENCE_OUT (default results/convergence: bench.json, accuracy.png, runs,
+# logs) and prints its summary; $CONVERGENCE_ARGS replaces the bench's flags.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,15 +35,23 @@ jobs=${JOBS:-2}
 repetitions=${BENCH_REPETITIONS:-3}
 runtime_build=${RUNTIME_BUILD:-$root/build-figures-runtime}
 overhead_args=${OVERHEAD_ARGS:---models mlp,cnn --strategies wfbp --repetitions 15 --iterations 40}
+# 1404 steps: 3 epochs of a worker's 15,000-image shard at batch 32; each run stops
+# at 85%. Evaluations every 50 steps, a multiple of H, so flsgd is evaluated just
+# after its full average.
+convergence_out=${CONVERGENCE_OUT:-$root/results/convergence}
+convergence_args=${CONVERGENCE_ARGS:---mode accuracy --model cnn --workers 4 --bandwidths 100Mbit --strategies wfbp,flsgd,dreamddp --no-ddp --H 5 --target-accuracy 0.85 --eval-every 50 --steps 1404 --port 29900}
 what=${1:-all}
 case $what in
-  all | tables | speed | traces | check | overhead) ;;
-  *) echo "usage: $0 [all|tables|speed|traces|check|overhead]" >&2; exit 2 ;;
+  all | tables | speed | traces | check | overhead | convergence) ;;
+  *) echo "usage: $0 [all|tables|speed|traces|check|overhead|convergence]" >&2; exit 2 ;;
 esac
 
 if [[ $what == overhead ]]; then
   cmake -S "$root" -B "$runtime_build" -G Ninja -DWEFT_RUNTIME=ON -DWEFT_BENCH=ON >/dev/null
   cmake --build "$runtime_build" -j"$jobs" --target bench_overhead >/dev/null
+elif [[ $what == convergence ]]; then
+  cmake -S "$root" -B "$runtime_build" -G Ninja -DWEFT_RUNTIME=ON -DWEFT_BENCH=ON >/dev/null
+  cmake --build "$runtime_build" -j"$jobs" --target weft >/dev/null
 else
   cmake -S "$root" -B "$build" -G Ninja -DWEFT_RUNTIME=OFF -DWEFT_BENCH=ON >/dev/null
   cmake --build "$build" -j"$jobs" --target weft bench_sim bench_local_sgd plan_tables >/dev/null
@@ -222,9 +236,51 @@ overhead() {
   printf '\n'
 }
 
+# Convergence under a slow link (issue 5): weft bench's accuracy mode, then per
+# strategy the wall-clock to 80% and to 85% and the accuracy at the last
+# evaluation, from bench.json.
+convergence() {
+  local before after out
+  out=$(realpath --relative-to="$root" "$convergence_out")
+  printf '### Convergence, cnn on Fashion-MNIST\n\n```sh\nweft bench %s --out %s\n```\n\n' "$convergence_args" "$out"
+  before=$(load)
+  # shellcheck disable=SC2086  # CONVERGENCE_ARGS is a list of flags, split on purpose
+  "$runtime_build/weft" bench $convergence_args --out "$convergence_out" >"$work/bench.txt" 2>"$work/bench.err" ||
+    { cat "$work/bench.err" >&2; return 1; }
+  after=$(load)
+  printf 'Load average (1, 5, 15 min) before: %s; after: %s; %s cores.\n\n' "$before" "$after" "$(nproc)"
+  python3 - "$convergence_out/bench.json" <<'EOF'
+import json, sys
+bench = json.load(open(sys.argv[1]))
+def reach(curve, target, clock):
+    hit = next((p for p in curve if p["accuracy"] >= target), None)
+    return f"{hit[clock]:.0f} s" if hit else "not reached"
+def at(curve, target):
+    hit = next((p for p in curve if p["accuracy"] >= target), None)
+    return f"{reach(curve, target, 'wall_s')} ({reach(curve, target, 'training_s')}, iter {hit['iter'] + 1})" \
+        if hit else "not reached"
+print(f"{bench['workers']} workers, batch {bench['batch']} each, {bench['optimizer']} lr {bench['lr']}, "
+      f"H = {bench['H']}, link {', '.join(l['link'] for l in bench['links'])}. Times: rank 0's wall-clock "
+      f"from its start, evaluations included (in brackets: without them).\n")
+print("| strategy | iteration, measured / predicted | to 80% | to 85% | last evaluation | steps |")
+print("|---|---:|---:|---:|---:|---:|")
+for r in bench["runs"]:
+    curve = r["accuracy"]
+    last = f"{100 * curve[-1]['accuracy']:.2f}%" if curve else "none"
+    predicted = r.get("predicted_iteration_s")
+    predicted = "none" if predicted is None else f"{1e3 * predicted:.1f}"
+    print(f"| {r['strategy']} | {1e3 * r['measured_iteration_s']:.1f} / {predicted} ms | {at(curve, 0.80)} | "
+          f"{at(curve, 0.85)} | {last} | {r['steps']} |")
+for f in bench["failed"]:
+    print(f"\n{f['strategy']} on {f['link']} failed: {f['message']} ({f['log']})")
+EOF
+  printf '\n![test accuracy against wall-clock](%s/accuracy.png)\n\n' "$out"
+}
+
 case $what in
   check) check ;;
   overhead) overhead ;;
+  convergence) convergence ;;
   tables) tables ;;
   speed) speed ;;
   traces) traces ;;
