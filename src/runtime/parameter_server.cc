@@ -236,7 +236,8 @@ class Server {
                                              "exchange",
                                              o_.server, t, i, to_string(op.kind)));
         }
-        if (op.server == o_.server) layers_of_[{t, static_cast<int>(i)}] = whole_layers(op, layers_, t, static_cast<int>(i));
+        const int index = static_cast<int>(i);
+        if (op.server == o_.server) layers_of_[{t, index}] = whole_layers(op, layers_, t, index);
       }
     }
   }

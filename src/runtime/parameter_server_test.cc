@@ -94,7 +94,8 @@ std::vector<std::vector<std::vector<torch::Tensor>>> exchange(
         auto& answers = received.emplace_back();
         for (int i = 0; i < static_cast<int>(schedule.ops(static_cast<int>(t)).size()); ++i) {
           const int tag = exchange_tag(schedule, t, i);
-          std::vector<torch::Tensor> out{pushes[static_cast<size_t>(t)][static_cast<size_t>(k)][static_cast<size_t>(i)]};
+          const auto& push = pushes[static_cast<size_t>(t)][static_cast<size_t>(k)][static_cast<size_t>(i)];
+          std::vector<torch::Tensor> out{push};
           std::vector<torch::Tensor> in{torch::empty_like(out.front())};
           group->send(out, Fixture::kWorkers, tag)->wait();
           group->recv(in, Fixture::kWorkers, tag)->wait();
