@@ -79,16 +79,6 @@ void unpack(const torch::Tensor& flat, std::vector<std::vector<torch::Tensor>>& 
   }
 }
 
-std::string message_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
 // Waits, in the order they were started, for each exchange's send and receive,
 // then completes its future. One thread for all exchanges: the server answers a
 // worker's exchanges in the order they were pushed, so waiting in that order
@@ -291,11 +281,10 @@ class Server {
     bool completed = false;
     try {
       completed = work->wait();
-    } catch (...) {
+    } catch (const std::exception& error) {
       throw std::runtime_error(fmt::format("server {}: the {} of worker {} for iteration {} operation {} failed "
                                            "(the worker died, or did not take part within the timeout): {}",
-                                           o_.server, what, worker, e.iteration, e.index,
-                                           message_of(std::current_exception())));
+                                           o_.server, what, worker, e.iteration, e.index, error.what()));
     }
     if (!completed) {
       throw std::runtime_error(fmt::format("server {}: the {} of worker {} for iteration {} operation {} was "

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #ifndef WEFT_BINARY
 #error "WEFT_BINARY must name the weft executable"
@@ -136,6 +137,17 @@ class TrainTest : public testing::Test {
     Weft process(args, sub);
     const int status = process.wait(limit);
     return {status, process.stderr_text()};
+  }
+
+  // The accuracy of the last evaluation in a --metrics file, or -1 if none.
+  static double final_accuracy(const fs::path& metrics) {
+    double accuracy = -1;
+    std::istringstream lines(read(metrics));
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("eval")) accuracy = j["eval"]["accuracy"];
+    }
+    return accuracy;
   }
 
   fs::path dir_;
