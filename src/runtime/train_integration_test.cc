@@ -57,39 +57,9 @@ TEST_P(Equivalence, SynchronousStrategiesEndAsOneProcessOnTheCombinedBatch) {
 INSTANTIATE_TEST_SUITE_P(Processes, Equivalence, testing::Values(2, 4));
 
 TEST_F(TrainTest, AKilledWorkerFailsTheJobByNameAndLeavesNoProcess) {
-  const fs::path sub = dir_ / "job";
-  fs::create_directories(sub);
-  const fs::path metrics = dir_ / "metrics.jsonl";
-  Weft job({"train", "--model", "mlp", "--synthetic", "--strategy", "wfbp", "--nproc", "3", "--steps", "1000000",
-            "--metrics", metrics.string(), "--no-progress", "--failure-timeout", "20"},
-           sub);
-  // Wait until all three train (each has written a metrics line).
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  std::vector<pid_t> workers;
-  for (;;) {
-    ASSERT_LT(Clock::now(), deadline) << "the workers did not start training: " << job.stderr_text();
-    workers = children_of(job.pid());
-    const std::string lines = read(metrics);
-    if (workers.size() == 3 && lines.find("\"rank\":1") != std::string::npos &&
-        lines.find("\"rank\":2") != std::string::npos && lines.find("\"rank\":0") != std::string::npos) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  pid_t victim = -1;
-  for (pid_t pid : workers) {
-    if (rank_of(pid) == 1) victim = pid;
-  }
-  ASSERT_GT(victim, 0);
-  ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  const int status = job.wait(std::chrono::seconds(90));
-  ASSERT_NE(status, -1) << "the job did not exit";
-  EXPECT_NE(status, 0);
-  const std::string err = job.stderr_text();
-  EXPECT_NE(err.find("rank 1 failed (killed by signal 9)"), std::string::npos) << err;
-  for (pid_t pid : workers) {
-    EXPECT_FALSE(fs::exists(fs::path("/proc") / std::to_string(pid))) << "worker " << pid << " survived";
-  }
+  kill_mid_run({"--model", "mlp", "--synthetic", "--strategy", "wfbp", "--nproc", "3", "--steps", "1000000",
+                "--no-progress", "--failure-timeout", "20"},
+               /*processes=*/3, /*workers=*/3, /*victim=*/1, "rank 1 failed (killed by signal 9)");
 }
 
 }  // namespace

@@ -139,6 +139,57 @@ class TrainTest : public testing::Test {
     return {status, process.stderr_text()};
   }
 
+  // Starts the long-running `weft train <args> --metrics M`, waits until it has
+  // `processes` children and ranks 0..workers-1 have each written a metrics line,
+  // SIGKILLs the child started as rank `victim`, and checks that the job exits
+  // non-zero within 90 s, says `expected` on stderr and leaves no child alive.
+  // Returns how long the job took to exit after the kill (0 if it did not).
+  Clock::duration kill_mid_run(std::vector<std::string> args, int processes, int workers, int victim,
+                               const std::string& expected) {
+    const fs::path sub = dir_ / "job";
+    fs::create_directories(sub);
+    const fs::path metrics = dir_ / "metrics.jsonl";
+    args.insert(args.begin(), "train");
+    args.insert(args.end(), {"--metrics", metrics.string()});
+    Weft job(args, sub);
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    std::vector<pid_t> children;
+    for (;;) {
+      if (Clock::now() > deadline) {
+        ADD_FAILURE() << "the job did not start training: " << job.stderr_text();
+        return {};
+      }
+      children = children_of(job.pid());
+      const std::string lines = read(metrics);
+      bool all = static_cast<int>(children.size()) == processes;
+      for (int r = 0; r < workers; ++r) all = all && lines.find(fmt::format("\"rank\":{}", r)) != std::string::npos;
+      if (all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    pid_t target = -1;
+    for (pid_t pid : children) {
+      if (rank_of(pid) == victim) target = pid;
+    }
+    if (target <= 0 || ::kill(target, SIGKILL) != 0) {
+      ADD_FAILURE() << "no child of the job runs as rank " << victim;
+      return {};
+    }
+    const auto killed = Clock::now();
+    const int status = job.wait(std::chrono::seconds(90));
+    const auto exit_after = Clock::now() - killed;
+    if (status == -1) {
+      ADD_FAILURE() << "the job did not exit";
+      return {};
+    }
+    EXPECT_NE(status, 0);
+    const std::string err = job.stderr_text();
+    EXPECT_NE(err.find(expected), std::string::npos) << err;
+    for (pid_t pid : children) {
+      EXPECT_FALSE(fs::exists(fs::path("/proc") / std::to_string(pid))) << "process " << pid << " survived";
+    }
+    return exit_after;
+  }
+
   // The accuracy of the last evaluation in a --metrics file, or -1 if none.
   static double final_accuracy(const fs::path& metrics) {
     double accuracy = -1;
