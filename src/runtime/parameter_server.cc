@@ -179,7 +179,7 @@ class ParameterServerExchange : public OpExecutor {
   }
 
   std::string describe(const Schedule& schedule, const Message& message) const override {
-    return fmt::format("push/pull server {}", single_op(schedule, message).server);
+    return fmt::format("{}{}", kExchangeEventPrefix, single_op(schedule, message).server);
   }
 
  private:

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -50,6 +51,10 @@
 #include "schedule/schedule.h"
 
 namespace weft::runtime {
+
+// How a worker's timeline names its exchanges with server s: this prefix, then s.
+// The measured summary finds each server's incast by it (runtime/trainer.cc).
+inline constexpr std::string_view kExchangeEventPrefix = "push/pull server ";
 
 // The Gloo tag of operation `index` of global iteration `iteration`; unique among
 // the exchanges a worker and a server can have open at once.

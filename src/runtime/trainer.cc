@@ -217,17 +217,16 @@ std::pair<Seconds, int> busy_and_peak(std::vector<std::pair<Seconds, Seconds>> i
 // are left out. compute = fp + bp; link utilisation = busy fraction of rank 0's
 // "comm" lane. With parameter servers, a server's link is busy while any worker's
 // exchange with it is in flight, and its incast is how many are at once (every
-// worker's exchange events, named "push/pull server s" by the engine).
+// worker's exchange events, kExchangeEventPrefix and the server).
 Summary summarise(const std::vector<Event>& events, int iterations) {
   Summary s;
   if (iterations < 2) return s;
   std::vector<Seconds> begin(static_cast<size_t>(iterations), 1e300), compute(static_cast<size_t>(iterations), 0);
   std::vector<std::pair<Seconds, Seconds>> comm;
   std::map<int, std::vector<std::pair<Seconds, Seconds>>> exchanges;  // server -> intervals
-  constexpr std::string_view kExchange = "push/pull server ";
   for (const Event& e : events) {
-    if (e.lane == "comm" && e.name.starts_with(kExchange) && e.iteration >= 0 && e.iteration < iterations) {
-      exchanges[std::atoi(e.name.c_str() + kExchange.size())].emplace_back(e.start, e.end);
+    if (e.lane == "comm" && e.name.starts_with(kExchangeEventPrefix) && e.iteration >= 0 && e.iteration < iterations) {
+      exchanges[std::atoi(e.name.c_str() + kExchangeEventPrefix.size())].emplace_back(e.start, e.end);
     }
     if (e.worker != 0 || e.iteration < 0 || e.iteration >= iterations) continue;
     if (e.lane == "compute") {
