@@ -776,7 +776,8 @@ class Engine::Comm {
   }
 
   // Writes a completed message's result into its layers (none to write for an
-  // identity message) and updates the layers that have all their bytes.
+  // identity message), starts what the dispatcher now allows, and then updates
+  // the layers that have all their bytes (Note [Next message before the update]).
   void unpack(InFlight& f) {
     // The message's end in the timeline: the updates below wake the training thread,
     // which may run before this thread records anything more.
@@ -787,6 +788,7 @@ class Engine::Comm {
     const auto* in = copy ? static_cast<const char*>(f.result.data_ptr()) : nullptr;
     const bool then_step = executor.step() != OpExecutor::Step::kBeforeCommunication;
     std::set<int> layers;
+    std::vector<std::pair<int, int>> whole;  // (iteration, layer) that now have all their bytes
     Bytes position = 0;
     for (const OpRef& ref : f.message.ops) {
       Iteration& it = iteration(ref.iteration);
@@ -801,11 +803,16 @@ class Engine::Comm {
         position += chunk.length;
         layers.insert(chunk.layer);
         if (then_step && (it.bytes_left[static_cast<size_t>(chunk.layer)] -= chunk.length) == 0) {
-          update(ref.iteration, chunk.layer);
+          whole.emplace_back(ref.iteration, chunk.layer);
         }
       }
-      op_done(ref);
     }
+    if (c_.dispatcher) {
+      c_.dispatcher->done(f.message);
+      dispatch();
+    }
+    for (const auto& [t, l] : whole) update(t, l);
+    for (const OpRef& ref : f.message.ops) op_done(ref);
     if (e_.options_.recorder) {
       e_.options_.recorder->add({.lane = "comm",
                                  .name = fmt::format("{} {} ({} ops)", executor.describe(schedule_, f.message),
@@ -815,10 +822,6 @@ class Engine::Comm {
                                  .iteration = f.message.ops.front().iteration,
                                  .layer = layers.size() == 1 ? *layers.begin() : -1,
                                  .bytes = f.message.bytes});
-    }
-    if (c_.dispatcher) {
-      c_.dispatcher->done(f.message);
-      dispatch();
     }
   }
 

@@ -58,6 +58,17 @@
 // messages, but it changes the policy (credit released late, the link idles) so
 // measurements would no longer test the predictions.
 //
+// Note [Next message before the update]
+// -------------------------------------
+// When a message completes, the engine first copies its result out of the flat
+// buffer, then hands the completion to the Dispatcher and starts whatever that
+// frees (the next window, the credit just returned), and only then steps the
+// layers that are now whole and wakes the forwards waiting for them. The link is
+// the bottleneck this engine exists to keep busy: it must not idle while the
+// optimizer steps, nor race the woken forward for the core. It is also what the
+// simulator does — a message's successor starts at its end, whatever the updates
+// cost — so measured and predicted timelines agree on when the next message goes.
+//
 // Note [Gradient hooks]
 // ---------------------
 // Readiness comes from a post-hook on each parameter's gradient accumulator (the

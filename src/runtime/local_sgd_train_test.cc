@@ -107,18 +107,12 @@ class PeriodEnds : public TrainTest {
   // cannot hide behind what is left of the backward but the small layers can.
   void SetUp() override {
     TrainTest::SetUp();
-    const fs::path measured = dir_ / "measured.json";
-    const auto [status, err] = weft("profile", {"profile", "--model", "cnn", "--batch", std::to_string(kBatch),
-                                                "--iterations", "1", "--warmup", "0", "--out", measured.string()});
-    ASSERT_EQ(status, 0) << err;
-    json profile = json::parse(read(measured));
-    for (json& layer : profile["layers"]) {
-      layer["fp_s"] = 0.0005;
-      layer["bp_s"] = 0.001;
+    profile_ = fixed_time_profile("cnn", kBatch, 0.0005, 0.001);
+    ASSERT_FALSE(profile_.empty());
+    const json profile = json::parse(read(profile_));
+    for (const json& layer : profile.at("layers")) {
       layer_params_.push_back(layer["params"].get<std::int64_t>());
     }
-    profile_ = dir_ / "profile.json";
-    std::ofstream(profile_) << profile.dump();
   }
 
   // sets[h] ∪ filled[h] of the strategy's plan, per iteration h of the period.

@@ -15,25 +15,30 @@
 // gradient (the input-side stem's) arrives, most of the output-side blocks (block3
 // alone is about 60% of the model) are still waiting to be sent. The stem goes
 // first (priority by layer index), and the next forward of the stem, block1 and
-// block2 runs while the rest is sent. So the last message of iteration t is issued
-// about 300 ms (bytescheduler, 16 KiB blocks, 32 KiB credit: ~26 messages) or
-// 130 ms (dcredit: ~4 windows) after the next forward began, as measured, against
-// an engine wake-up latency of at most a few ms even on a loaded machine. On
-// loopback, communication is faster than the backward and the result would
-// depend on thread timing, so the test emulates the link and needs root (label
-// `root`; it skips itself otherwise, like src/netem's tests).
+// block2 runs while the rest is sent: block3's blocks are still on the link for
+// ~180 ms after the next forward began, against an engine wake-up latency of at
+// most a few ms even on a loaded machine. On loopback, communication is faster
+// than the backward and the result would depend on thread timing, so the test
+// emulates the link and needs root (label `root`; it skips itself otherwise, like
+// src/netem's tests).
 //
-// Note [Start, not end, of the last message]
-// ------------------------------------------
+// The planner gets a fixed profile (the cnn's real layer sizes, 1 ms forward and
+// 2 ms backward per layer) rather than one rank 0 measures, so dcredit's windows
+// are the same on every run: [1, 1, 10, 14] blocks, the stem, block1 and block2 in
+// the third window and block3 in the fourth. With a measured profile the windows
+// changed from run to run.
+//
+// Note [End of the last message]
+// ------------------------------
 // The property checked is "the first forward of t+1 starts before the last
-// message of t is ISSUED" (the comm event's start), which implies "before it
-// ends" and reads as the block has not been sent yet. The end would make the
-// `wfbp` contrast fail: the engine records a message's end after it has applied
-// the update and woken the forward, so under the barrier the forward often starts
-// before the recorded end of the message it waited for (by 1–4 ms on a loaded
-// 2-core machine, where the engine's thread loses its core to the woken forward).
-// A message's start is recorded before the message is issued, hence causally
-// before its completion and before any forward that waits for it.
+// message of t has completed" (the comm event's end): iteration t is still on the
+// link. The engine stamps a message's end when its result arrives, before it
+// steps any layer or wakes any forward (runtime/engine.cc, unpack), so under
+// wfbp's barrier the forward starts causally after the recorded end of every
+// message. The message's start would not do: the engine issues the next window
+// before it wakes the forwards the previous one freed (Note [Next message before
+// the update] in runtime/engine.h), so dcredit's last window is issued just
+// before the forward it overlaps starts.
 #include <algorithm>
 #include <map>
 
@@ -52,7 +57,7 @@ constexpr int kSteps = 6;  // iterations 0..5: t = 1..4 have a successor
 // One rank's measured timeline, reduced to what the property needs; seconds.
 struct RankTimes {
   std::map<int, double> first_forward;        // iteration -> start of its first fp event
-  std::map<int, double> last_message_start;   // iteration -> latest start of its comm events
+  std::map<int, double> last_message_end;     // iteration -> latest end of its comm events
 };
 
 // Per rank (= pid: a measured trace holds one timeline), from the trace's
@@ -77,23 +82,23 @@ std::map<int, RankTimes> read_trace(const fs::path& file) {
       auto [it, inserted] = r.first_forward.try_emplace(t, start);
       if (!inserted) it->second = std::min(it->second, start);
     } else if (name == "comm") {
-      auto [it, inserted] = r.last_message_start.try_emplace(t, start);
-      if (!inserted) it->second = std::max(it->second, start);
+      const double end = start + e.at("dur").get<double>() * 1e-6;
+      auto [it, inserted] = r.last_message_end.try_emplace(t, end);
+      if (!inserted) it->second = std::max(it->second, end);
     }
   }
   return out;
 }
 
-// For t = 1..kSteps-2: how long before the last message of t was issued the
-// forward of t+1 started (> 0: it overlaps; Note [Start, not end, of the last
-// message]). Iteration 0 is left out: it includes the warm-up.
+// For t = 1..kSteps-2: how long before the last message of t completed the
+// forward of t+1 started (> 0: it overlaps; Note [End of the last message]). Iteration 0 is left out: it includes the warm-up.
 std::map<int, double> overlap_by_iteration(const RankTimes& r, int rank) {
   std::map<int, double> out;
   for (int t = 1; t + 1 < kSteps; ++t) {
-    EXPECT_TRUE(r.last_message_start.contains(t)) << "rank " << rank << " sent no message in iteration " << t;
+    EXPECT_TRUE(r.last_message_end.contains(t)) << "rank " << rank << " sent no message in iteration " << t;
     EXPECT_TRUE(r.first_forward.contains(t + 1)) << "rank " << rank << " has no forward in iteration " << t + 1;
-    if (!r.last_message_start.contains(t) || !r.first_forward.contains(t + 1)) continue;
-    out[t] = r.last_message_start.at(t) - r.first_forward.at(t + 1);
+    if (!r.last_message_end.contains(t) || !r.first_forward.contains(t + 1)) continue;
+    out[t] = r.last_message_end.at(t) - r.first_forward.at(t + 1);
   }
   return out;
 }
@@ -101,7 +106,7 @@ std::map<int, double> overlap_by_iteration(const RankTimes& r, int rank) {
 std::string describe(const std::map<int, double>& overlap) {
   std::string s;
   for (const auto& [t, seconds] : overlap) {
-    s += fmt::format(" t={}: forward of t+1 starts {:.2f} ms {} the last message of t is issued;", t,
+    s += fmt::format(" t={}: forward of t+1 starts {:.2f} ms {} the last message of t completes;", t,
                      std::abs(seconds) * 1e3, seconds > 0 ? "before" : "after");
   }
   return s;
@@ -117,6 +122,8 @@ class MeasuredOverlap : public TrainTest {
   // The measured timeline of `strategy` on 2 workers behind 10Mbit links
   // (Note [Why the overlap is not luck]), per rank.
   std::map<int, RankTimes> run(const std::string& strategy) {
+    const fs::path profile = fixed_time_profile("cnn", 8, 0.001, 0.002);
+    if (profile.empty()) return {};
     const fs::path trace = dir_ / (strategy + ".json");
     const auto [status, err] = weft(
         strategy,
@@ -124,7 +131,7 @@ class MeasuredOverlap : public TrainTest {
          WEFT_BINARY, "train", "--model", "cnn", "--synthetic", "--strategy", strategy, "--steps",
          std::to_string(kSteps), "--batch", "8", "--partition", "16KiB", "--credit", "32KiB",
          // what the planner assumes is the emulated link: dcredit's windows fit it
-         "--bandwidth", "10Mbit", "--trace", trace.string(), "--no-progress", "--failure-timeout", "60"},
+         "--bandwidth", "10Mbit", "--profile", profile.string(), "--trace", trace.string(), "--no-progress", "--failure-timeout", "60"},
         std::chrono::seconds(300));
     EXPECT_EQ(status, 0) << err;
     if (status != 0) return {};
@@ -151,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, LayerWiseOverlap, testing::Values("bytesche
                          [](const auto& info) { return info.param; });
 
 // The contrast that shows the check can fail: under wfbp's barrier the next
-// forward waits for every message, so it never starts before one is issued.
+// forward waits for every message, so it never starts before one completes.
 TEST_F(MeasuredOverlap, UnderTheBarrierTheNextForwardNeverOverlaps) {
   SKIP_UNLESS_PRIVILEGED();
   for (const auto& [rank, times] : run("wfbp")) {

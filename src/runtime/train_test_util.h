@@ -190,6 +190,25 @@ class TrainTest : public testing::Test {
     return exit_after;
   }
 
+  // A profile of `model` with its real layer sizes (measured by `weft profile`)
+  // and fixed layer times, written under dir_: what the planner makes of it is
+  // the same on every run, unlike a profile measured on a loaded machine.
+  fs::path fixed_time_profile(const std::string& model, int batch, double fp_s, double bp_s) {
+    const fs::path measured = dir_ / "measured-profile.json";
+    const auto [status, err] = weft("profile", {"profile", "--model", model, "--batch", std::to_string(batch),
+                                                "--iterations", "1", "--warmup", "0", "--out", measured.string()});
+    EXPECT_EQ(status, 0) << err;
+    if (status != 0) return {};
+    nlohmann::json profile = nlohmann::json::parse(read(measured));
+    for (nlohmann::json& layer : profile["layers"]) {
+      layer["fp_s"] = fp_s;
+      layer["bp_s"] = bp_s;
+    }
+    const fs::path fixed = dir_ / "profile.json";
+    std::ofstream(fixed) << profile.dump();
+    return fixed;
+  }
+
   // The accuracy of the last evaluation in a --metrics file, or -1 if none.
   static double final_accuracy(const fs::path& metrics) {
     double accuracy = -1;
