@@ -148,8 +148,11 @@ class Bench {
                             const Prediction& prediction);
   // Trains `strategy` (the DDP peer for kDdpPeerStrategy) over the link; false if
   // the run failed (it is recorded in results_.failed).
+  // `repeat` counts from 0 (Note [Repeated runs]).
   bool train(const Link& link, const LinkResult& network, const std::string& strategy,
-             const std::map<std::string, Prediction>& plan, bool keep_trace);
+             const std::map<std::string, Prediction>& plan, bool keep_trace, int repeat);
+  // Adds one run of a strategy on a link; results_ then holds its median run.
+  void record(RunResult run);
   void draw_plots();
 
   const BenchOptions& o_;
@@ -160,6 +163,7 @@ class Bench {
   std::vector<std::string> strategies_;  // those weft train accepts
   int jobs_ = 0;
   int runs_done_ = 0, runs_total_ = 0;  // training runs, for progress lines
+  std::map<std::pair<std::string, std::string>, std::vector<RunResult>> repeats_;  // (link, strategy) -> runs
 };
 
 ChildResult Bench::run(ChildOptions child) {
@@ -317,12 +321,13 @@ void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, co
 }
 
 bool Bench::train(const Link& link, const LinkResult& network, const std::string& strategy,
-                  const std::map<std::string, Prediction>& plan, bool keep_trace) {
+                  const std::map<std::string, Prediction>& plan, bool keep_trace, int repeat) {
   const bool ddp = strategy == kDdpPeerStrategy;
   // The DDP peer is predicted by the planner's `ddp`, the same bucketing.
   const auto predicted = plan.find(ddp ? "ddp" : strategy);
   const Prediction* prediction = predicted != plan.end() ? &predicted->second : nullptr;
-  const std::string name = fmt::format("{}-{}", slug(link.name), strategy);
+  const std::string name = fmt::format("{}-{}{}", slug(link.name), strategy,
+                                       o_.repeats > 1 ? fmt::format(".{}", repeat + 1) : "");
   const fs::path metrics = out_ / "runs" / (name + ".jsonl");
   const fs::path trace = out_ / "trace-measured.json";
   const fs::path log_file = log(name);
@@ -338,8 +343,9 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                           prediction ? prediction->options : nlohmann::json::object(),
                           (out_ / results_.profile).string(), (out_ / network.network).string(), metrics.string(),
                           keep_trace ? trace.string() : "");
-  say(fmt::format("[{}/{}] {}: training {} ({} workers, {} steps)", ++runs_done_, runs_total_, link.name,
-                  strategy, o_.tools.workers, training.steps));
+  say(fmt::format("[{}/{}] {}: training {} ({} workers, {} steps{})", ++runs_done_, runs_total_, link.name,
+                  strategy, o_.tools.workers, training.steps,
+                  o_.repeats > 1 ? fmt::format(", run {} of {}", repeat + 1, o_.repeats) : ""));
 
   // Accuracy mode: stop the run once rank 0's evaluation reaches the target.
   MetricsTail tail(metrics);
@@ -394,11 +400,29 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                   run.time_to_accuracy ? fmt::format("; {:.3g}% after {}", 100 * o_.target_accuracy,
                                                      format_duration(*run.time_to_accuracy))
                                        : ""));
-  results_.runs.push_back(std::move(run));
+  record(std::move(run));
   if (keep_trace && results_.traces && fs::exists(trace)) results_.traces->measured = relative(trace);
   compute_speedups(results_);
   save();
   return true;
+}
+
+void Bench::record(RunResult run) {
+  std::vector<RunResult>& runs = repeats_[{run.link, run.strategy}];
+  runs.push_back(std::move(run));
+  std::vector<const RunResult*> by_time;
+  for (const RunResult& r : runs) by_time.push_back(&r);
+  std::sort(by_time.begin(), by_time.end(),
+            [](const RunResult* x, const RunResult* y) { return x->measured_iteration < y->measured_iteration; });
+  RunResult median = *by_time[(by_time.size() - 1) / 2];
+  median.measured_iterations.clear();
+  for (const RunResult& r : runs) median.measured_iterations.push_back(r.measured_iteration);
+  const auto same = [&](const RunResult& r) { return r.link == median.link && r.strategy == median.strategy; };
+  if (const auto it = std::find_if(results_.runs.begin(), results_.runs.end(), same); it != results_.runs.end()) {
+    *it = std::move(median);
+  } else {
+    results_.runs.push_back(std::move(median));
+  }
 }
 
 void Bench::draw_plots() {
@@ -429,7 +453,7 @@ BenchResults Bench::run() {
               .target_accuracy = o_.target_accuracy,
               .emulated = o_.links.front().emulated()};
   probe_strategies();
-  runs_total_ = static_cast<int>(o_.links.size() * (strategies_.size() + (o_.ddp ? 1 : 0)));
+  runs_total_ = static_cast<int>(o_.links.size() * (strategies_.size() + (o_.ddp ? 1 : 0))) * o_.repeats;
   std::vector<std::string> links;
   for (const Link& link : o_.links) links.push_back(link.name);
   say(fmt::format("{} training run{}: {}{} on {}", runs_total_, runs_total_ == 1 ? "" : "s",
@@ -454,12 +478,15 @@ BenchResults Bench::run() {
         tracing = true;
       }
     }
-    for (const std::string& s : order) {
-      if (tracing && plan.contains(s)) keep_predicted_trace(link, network, s, plan.at(s));
-      const bool ok = train(link, network, s, plan, tracing);
-      tracing = tracing && !ok;
+    for (int repeat = 0; repeat < o_.repeats; ++repeat) {
+      for (const std::string& s : order) {
+        if (tracing && plan.contains(s)) keep_predicted_trace(link, network, s, plan.at(s));
+        const bool ok = train(link, network, s, plan, tracing, repeat);
+        tracing = tracing && !ok;
+      }
+      if (o_.ddp) train(link, network, kDdpPeerStrategy, plan, false, repeat);
+      tracing = false;  // the traces are of the first run
     }
-    if (o_.ddp) train(link, network, kDdpPeerStrategy, plan, false);
   }
   draw_plots();
   save();
@@ -475,6 +502,9 @@ BenchResults run_bench(const BenchOptions& options, const netem::TerminationSign
                                  options.tools.workers));
   }
   if (options.links.empty()) throw UsageError("--bandwidths: give at least one bandwidth");
+  if (options.repeats < 1) {
+    throw UsageError(fmt::format("--repeats {}: expected an integer >= 1", options.repeats));
+  }
   if (options.warmup < 0) throw UsageError(fmt::format("--warmup {}: expected an integer >= 0", options.warmup));
   if (options.training.steps <= options.warmup) {
     throw UsageError(fmt::format("--steps {}: expected more than the warm-up of {} iterations",

@@ -18,6 +18,7 @@
 //     workers, each behind a link like a worker's;
 //  6. the steady-state iteration time of each run (Note [Steady-state iteration
 //     time], statistics.h) against the prediction.
+// Steps 5 and 6 are repeated --repeats times (Note [Repeated runs]).
 // Results are rewritten after every run (<out>/bench.json, results.h), so an
 // interrupted bench keeps what it measured; then the plots and one chosen run's
 // predicted and measured traces (<out>/trace-{predicted,measured}.json).
@@ -33,6 +34,16 @@
 // times. The remaining bias: a worker waiting for the network leaves its core to
 // the others, so where communication is exposed (slow links) training sees less
 // contention than the profile, and predictions run high there.
+//
+// Note [Repeated runs]
+// Two runs of one strategy a minute apart differ by up to ±8% on a shared machine,
+// as much as the differences between strategies and the prediction errors the
+// bench exists to measure. With --repeats N every strategy of a link (and the DDP
+// peer) is trained N times, in rounds — all strategies once, then all again — so
+// that a slow spell of the machine falls on every strategy rather than on one.
+// The results keep each run's time and, for everything else, the median run
+// (the lower median for even N): a real run, whose metrics, loss and accuracy
+// belong together. Metrics files are then runs/<link>-<strategy>.<k>.jsonl.
 //
 // Note [Probing strategies]
 // `weft train` has no "list what you can train" flag. Its option check looks at
@@ -68,6 +79,7 @@ struct BenchOptions {
   Mode mode = Mode::kIterations;
   double target_accuracy = 0.85;  // accuracy mode: runs stop once rank 0 reaches it
   int warmup = 5;                 // iterations left out of the steady state
+  int repeats = 1;                // runs of each strategy (Note [Repeated runs])
   bool ddp = true;                // also run the PyTorch DDP peer
   std::filesystem::path out = "results";
   // The run whose predicted and measured traces are kept: this strategy on the

@@ -30,6 +30,7 @@ json to_json(const RunResult& r) {
           {"workers", r.workers},
           {"period", r.period},
           {"measured_iteration_s", r.measured_iteration},
+          {"measured_iteration_runs_s", r.measured_iterations},
           {"predicted_iteration_s", optional_number(r.predicted_iteration)},
           {"error_pct", optional_number(r.error_pct())},
           {"speedup_vs_wfbp", optional_number(r.speedup_vs_wfbp)},
@@ -80,6 +81,16 @@ class Reader {
     const json& v = get(name);
     if (!v.is_number_integer()) fail(name, "an integer", v);
     return v.get<std::int64_t>();
+  }
+  std::vector<double> numbers(const std::string& name) const {
+    std::vector<double> out;
+    const json& v = get(name);
+    if (!v.is_array()) fail(name, "an array of numbers", v);
+    for (const json& x : v) {
+      if (!x.is_number()) fail(name, "an array of numbers", v);
+      out.push_back(x.get<double>());
+    }
+    return out;
   }
   bool boolean(const std::string& name) const {
     const json& v = get(name);
@@ -135,6 +146,7 @@ RunResult read_run(const Reader& r) {
       .training_time_to_accuracy = r.optional_number("training_time_to_accuracy_s"),
   };
   r.optional_number("error_pct");  // derived; present and typed, not stored
+  run.measured_iterations = r.numbers("measured_iteration_runs_s");
   r.each("accuracy", [&](const Reader& p) {
     run.accuracy.push_back({.iter = p.integer("iter"),
                             .wall = p.number("wall_s"),

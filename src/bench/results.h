@@ -11,7 +11,8 @@
 //    "profile": "profile.json",
 //    "runs": [{"strategy": "dcredit", "kind": "weft", "link": "100Mbit",
 //              "bandwidth_Bps": 12500000.0, "workers": 4, "period": 1,
-//              "measured_iteration_s": 0.21, "predicted_iteration_s": 0.19,
+//              "measured_iteration_s": 0.21, "measured_iteration_runs_s": [0.22, 0.21, 0.20],
+//              "predicted_iteration_s": 0.19,
 //              "error_pct": 10.5, "speedup_vs_wfbp": 1.3,
 //              "predicted_speedup_vs_wfbp": 1.4, "steady_iterations": 55,
 //              "steps": 60, "final_loss": 0.61, "options": {...},
@@ -28,7 +29,10 @@
 // bucketing). `bandwidth_Bps` is the emulated link's rate, 0 for unshaped loopback
 // (link "loopback"). `error_pct` = 100·(measured − predicted)/predicted;
 // `speedup_vs_wfbp` = measured wfbp / measured this, on the same link. Quantities
-// that could not be had (no wfbp run, accuracy never reached) are null. Paths are
+// that could not be had (no wfbp run, accuracy never reached) are null. With
+// `--repeats N` a strategy is trained N times: `measured_iteration_runs_s` holds
+// each run's steady-state iteration time, in the order run, and the other fields
+// are those of the median run (the lower median for even N). Paths are
 // relative to the results file's folder.
 //
 // Thread-safety: plain data; the functions are pure except write_results.
@@ -68,6 +72,7 @@ struct RunResult {
   int workers = 0;
   int period = 1;
   Seconds measured_iteration = 0;
+  std::vector<Seconds> measured_iterations;  // every repeat's, in the order run
   std::optional<Seconds> predicted_iteration;
   std::optional<double> speedup_vs_wfbp;
   std::optional<double> predicted_speedup_vs_wfbp;

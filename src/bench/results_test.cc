@@ -32,6 +32,7 @@ BenchResults random_results(std::mt19937& rng) {
       RunResult run{.strategy = s, .kind = s == kDdpPeerStrategy ? kDdpPeerStrategy : "weft", .link = links[l],
                     .bandwidth = r.links.back().bandwidth, .workers = r.workers,
                     .period = s == "dreamddp" ? 5 : 1, .measured_iteration = u(rng),
+                    .measured_iterations = {u(rng), u(rng), u(rng)},
                     .predicted_iteration = maybe(rng, u(rng)), .speedup_vs_wfbp = maybe(rng, u(rng)),
                     .predicted_speedup_vs_wfbp = maybe(rng, u(rng)), .steady_iterations = 50,
                     .steps = 60, .final_loss = u(rng), .options = {{"partition_B", 65536}},
@@ -115,6 +116,9 @@ TEST(Results, MistypedFieldsAndOtherSchemasAreRejected) {
   while (r.runs.empty());
   json j = to_json(r);
   j["runs"][0]["measured_iteration_s"] = "fast";
+  EXPECT_THROW(results_from_json(j, "b"), UsageError);
+  j = to_json(r);
+  j["runs"][0]["measured_iteration_runs_s"] = {0.1, "slow"};
   EXPECT_THROW(results_from_json(j, "b"), UsageError);
   j = to_json(r);
   j["workers"] = 2.5;

@@ -46,6 +46,7 @@ struct BenchFlags {
   double target = BenchDefaults::kTargetAccuracy;
   std::optional<int> eval_every;
   int warmup = BenchDefaults::kWarmup;
+  int repeats = 1;
   int batch = 32;
   double lr = 0.05;
   std::string optimizer = "sgd";
@@ -98,6 +99,7 @@ bench::BenchOptions to_options(const BenchFlags& f) {
   if (f.servers < 1) throw UsageError(fmt::format("--servers {}: expected an integer >= 1", f.servers));
   o.target_accuracy = f.target;
   o.warmup = f.warmup;
+  o.repeats = f.repeats;
   o.strategies = f.strategies;
   o.ddp = !f.no_ddp;
   o.out = f.out;
@@ -164,6 +166,9 @@ void add_bench(CLI::App& app, int& exit_status) {
                   fmt::format("evaluate every N iterations (default: {} in accuracy mode, never otherwise)",
                               BenchDefaults::kEvalEvery));
   cmd->add_option("--warmup", f->warmup, "iterations left out of the steady-state median")->capture_default_str();
+  cmd->add_option("--repeats", f->repeats,
+                  "train every strategy this many times, in rounds; the median run is reported")
+      ->capture_default_str();
   cmd->add_option("--batch", f->batch, "samples per worker per iteration")->capture_default_str();
   cmd->add_option("--lr", f->lr, "learning rate")->capture_default_str();
   cmd->add_option("--optimizer", f->optimizer, "sgd | momentum | adam")->capture_default_str();
