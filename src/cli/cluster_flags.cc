@@ -33,7 +33,8 @@ void add_cluster_flags(CLI::App& command, ClusterFlags& flags) {
   command.add_option("--server-bandwidth", flags.server_bandwidth,
                      "each server's link (--arch ps); default: same as --bandwidth");
   command.add_option("--network", flags.network_file,
-                     "all-reduce fit T(n) = a + b*n from `weft profile --network --out FILE`; "
+                     "measured all-reduce times from `weft profile --network --out FILE` (T(n) follows them; a "
+                     "file with only a_s and b_s_per_byte: a + b*n); "
                      "replaces --bandwidth/--latency for all-reduce costs");
 }
 
@@ -63,6 +64,13 @@ FittedAllReduce load_fit(const std::string& file) {
   text << in.rdbuf();
   try {
     const auto j = nlohmann::json::parse(text.str());
+    if (j.contains("points")) {  // the measured times themselves (Note [Measured all-reduce curve])
+      std::vector<MeasuredAllReduce> points;
+      for (const auto& p : j.at("points")) {
+        points.push_back({.bytes = p.at("bytes").get<Bytes>(), .seconds = p.at("seconds").get<double>()});
+      }
+      return measured_curve(std::move(points), fmt::format("--network {}", file));
+    }
     FittedAllReduce fit{.a = j.at("a_s").get<double>(), .b = j.at("b_s_per_byte").get<double>()};
     if (!(fit.a >= 0) || !(fit.b > 0)) {
       throw UsageError(fmt::format("--network {}: a_s = {} must be >= 0 and b_s_per_byte = {} > 0",
@@ -70,8 +78,8 @@ FittedAllReduce load_fit(const std::string& file) {
     }
     return fit;
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("--network {}: expected a JSON object with numbers a_s and "
-                                 "b_s_per_byte (as `weft profile --network --out` writes): {}",
+    throw UsageError(fmt::format("--network {}: expected a JSON object with points [{{bytes, seconds}}, ...] "
+                                 "or numbers a_s and b_s_per_byte (as `weft profile --network --out` writes): {}",
                                  file, e.what()));
   }
 }

@@ -112,7 +112,8 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--latency", flags->latency, "per-message latency the planner assumes (never emulated)")
       ->capture_default_str();
   cmd->add_option("--network", flags->network,
-                  "all-reduce fit from `weft profile --network --out FILE`; replaces --bandwidth/--latency");
+                  "measured all-reduce times from `weft profile --network --out FILE`; replaces "
+                  "--bandwidth/--latency");
   add_strategy_flags(*cmd, flags->strategy);
   // Training builds one schedule with the options given; it does not search them
   // as `weft plan` does, so an unset option is the scheduler's default.

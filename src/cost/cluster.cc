@@ -1,5 +1,6 @@
 #include "cost/cluster.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -120,6 +121,66 @@ LinkSet links_of(const Cluster& c) {
   return links;
 }
 
+FittedAllReduce measured_curve(std::vector<MeasuredAllReduce> points, std::string_view origin) {
+  if (points.size() < 2) {
+    throw UsageError(fmt::format("{}: {} measured all-reduce size(s); need at least two", origin, points.size()));
+  }
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const MeasuredAllReduce& p = points[i];
+    if (p.bytes <= 0 || (i > 0 && p.bytes <= points[i - 1].bytes)) {
+      throw UsageError(fmt::format("{}: points[{}].bytes = {}; sizes must be positive and strictly ascending",
+                                   origin, i, p.bytes));
+    }
+    if (!positive(p.seconds)) {
+      throw UsageError(fmt::format("{}: points[{}].seconds = {}; need a finite time > 0", origin, i, p.seconds));
+    }
+  }
+  // Pool adjacent violators: each block holds the mean time of the sizes it spans.
+  struct Block {
+    double sum;
+    int count;
+    double mean() const { return sum / count; }
+  };
+  std::vector<Block> blocks;
+  for (const MeasuredAllReduce& p : points) {
+    blocks.push_back({p.seconds, 1});
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].mean() > blocks.back().mean()) {
+      blocks[blocks.size() - 2].sum += blocks.back().sum;
+      blocks[blocks.size() - 2].count += blocks.back().count;
+      blocks.pop_back();
+    }
+  }
+  std::size_t i = 0;
+  for (const Block& block : blocks) {
+    for (int k = 0; k < block.count; ++k) points[i++].seconds = block.mean();
+  }
+  const MeasuredAllReduce& last = points.back();
+  const MeasuredAllReduce& before = points[points.size() - 2];
+  double b = (last.seconds - before.seconds) / static_cast<double>(last.bytes - before.bytes);
+  if (!positive(b)) b = last.seconds / static_cast<double>(last.bytes);  // the last sizes pooled: flat
+  FittedAllReduce fit{.b = b, .curve = std::move(points)};
+  fit.a = std::max(0.0, fit.curve.front().seconds - b * static_cast<double>(fit.curve.front().bytes));
+  return fit;
+}
+
+namespace {
+
+// startup(n) of Note [Measured all-reduce curve].
+Seconds curve_startup(const FittedAllReduce& f, Bytes n) {
+  const auto startup = [&](const MeasuredAllReduce& p) {
+    return std::max(0.0, p.seconds - f.b * static_cast<double>(p.bytes));
+  };
+  if (n <= f.curve.front().bytes) return startup(f.curve.front());
+  if (n >= f.curve.back().bytes) return startup(f.curve.back());
+  const auto hi = std::lower_bound(f.curve.begin(), f.curve.end(), n,
+                                   [](const MeasuredAllReduce& p, Bytes size) { return p.bytes < size; });
+  const auto lo = std::prev(hi);
+  const double w = static_cast<double>(n - lo->bytes) / static_cast<double>(hi->bytes - lo->bytes);
+  return (1 - w) * startup(*lo) + w * startup(*hi);
+}
+
+}  // namespace
+
 // The ring moves 2(P−1)/P·n bytes over each worker's link in 2(P−1) steps, each
 // paying α. Scaling the fabric's capacity by P/(2(P−1)) instead of the volume keeps
 // `volume` equal to the message size, which is what traces and credits count.
@@ -131,7 +192,11 @@ Flow allreduce_flow(const Cluster& c, Bytes n) {
   Flow flow;
   flow.links = {0};
   if (c.workers == 1) return flow;
-  flow.startup = c.fitted ? c.fitted->a : 2.0 * (c.workers - 1) * c.latency;
+  if (!c.fitted) {
+    flow.startup = 2.0 * (c.workers - 1) * c.latency;
+  } else {
+    flow.startup = c.fitted->curve.empty() ? c.fitted->a : curve_startup(*c.fitted, n);
+  }
   flow.volume = static_cast<double>(n);
   return flow;
 }

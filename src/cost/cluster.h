@@ -27,11 +27,41 @@ enum class Arch { kAllReduce, kParameterServer };
 std::string_view to_string(Arch arch);
 Arch parse_arch(std::string_view text);  // "allreduce" | "ps"; THROWS UsageError
 
-// T(n) = a + b·n for one all-reduce of n bytes.
+// One all-reduce size as timed by `weft profile --network`.
+struct MeasuredAllReduce {
+  Bytes bytes = 0;
+  Seconds seconds = 0;
+};
+
+// The all-reduce cost from measurements: T(n) = startup(n) + b·n. Without `curve`,
+// startup(n) = a, the least-squares line. With it, startup(n) follows the measured
+// times (Note [Measured all-reduce curve]).
 struct FittedAllReduce {
   Seconds a = 0;
-  double b = 0;  // seconds per byte
+  double b = 0;  // seconds per byte: the fabric's capacity is 1/b
+  // Sizes ascending; startup(n) interpolates max(0, seconds − b·bytes) between
+  // them, flat outside. Empty: startup(n) = a.
+  std::vector<MeasuredAllReduce> curve;
 };
+
+// Note [Measured all-reduce curve]
+// --------------------------------
+// A least-squares line a + b·n through the timed sizes (4 KiB·4^k) misses the sizes
+// a model's messages have: on 4 workers behind 100Mbit links the fitted line says
+// 30 ms for 256 KiB and 105 ms for 1 MiB where 35 and 135 ms were measured, since
+// weighting by relative error lets the small sizes, all start-up, pull b down. The
+// curve keeps the measurements instead. b is the slope of its last segment — the
+// rate at which large messages actually move, which is also what concurrent
+// messages share — and each size's start-up is what its time has beyond b·n. So
+// one message alone takes exactly the measured time at every timed size (where
+// that time is at least b·n), in between the interpolation, beyond the largest
+// size its start-up plus b·n. Times are first made non-decreasing in n (pooling
+// adjacent violators: a larger message is not cheaper; timing noise on a loaded
+// machine can say otherwise).
+//
+// THROWS UsageError (naming `origin`) for fewer than two sizes, sizes not positive
+// and strictly ascending, or times not positive and finite.
+FittedAllReduce measured_curve(std::vector<MeasuredAllReduce> points, std::string_view origin);
 
 struct Cluster {
   int workers = 1;
@@ -65,7 +95,8 @@ struct Flow {
 
 // One ring all-reduce of n bytes: startup 2(P−1)α, volume n on the fabric link
 // whose capacity is B·P / (2(P−1)), so that alone it takes exactly
-// 2(P−1)α + 2(P−1)/P · n/B; with `fitted`, startup a and capacity 1/b.
+// 2(P−1)α + 2(P−1)/P · n/B; with `fitted`, startup a (or the curve's startup(n))
+// and capacity 1/b.
 // With P = 1 it is free (startup 0, volume 0).
 Flow allreduce_flow(const Cluster& cluster, Bytes n);
 Seconds allreduce_time(const Cluster& cluster, Bytes n);  // the flow, alone

@@ -54,6 +54,67 @@ TEST(AllReduce, FittedFormOverridesTheRing) {
   EXPECT_DOUBLE_EQ(allreduce_time(c, 1'000'000), 2e-3 + 1e-3);
 }
 
+// Note [Measured all-reduce curve], with the times `weft bench` measured on 4
+// workers behind 100Mbit links (results/emulated/net-100Mbit.json).
+std::vector<MeasuredAllReduce> measured_100mbit() {
+  return {{4_KiB, 6.07e-3}, {16_KiB, 9.36e-3}, {64_KiB, 8.02e-3}, {256_KiB, 35.24e-3}, {1_MiB, 135.36e-3}};
+}
+
+TEST(MeasuredCurve, AMessageAloneTakesTheMeasuredTimeAtEveryMonotoneSize) {
+  Cluster c = ring(4, 100_Mbit, 0);
+  c.fitted = measured_curve(measured_100mbit(), "net.json");
+  // b is the last segment's slope, the fabric's capacity 1/b.
+  const double b = (135.36e-3 - 35.24e-3) / static_cast<double>(1_MiB - 256_KiB);
+  EXPECT_DOUBLE_EQ(c.fitted->b, b);
+  EXPECT_DOUBLE_EQ(links_of(c).capacity[0], 1 / b);
+  EXPECT_NEAR(allreduce_time(c, 4_KiB), 6.07e-3, 1e-12);
+  EXPECT_NEAR(allreduce_time(c, 256_KiB), 35.24e-3, 1e-12);
+  EXPECT_NEAR(allreduce_time(c, 1_MiB), 135.36e-3, 1e-12);
+  // 16 KiB and 64 KiB measured 9.36 and 8.02 ms: pooled into their mean.
+  EXPECT_NEAR(allreduce_time(c, 16_KiB), (9.36e-3 + 8.02e-3) / 2, 1e-12);
+  EXPECT_NEAR(allreduce_time(c, 64_KiB), (9.36e-3 + 8.02e-3) / 2, 1e-12);
+  // Between two sizes, linear; beyond the largest, its start-up plus b·n; below the
+  // smallest, the smallest's start-up.
+  EXPECT_NEAR(allreduce_time(c, (256_KiB + 1_MiB) / 2), (35.24e-3 + 135.36e-3) / 2, 1e-12);
+  EXPECT_NEAR(allreduce_time(c, 4_MiB), 135.36e-3 + b * static_cast<double>(3_MiB), 1e-12);
+  EXPECT_NEAR(allreduce_time(c, 704), 6.07e-3 - b * static_cast<double>(4_KiB - 704), 1e-12);
+  // The least-squares line said 30.1 ms at 256 KiB; the curve is what was measured.
+}
+
+TEST(MeasuredCurve, TimesNeverDecreaseWithSize) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<MeasuredAllReduce> points;
+    Bytes n = 4_KiB;
+    for (int k = 0; k < 2 + trial % 5; ++k, n *= 4) {
+      points.push_back({n, std::uniform_real_distribution(1e-4, 1e-1)(rng)});
+    }
+    Cluster c = ring(4, 1_Gbit, 0);
+    c.fitted = measured_curve(points, "net.json");
+    Seconds previous = 0;
+    for (Bytes size = 1_KiB; size <= 4 * n; size = size * 3 / 2) {
+      const Seconds t = allreduce_time(c, size);
+      EXPECT_GE(t, previous * (1 - 1e-12)) << size << " bytes";
+      previous = t;
+    }
+  }
+}
+
+TEST(MeasuredCurve, BadPointsAreNamed) {
+  const auto message = [](std::vector<MeasuredAllReduce> points) {
+    try {
+      measured_curve(std::move(points), "net.json");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{4_KiB, 1e-3}}).find("at least two"), std::string::npos);
+  EXPECT_NE(message({{4_KiB, 1e-3}, {4_KiB, 2e-3}}).find("points[1].bytes"), std::string::npos);
+  EXPECT_NE(message({{4_KiB, 1e-3}, {16_KiB, -1}}).find("points[1].seconds"), std::string::npos);
+  EXPECT_NE(message({{0, 1e-3}, {16_KiB, 1e-3}}).find("net.json"), std::string::npos);
+}
+
 TEST(AllReduce, OneWorkerIsFree) {
   const Cluster c = ring(1, 1_Gbit, 50_us);
   EXPECT_EQ(allreduce_time(c, 100_MiB), 0.0);
