@@ -75,29 +75,6 @@ Bytes network_max_bytes(Bytes n) {
   return size;
 }
 
-// Layer by layer, the median over the profiles of the forward and backward times
-// (Note [Profiling under contention]).
-Profile median_profile(const std::vector<Profile>& profiles) {
-  Profile merged = profiles.at(0);
-  for (const Profile& p : profiles) {
-    if (p.size() != merged.size()) {
-      throw std::logic_error(fmt::format("profiles of model {} differ: {} and {} layers", merged.model, p.size(),
-                                         merged.size()));
-    }
-  }
-  for (int l = 0; l < merged.size(); ++l) {
-    std::vector<double> fp, bp;
-    for (const Profile& p : profiles) {
-      fp.push_back(p.layers[l].fp);
-      bp.push_back(p.layers[l].bp);
-    }
-    merged.layers[l].fp = median(fp);
-    merged.layers[l].bp = median(bp);
-  }
-  merged.device = fmt::format("{}, median of {} processes profiling at once", merged.device, profiles.size());
-  return merged;
-}
-
 // Rank 0's last training loss, and the number of iterations done.
 std::pair<double, std::int64_t> last_loss(const Metrics& m) {
   double loss = 0;
@@ -220,35 +197,21 @@ void Bench::probe_strategies() {
 // Note [Profiling under contention].
 void Bench::profile_model() {
   const int P = o_.tools.workers;
-  say(fmt::format("profiling {} (batch {}) in {} process{} at once, as the workers will share the cores",
-                  o_.training.model, o_.training.batch, P, P == 1 ? "" : "es"));
-  std::vector<ChildOptions> children;
-  std::vector<fs::path> files;
-  for (int p = 0; p < P; ++p) {
-    files.push_back(out_ / "logs" / fmt::format("profile.{}.json", p));
-    children.push_back({.argv = model_profile_command(o_.tools, o_.training, files.back().string()),
-                        .log = log(fmt::format("profile.{}", p)),
-                        .timeout = o_.run_timeout});
+  say(fmt::format("profiling {} (batch {}) in {} processes together, as the workers will share the cores",
+                  o_.training.model, o_.training.batch, P));
+  const fs::path profile_log = log("profile");
+  const ChildResult ran = run({.argv = model_profile_command(o_.tools, o_.training, (out_ / "profile.json").string()),
+                               .log = profile_log});
+  if (!ran.succeeded()) {
+    throw std::runtime_error("profiling the model failed, and every prediction needs it: " +
+                             failure(ran, profile_log));
   }
-  const std::vector<ChildResult> ran = run_children(children, signals_);
-  std::vector<Profile> profiles;
-  for (int p = 0; p < P; ++p) {
-    if (ran[p].interrupted_by != 0) {
-      throw BenchInterrupted(ran[p].interrupted_by, "interrupted while profiling the model; nothing measured yet");
-    }
-    if (!ran[p].succeeded()) {
-      throw std::runtime_error("profiling the model failed, and every prediction needs it: " +
-                               failure(ran[p], children[p].log));
-    }
-    profiles.push_back(load_profile(files[p]));
-  }
-  const Profile merged = median_profile(profiles);
-  save_profile(merged, out_ / "profile.json");
+  const Profile profile = load_profile(out_ / "profile.json");
   results_.profile = "profile.json";
-  results_.parameters = merged.total_params();
-  say(fmt::format("profile: {} layers, {} parameters ({}), forward {} + backward {} per iteration", merged.size(),
-                  merged.total_params(), format_bytes(merged.total_bytes()), format_duration(merged.forward_time()),
-                  format_duration(merged.backward_time())));
+  results_.parameters = profile.total_params();
+  say(fmt::format("profile: {} layers, {} parameters ({}), forward {} + backward {} per iteration", profile.size(),
+                  profile.total_params(), format_bytes(profile.total_bytes()), format_duration(profile.forward_time()),
+                  format_duration(profile.backward_time())));
 }
 
 LinkResult Bench::profile_network(const Link& link) {

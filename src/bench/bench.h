@@ -29,11 +29,15 @@
 //
 // Note [Profiling under contention]
 // The P workers of a run share this machine's cores, so each layer takes longer
-// than it does alone. `weft profile --model` measures one process; the bench runs P
-// of them at once and keeps, per layer, the median over the processes of their
-// times. The remaining bias: a worker waiting for the network leaves its core to
-// the others, so where communication is exposed (slow links) training sees less
-// contention than the profile, and predictions run high there.
+// than it does alone. The bench profiles with `weft profile --model --nproc P`: P
+// processes that time their layers together, every timed iteration beside P−1
+// others (Note [Profiling together] in runtime/layer_profiler.h), each layer's
+// time scaled to put back the waits for a core (Note [Time slices], ibid.); the
+// profile is the median over the processes, layer by layer. Profiled as P
+// separate processes started at once, the profile came out 25% fast: they were
+// not all computing at the same time. The remaining bias: a worker waiting for
+// the network leaves its core to the others, so where communication is exposed
+// (slow links) training sees less contention than the profile.
 //
 // Note [Repeated runs]
 // Two runs of one strategy a minute apart differ by up to ±8% on a shared machine,

@@ -63,14 +63,18 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
 
 std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
                                                const std::string& out) {
+  // Note [Profiling under contention].
   return {tools.weft, "profile", "--model", training.model, "--batch", std::to_string(training.batch),
-          "--threads", "1", "--seed", std::to_string(training.seed), "--out", out};
+          "--threads", "1", "--seed", std::to_string(training.seed), "--nproc", std::to_string(tools.workers),
+          "--warmup", "10", "--iterations", "50", "--out", out};
 }
 
 std::vector<std::string> network_profile_command(const Tools& tools, const Link& link, Bytes max_bytes,
                                                  const std::string& out) {
+  // 15 all-reduces per size: with more workers than cores, single all-reduces of
+  // a few KiB vary by a factor of 2 with the scheduling of the processes.
   const std::vector<std::string> argv{tools.weft, "profile", "--network", "--max-bytes", std::to_string(max_bytes),
-                                      "--out", out};
+                                      "--repeats", "15", "--out", out};
   if (link.emulated()) return under_netem(tools, link, argv);
   return concat(argv, {"--nproc", std::to_string(tools.workers)});
 }

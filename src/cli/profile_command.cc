@@ -1,5 +1,6 @@
 // `weft profile`: measures what the planner needs to know about this machine.
 //   --model M    per-layer forward/backward times of a runtime model → profile JSON
+//                (--nproc K: K processes profiling together, as K workers share the cores)
 //   --network    the all-reduce cost fit a + b·n over real Gloo all-reduces
 #include <iostream>
 #include <memory>
@@ -52,26 +53,30 @@ int run_model_profile(const ProfileFlags& flags) {
     throw UsageError(fmt::format("weft profile: give --model (one of {}) or --network",
                                  fmt::join(runtime::model_names(), ", ")));
   }
-  const runtime::LayerProfilerOptions options{
-      .model = flags.model,
-      .batch = flags.batch,
-      .warmup = flags.warmup,
-      .iterations = flags.iterations,
-      .threads = flags.threads,
-      .seed = flags.seed,
-      .progress =
-          [](int done, int total) {
-            std::cerr << fmt::format("\rprofiling: iteration {}/{}", done, total) << (done == total ? "\n" : "")
-                      << std::flush;
+  const runtime::ModelProfileJob job{
+      .profiler = {.model = flags.model,
+                   .batch = flags.batch,
+                   .warmup = flags.warmup,
+                   .iterations = flags.iterations,
+                   .threads = flags.threads,
+                   .seed = flags.seed,
+                   .progress =
+                       [](int done, int total) {
+                         std::cerr << fmt::format("\rprofiling: iteration {}/{}", done, total)
+                                   << (done == total ? "\n" : "") << std::flush;
+                       }},
+      .nproc = flags.network_options.nproc,
+      .failure_timeout = flags.network_options.failure_timeout,
+      .report =
+          [&flags](const Profile& profile) {
+            print_table(profile);
+            if (!flags.out.empty()) {
+              save_profile(profile, flags.out);
+              fmt::print("profile written to {}\n", flags.out);
+            }
           },
   };
-  const Profile profile = runtime::profile_model(options);
-  print_table(profile);
-  if (!flags.out.empty()) {
-    save_profile(profile, flags.out);
-    fmt::print("profile written to {}\n", flags.out);
-  }
-  return 0;
+  return runtime::run_model_profile(job);
 }
 
 // The backend (runtime/network_profile.h) launches the workers itself when given
@@ -99,14 +104,15 @@ void add_profile(CLI::App& app, int& exit_status) {
   cmd->add_option("--seed", flags->seed, "model initialisation seed")->capture_default_str();
   cmd->add_flag("--network", flags->network, "fit the all-reduce cost over real Gloo all-reduces instead");
   cmd->add_option("--nproc", flags->network_options.nproc,
-                  "--network: local worker processes to measure between (>= 2; default: be one worker of a job "
-                  "given by MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
+                  "local processes: --model profiles them together, sharing the cores as K workers will (the "
+                  "median per layer is kept); --network measures all-reduces between them (>= 2). Default: "
+                  "alone, or one process of a job given by MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE");
   cmd->add_option("--min-bytes", flags->min_bytes, "--network: smallest all-reduce (default 4KiB)");
   cmd->add_option("--max-bytes", flags->max_bytes, "--network: largest all-reduce; sizes grow 4x (default 64MiB)");
   cmd->add_option("--repeats", flags->network_options.repeats, "--network: timed all-reduces per size (median kept)")
       ->capture_default_str();
   cmd->add_option("--failure-timeout", flags->network_options.failure_timeout,
-                  "--network: seconds a collective may make no progress before the workers give up")
+                  "--nproc: seconds a collective may make no progress before the processes give up")
       ->capture_default_str();
   cmd->add_option("--out", flags->out, "write the result as JSON (atomically)");
   cmd->callback([flags, &exit_status] {

@@ -5,12 +5,14 @@
 
 #include <cerrno>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <optional>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -351,6 +353,35 @@ void save_profile(const Profile& profile, const std::filesystem::path& file) {
   if (!temp.commit()) throw fail("flushing");
   if (::rename(temp.path().c_str(), file.c_str()) != 0) throw fail("renaming into place");
   temp.release();
+}
+
+Profile median_profile(const std::vector<Profile>& profiles) {
+  if (profiles.empty()) throw std::invalid_argument("median_profile: no profiles");
+  Profile merged = profiles.front();
+  for (const Profile& p : profiles) {
+    bool same = p.size() == merged.size();
+    for (int l = 0; same && l < p.size(); ++l) same = p.layers[l].name == merged.layers[l].name;
+    if (!same) {
+      throw std::invalid_argument(fmt::format("median_profile: profiles of {} and {} have different layers",
+                                              merged.model, p.model));
+    }
+  }
+  const auto median = [](std::vector<Seconds> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+  };
+  for (int l = 0; l < merged.size(); ++l) {
+    std::vector<Seconds> fp, bp;
+    for (const Profile& p : profiles) {
+      fp.push_back(p.layers[l].fp);
+      bp.push_back(p.layers[l].bp);
+    }
+    merged.layers[l].fp = median(fp);
+    merged.layers[l].bp = median(bp);
+  }
+  if (profiles.size() > 1) merged.device = fmt::format("{}, median of {} processes", merged.device, profiles.size());
+  return merged;
 }
 
 }  // namespace weft

@@ -58,4 +58,10 @@ std::string to_json(const Profile& profile);
 // file is ever left behind.
 void save_profile(const Profile& profile, const std::filesystem::path& file);
 
+// Layer by layer, the median over `profiles` of the forward and backward times
+// (the mean of the middle two for an even count); the rest is the first's, the
+// device saying how many were merged. THROWS std::invalid_argument for no
+// profiles or profiles of different layers.
+Profile median_profile(const std::vector<Profile>& profiles);
+
 }  // namespace weft

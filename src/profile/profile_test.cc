@@ -88,6 +88,28 @@ TEST(Profile, TotalsSumTheLayers) {
   EXPECT_DOUBLE_EQ(p.backward_time(), 2.25);
 }
 
+TEST(MedianProfile, EachLayerTakesTheMedianOfItsTimes) {
+  const auto two_layers = [](double fp0, double bp0, double fp1, double bp1) {
+    return Profile{.model = "m", .batch = 8, .device = "cpu",
+                   .layers = {{.name = "a", .params = 10, .fp = fp0, .bp = bp0},
+                              {.name = "b", .params = 3, .fp = fp1, .bp = bp1}}};
+  };
+  const Profile odd = median_profile({two_layers(1, 9, 5, 1), two_layers(3, 2, 4, 3), two_layers(2, 4, 6, 2)});
+  EXPECT_DOUBLE_EQ(odd.layers[0].fp, 2);
+  EXPECT_DOUBLE_EQ(odd.layers[0].bp, 4);
+  EXPECT_DOUBLE_EQ(odd.layers[1].fp, 5);
+  EXPECT_DOUBLE_EQ(odd.layers[1].bp, 2);
+  EXPECT_EQ(odd.layers[0].params, 10);
+  EXPECT_NE(odd.device.find("median of 3"), std::string::npos) << odd.device;
+  const Profile even = median_profile({two_layers(1, 1, 1, 1), two_layers(3, 5, 1, 1)});
+  EXPECT_DOUBLE_EQ(even.layers[0].fp, 2);
+  EXPECT_DOUBLE_EQ(even.layers[0].bp, 3);
+  Profile other = two_layers(1, 1, 1, 1);
+  other.layers[1].name = "c";
+  EXPECT_THROW(median_profile({two_layers(1, 1, 1, 1), other}), std::invalid_argument);
+  EXPECT_THROW(median_profile({}), std::invalid_argument);
+}
+
 // bp_end[L-1] is the last layer's own backward; each earlier layer ends its own bp
 // after the next one; the first layer ends the pass.
 TEST(BackwardEndTimes, AccumulateFromTheOutputLayer) {

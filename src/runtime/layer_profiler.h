@@ -8,7 +8,20 @@
 // by layer in reverse, each layer's autograd run alone from its output gradient
 // (the loss for the last layer) to its parameters' and input's gradients. The
 // first `warmup` iterations are discarded; a layer's time is the median of the
-// next `iterations`.
+// next `iterations`, scaled so that the layers add up to the median iteration
+// (Note [Time slices]).
+//
+// Note [Time slices]
+// When more processes compute than there are cores, the kernel gives each a few
+// milliseconds at a time. A layer of a millisecond mostly runs within one slice,
+// at full speed, and only now and then spans the wait for the next one: its
+// median is its uncontended time. The waits are real — the iteration as a whole
+// takes about twice as long with 4 processes on 2 cores — so the medians alone
+// profiled a contended worker as if it were alone (4 processes measured forwards
+// of 4.5–9 ms where training ran 11–12). Scaling every layer by the
+// median iteration over the sum of the layers' medians keeps the layers'
+// proportions robust to outliers and puts the waits back, spread over the layers
+// in proportion to their length; alone, the factor is about 1.
 //
 // Note [One thread per worker]
 // By default LibTorch runs with one intra-op thread (torch::set_num_threads(1)):
@@ -16,11 +29,22 @@
 // a worker that measured itself with both cores would be profiled faster than it
 // will run. `threads` changes it for machines with a core per worker to spare.
 //
+// Note [Profiling together]
+// The workers of a run share this machine's cores, so they must be profiled while
+// they share them: K processes, each timing its own layers. Started one by one,
+// they would not all compute at once — a process loading LibTorch or already done
+// leaves its share of the cores to the others, which then measure too fast (a
+// bench of 4 free-running processes profiled 30 ms of compute per iteration where
+// its training computed 39). So the processes meet at a barrier before their
+// first timed iteration, and each keeps computing, untimed, until every one has
+// finished its timed iterations: every timed iteration runs beside K−1 others.
+//
 // Thread-safety: sets LibTorch's global intra-op thread count; run one at a time.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "profile/profile.h"
@@ -39,7 +63,26 @@ struct LayerProfilerOptions {
   // Called after each timed or warm-up iteration with (done, warmup + iterations);
   // may be empty.
   std::function<void(int done, int total)> progress;
+  // Profiling together (Note [Profiling together]); both may be empty. Called
+  // once, between the warm-up and the first timed iteration:
+  std::function<void()> before_timing;
+  // Called after the timed iterations, and after every untimed iteration that
+  // follows: while it returns true, another untimed iteration runs.
+  std::function<bool()> keep_computing;
 };
+
+// `weft profile --model M [--nproc K]`: profile_model, or K local processes
+// profiling together (Note [Profiling together]), launched and supervised like
+// `weft train --nproc K`; inside a job started otherwise (MASTER_ADDR, RANK, ...
+// set), this process is one of them. `report` gets the profile — on rank 0 the
+// median of every rank's, layer by layer. Returns the exit status.
+struct ModelProfileJob {
+  LayerProfilerOptions profiler;
+  std::optional<int> nproc;
+  Seconds failure_timeout = 60;  // as TrainOptions::failure_timeout
+  std::function<void(const Profile&)> report;
+};
+int run_model_profile(const ModelProfileJob& job);
 
 // Builds `options.model` and a synthetic batch of its shape and measures it.
 // THROWS UsageError for an unknown model, a batch, warmup, iterations or threads

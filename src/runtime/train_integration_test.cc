@@ -62,4 +62,26 @@ TEST_F(TrainTest, AKilledWorkerFailsTheJobByNameAndLeavesNoProcess) {
                /*processes=*/3, /*workers=*/3, /*victim=*/1, "rank 1 failed (killed by signal 9)");
 }
 
+// `weft profile --model --nproc K` (Note [Profiling together]): K processes, one
+// profile, every process gone.
+TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {
+  const fs::path out = dir_ / "together.json";
+  Weft job({"profile", "--model", "mlp", "--batch", "8", "--nproc", "2", "--warmup", "1", "--iterations", "3",
+            "--out", out.string()},
+           dir_);
+  const int status = job.wait(std::chrono::seconds(120));
+  ASSERT_EQ(status, 0) << job.stderr_text();
+  const nlohmann::json profile = nlohmann::json::parse(read(out));
+  EXPECT_EQ(profile.at("model"), "mlp");
+  EXPECT_NE(profile.at("device").get<std::string>().find("2 processes profiling together"), std::string::npos);
+  for (const auto& layer : profile.at("layers")) EXPECT_GT(layer.at("fp_s").get<double>(), 0);
+  // Every process of the job had the output path on its command line.
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    EXPECT_EQ(read(entry.path() / "cmdline").find(out.string()), std::string::npos) << "process " << name
+                                                                                      << " survived";
+  }
+}
+
 }  // namespace
