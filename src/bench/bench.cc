@@ -140,7 +140,8 @@ class Bench {
   std::vector<std::string> strategies_;  // those weft train accepts
   int jobs_ = 0;
   int runs_done_ = 0, runs_total_ = 0;  // training runs, for progress lines
-  std::map<std::pair<std::string, std::string>, std::vector<RunResult>> repeats_;  // (link, strategy) -> runs
+  // (link, strategy) -> every run of it, for record()
+  std::map<std::pair<std::string, std::string>, std::vector<RunResult>> runs_by_strategy_;
 };
 
 ChildResult Bench::run(ChildOptions child) {
@@ -371,7 +372,7 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
 }
 
 void Bench::record(RunResult run) {
-  std::vector<RunResult>& runs = repeats_[{run.link, run.strategy}];
+  std::vector<RunResult>& runs = runs_by_strategy_[{run.link, run.strategy}];
   runs.push_back(std::move(run));
   std::vector<const RunResult*> by_time;
   for (const RunResult& r : runs) by_time.push_back(&r);

@@ -9,16 +9,6 @@
 
 namespace weft::bench {
 
-double median(std::vector<double> values) {
-  if (values.empty()) throw std::logic_error("median: no values");
-  const std::size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-  const double upper = values[mid];
-  if (values.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lower + upper) / 2;
-}
-
 SteadyState steady_iteration_time(const Metrics& metrics, const SteadyStateOptions& options) {
   if (options.warmup < 0 || options.period < 1) {
     throw std::logic_error(fmt::format("steady_iteration_time: warmup {} must be >= 0 and period {} >= 1",

@@ -43,10 +43,6 @@ struct SteadyState {
   int iterations = 0;     // iterations inside those windows
 };
 
-// The median of `values`: the middle one, or the mean of the two middle ones.
-// REQUIRES !values.empty() (THROWS std::logic_error otherwise).
-double median(std::vector<double> values);
-
 // Note [Steady-state iteration time].
 // THROWS UsageError when no complete window is left (saying how many iterations the
 // run had, and that --steps must exceed the warm-up by a period); std::logic_error

@@ -366,11 +366,6 @@ Profile median_profile(const std::vector<Profile>& profiles) {
                                               merged.model, p.model));
     }
   }
-  const auto median = [](std::vector<Seconds> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
-    return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-  };
   for (int l = 0; l < merged.size(); ++l) {
     std::vector<Seconds> fp, bp;
     for (const Profile& p : profiles) {

@@ -17,13 +17,6 @@ using Clock = std::chrono::steady_clock;
 
 Seconds since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-Seconds median(std::vector<Seconds> samples) {
-  const auto middle = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
-  std::nth_element(samples.begin(), middle, samples.end());
-  if (samples.size() % 2 == 1) return *middle;
-  return (*middle + *std::max_element(samples.begin(), middle)) / 2;
-}
-
 void check(const LayerProfilerOptions& o) {
   const auto require = [](bool ok, std::string_view flag, int value, std::string_view accepted) {
     if (!ok) throw UsageError(fmt::format("{} {} is not accepted; expected {}", flag, value, accepted));

@@ -30,12 +30,6 @@ std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
   return out;
 }
 
-Seconds median(std::vector<Seconds> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 void write_atomically(const std::filesystem::path& file, const std::string& text) {
   const std::filesystem::path temporary = file.string() + ".tmp";
   {

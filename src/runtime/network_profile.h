@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "cost/cluster.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -35,11 +36,9 @@ struct NetworkProfileOptions {
   Seconds failure_timeout = 60;     // as TrainOptions::failure_timeout
 };
 
-// One measured size: the median of the repeats on rank 0.
-struct NetworkPoint {
-  Bytes bytes = 0;
-  Seconds seconds = 0;
-};
+// One measured size: the median of the repeats on rank 0 — what the planner's
+// measured curve is made of (cost/cluster.h).
+using NetworkPoint = MeasuredAllReduce;
 
 struct NetworkFit {
   Seconds a = 0;                 // startup, seconds

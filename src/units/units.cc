@@ -1,5 +1,6 @@
 #include "units/units.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -120,6 +121,16 @@ std::string format_bytes(Bytes n) {
   if (n >= (Bytes{1} << 20)) return trim(v / (1 << 20)) + "MiB";
   if (n >= (Bytes{1} << 10)) return trim(v / (1 << 10)) + "KiB";
   return std::to_string(n) + "B";
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) throw std::logic_error("median: no values");
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2;
 }
 
 }  // namespace weft

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace weft {
 
@@ -25,6 +26,10 @@ class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// The median of measured values: the middle one, or the mean of the two middle
+// ones. REQUIRES !values.empty() (THROWS std::logic_error otherwise).
+double median(std::vector<double> values);
 
 namespace literals {
 constexpr Seconds operator""_s(long double v) { return static_cast<Seconds>(v); }

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
 namespace weft {
 namespace {
 
@@ -63,6 +68,22 @@ TEST(Units, FormatsRoundTrip) {
   for (const char* text : {"100Mbit", "1Gbit", "20Mbit", "10Gbit"}) {
     EXPECT_EQ(format_bandwidth(parse_bandwidth(text)), text);
   }
+}
+
+double sorted_median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+TEST(Median, EqualsTheMiddleOfTheSortedValues) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-5, 5);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> v(1 + rng() % 12);
+    for (double& x : v) x = rng() % 3 == 0 ? std::round(u(rng)) : u(rng);  // ties too
+    EXPECT_DOUBLE_EQ(median(v), sorted_median(v));
+  }
+  EXPECT_THROW(median({}), std::logic_error);
 }
 
 }  // namespace
