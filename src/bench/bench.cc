@@ -227,7 +227,26 @@ LinkResult Bench::profile_network(const Link& link) {
   if (!r.succeeded()) throw std::runtime_error(failure(r, log_file));
   const NetworkFit fit = parse_network_fit(read_file(file), file.string());
   say(fmt::format("{}: a = {}, 1/b = {}", link.name, format_duration(fit.a), format_bandwidth(1 / fit.b)));
-  return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file)};
+
+  // Note [Interference per link].
+  const fs::path measured = out_ / "logs" / fmt::format("interference-{}.json", slug(link.name));
+  const fs::path measured_log = log(fmt::format("interference-{}", slug(link.name)));
+  say(fmt::format("{}: timing compute and all-reduces of {} together over the link", link.name,
+                  format_bytes(profile.total_bytes())));
+  const ChildResult p = run({.argv = link_profile_command(next_tools(), link, o_.training, measured.string()),
+                             .log = measured_log});
+  if (!p.succeeded()) throw std::runtime_error(failure(p, measured_log));
+  const Profile interference = load_profile(measured);
+  Profile linked = profile;
+  linked.compute_slowdown = interference.compute_slowdown;
+  linked.comm_slowdown = interference.comm_slowdown;
+  linked.device += fmt::format("; slowdowns measured over {} ({})", link.name, relative(measured));
+  const fs::path profile_file = out_ / fmt::format("profile-{}.json", slug(link.name));
+  save_profile(linked, profile_file);
+  say(fmt::format("{}: compute takes {:.0f}% longer while all-reducing, all-reduces {:.0f}% longer while computing",
+                  link.name, 100 * linked.compute_slowdown, 100 * linked.comm_slowdown));
+  return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file),
+          .profile = relative(profile_file)};
 }
 
 // The planner plans one architecture at a time: the all-reduce strategies, with
@@ -248,7 +267,7 @@ std::map<std::string, Prediction> Bench::plan(const Link& link, const LinkResult
   const std::string name = fmt::format("plan-{}{}", slug(link.name), suffix);
   const fs::path file = out_ / (name + ".json");
   const fs::path log_file = log(name);
-  const ChildResult r = run({.argv = plan_command(o_.tools, link, o_.training, (out_ / results_.profile).string(),
+  const ChildResult r = run({.argv = plan_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
                                                   (out_ / network.network).string(), strategies),
                              .log = log_file,
                              .timeout = kShortTimeout});
@@ -272,7 +291,7 @@ void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, co
                                  const Prediction& prediction) {
   const fs::path trace = out_ / "trace-predicted.json";
   const fs::path log_file = log("simulate-" + strategy);
-  const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, (out_ / results_.profile).string(),
+  const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
                                                       (out_ / network.network).string(), strategy,
                                                       prediction.options, trace.string()),
                              .log = log_file,
@@ -305,7 +324,7 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                         metrics.string())
           : train_command(tools, link, training, strategy,
                           prediction ? prediction->options : nlohmann::json::object(),
-                          (out_ / results_.profile).string(), (out_ / network.network).string(), metrics.string(),
+                          (out_ / network.profile).string(), (out_ / network.network).string(), metrics.string(),
                           keep_trace ? trace.string() : "");
   say(fmt::format("[{}/{}] {}: training {} ({} workers, {} steps{})", ++runs_done_, runs_total_, link.name,
                   strategy, o_.tools.workers, training.steps,

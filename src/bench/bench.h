@@ -7,7 +7,9 @@
 //     [Profiling under contention]) → <out>/profile.json.
 // Then for each link (one emulated bandwidth, or plain loopback):
 //  3. the all-reduce fit a + b·n, measured by P processes over that link
-//     (`weft profile --network`) → <out>/net-<link>.json;
+//     (`weft profile --network`) → <out>/net-<link>.json, and how much compute
+//     and communication slow each other over it (Note [Interference per link])
+//     → <out>/profile-<link>.json;
 //  4. the planner's prediction of every strategy from that profile and fit
 //     (`weft plan --json`, once per architecture) → <out>/plan-<link>.json, and
 //     <out>/plan-<link>-ps.json for the parameter-server strategies;
@@ -38,6 +40,17 @@
 // not all computing at the same time. The remaining bias: a worker waiting for
 // the network leaves its core to the others, so where communication is exposed
 // (slow links) training sees less contention than the profile.
+//
+// Note [Interference per link]
+// On these 2 cores a worker's compute and the bytes it moves take CPU from each
+// other: a layer overlapping a message runs slower, and so does the message, by
+// amounts that depend on the link (Note [Interference], sim/simulator.cc). So each
+// link gets its own profile: profile.json's layers with the two slowdowns measured
+// over that link by `weft profile --interference` (Note [Measuring interference],
+// runtime/layer_profiler.h; its own profile is kept in logs/), and the link's
+// predictions, simulated trace and training runs all use it. The layers are not
+// taken from that second measurement: two profiles a few minutes apart differ by
+// up to 10%, and the ratios are measured within one job.
 //
 // Note [Repeated runs]
 // Two runs of one strategy a minute apart differ by up to ±8% on a shared machine,

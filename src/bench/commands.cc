@@ -61,12 +61,27 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
   return concat(netem, argv);
 }
 
+namespace {
+
+// One process of Note [Profiling under contention].
+std::vector<std::string> model_profile_argv(const Tools& tools, const Training& training, const std::string& out) {
+  return {tools.weft, "profile", "--model", training.model, "--batch", std::to_string(training.batch),
+          "--threads", "1", "--seed", std::to_string(training.seed), "--warmup", "10", "--iterations", "50",
+          "--out", out};
+}
+
+}  // namespace
+
 std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
                                                const std::string& out) {
-  // Note [Profiling under contention].
-  return {tools.weft, "profile", "--model", training.model, "--batch", std::to_string(training.batch),
-          "--threads", "1", "--seed", std::to_string(training.seed), "--nproc", std::to_string(tools.workers),
-          "--warmup", "10", "--iterations", "50", "--out", out};
+  return concat(model_profile_argv(tools, training, out), {"--nproc", std::to_string(tools.workers)});
+}
+
+std::vector<std::string> link_profile_command(const Tools& tools, const Link& link, const Training& training,
+                                              const std::string& out) {
+  const std::vector<std::string> argv = concat(model_profile_argv(tools, training, out), {"--interference"});
+  if (link.emulated()) return under_netem(tools, link, argv);
+  return concat(argv, {"--nproc", std::to_string(tools.workers)});
 }
 
 std::vector<std::string> network_profile_command(const Tools& tools, const Link& link, Bytes max_bytes,

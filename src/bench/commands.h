@@ -60,10 +60,15 @@ bool uses_servers(const std::string& strategy);
 std::vector<std::string> under_netem(const Tools& tools, const Link& link, const std::vector<std::string>& argv,
                                      int servers = 0);
 
-// `weft profile --model M --batch B --threads 1 --out FILE` (one process; the bench
-// runs P of them at once, Note [Profiling under contention] in bench.h).
+// `weft profile --model M --batch B --threads 1 --nproc P --out FILE`: P processes
+// profiling together (Note [Profiling under contention] in bench.h).
 std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
                                                const std::string& out);
+
+// The same with --interference, under the link (or with --nproc P on loopback):
+// the slowdowns of the link's profile (Note [Interference per link] in bench.h).
+std::vector<std::string> link_profile_command(const Tools& tools, const Link& link, const Training& training,
+                                              const std::string& out);
 
 // `weft profile --network --max-bytes N --out FILE`, under the link (or with
 // --nproc P on loopback). `max_bytes` bounds the largest all-reduce measured: the

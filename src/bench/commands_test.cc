@@ -64,6 +64,10 @@ TEST(Commands, LoopbackRunsUseTheProgramsOwnLauncher) {
   EXPECT_TRUE(has(train, "--eval-every", "10"));
   EXPECT_TRUE(has(train, "--trace", "t"));
   EXPECT_FALSE(contains(train, "netem"));
+  const auto profile = link_profile_command(kTools, kLoopback, {}, "profile-loopback.json");
+  EXPECT_TRUE(has(profile, "--nproc", "3"));
+  EXPECT_TRUE(contains(profile, "--interference"));
+  EXPECT_FALSE(contains(profile, "netem"));
   const auto net = network_profile_command(kTools, kLoopback, 1 << 20, "net.json");
   EXPECT_TRUE(has(net, "--nproc", "3"));
   EXPECT_TRUE(has(net, "--max-bytes", "1048576"));

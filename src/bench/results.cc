@@ -167,7 +167,7 @@ json to_json(const BenchResults& results) {
   json links = json::array();
   for (const LinkResult& l : results.links) {
     links.push_back({{"link", l.link}, {"bandwidth_Bps", l.bandwidth}, {"a_s", l.a}, {"b_s_per_byte", l.b},
-                     {"network", l.network}});
+                     {"network", l.network}, {"profile", l.profile}});
   }
   json runs = json::array();
   for (const RunResult& r : results.runs) runs.push_back(to_json(r));
@@ -231,7 +231,8 @@ BenchResults results_from_json(const json& document, std::string_view origin) {
                              .bandwidth = l.number("bandwidth_Bps"),
                              .a = l.number("a_s"),
                              .b = l.number("b_s_per_byte"),
-                             .network = l.string("network")});
+                             .network = l.string("network"),
+                             .profile = l.string("profile")});
   });
   top.each("runs", [&](const Reader& r) { results.runs.push_back(read_run(r)); });
   top.each("failed", [&](const Reader& f) {

@@ -7,7 +7,8 @@
 //    "mode": "iterations" | "accuracy", "target_accuracy": 0.85,
 //    "emulated": true,
 //    "links": [{"link": "100Mbit", "bandwidth_Bps": 12500000.0,
-//               "a_s": 0.0012, "b_s_per_byte": 1.6e-7, "network": "net-100Mbit.json"}],
+//               "a_s": 0.0012, "b_s_per_byte": 1.6e-7, "network": "net-100Mbit.json",
+//               "profile": "profile-100Mbit.json"}],
 //    "profile": "profile.json",
 //    "runs": [{"strategy": "dcredit", "kind": "weft", "link": "100Mbit",
 //              "bandwidth_Bps": 12500000.0, "workers": 4, "period": 1,
@@ -62,6 +63,7 @@ struct LinkResult {
   Seconds a = 0;               // the fitted all-reduce startup
   double b = 0;                // the fitted seconds per byte
   std::string network;         // the fit's file
+  std::string profile;         // the profile its predictions used (Note [Interference per link], bench.h)
 };
 
 struct RunResult {

@@ -26,7 +26,7 @@ BenchResults random_results(std::mt19937& rng) {
   const std::vector<std::string> names{"wfbp", "dcredit", "dreamddp", kDdpPeerStrategy};
   for (int l = 0; l < 1 + static_cast<int>(rng() % 3); ++l) {
     r.links.push_back({.link = links[l], .bandwidth = u(rng) * 1e8, .a = u(rng) * 1e-3, .b = u(rng) * 1e-8,
-                       .network = "net-" + links[l] + ".json"});
+                       .network = "net-" + links[l] + ".json", .profile = "profile-" + links[l] + ".json"});
     for (const std::string& s : names) {
       if (rng() % 4 == 0) continue;
       RunResult run{.strategy = s, .kind = s == kDdpPeerStrategy ? kDdpPeerStrategy : "weft", .link = links[l],

@@ -1,6 +1,7 @@
 // `weft profile`: measures what the planner needs to know about this machine.
 //   --model M    per-layer forward/backward times of a runtime model → profile JSON
-//                (--nproc K: K processes profiling together, as K workers share the cores)
+//                (--nproc K: K processes profiling together, as K workers share the cores;
+//                --interference: and how much compute and all-reduces slow each other)
 //   --network    the all-reduce cost fit a + b·n over real Gloo all-reduces
 #include <iostream>
 #include <memory>
@@ -27,6 +28,7 @@ struct ProfileFlags {
   int warmup = 3;
   int threads = 1;
   std::uint64_t seed = 0;
+  bool interference = false;
   // --network
   bool network = false;
   runtime::NetworkProfileOptions network_options;
@@ -46,6 +48,12 @@ void print_table(const Profile& profile) {
   }
   fmt::print("{:<14} {:>10} {:>10} {:>10}\n", "total", profile.total_params(),
              format_duration(profile.forward_time()), format_duration(profile.backward_time()));
+  if (profile.compute_slowdown > 0 || profile.comm_slowdown > 0) {
+    fmt::print("compute took {:.0f}% longer while all-reducing (compute_slowdown {:.3f}); all-reduces took {:.0f}% "
+               "longer while computing (comm_slowdown {:.3f})\n",
+               100 * profile.compute_slowdown, profile.compute_slowdown, 100 * profile.comm_slowdown,
+               profile.comm_slowdown);
+  }
 }
 
 int run_model_profile(const ProfileFlags& flags) {
@@ -66,6 +74,7 @@ int run_model_profile(const ProfileFlags& flags) {
                                    << (done == total ? "\n" : "") << std::flush;
                        }},
       .nproc = flags.network_options.nproc,
+      .interference = flags.interference,
       .failure_timeout = flags.network_options.failure_timeout,
       .report =
           [&flags](const Profile& profile) {
@@ -102,6 +111,9 @@ void add_profile(CLI::App& app, int& exit_status) {
   cmd->add_option("--threads", flags->threads, "LibTorch intra-op threads (1: workers share the cores)")
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "model initialisation seed")->capture_default_str();
+  cmd->add_flag("--interference", flags->interference,
+                "--model with --nproc K >= 2: then all-reduce back to back, alone and while profiling again, and "
+                "write how much compute and all-reduces slow each other (compute_slowdown, comm_slowdown)");
   cmd->add_flag("--network", flags->network, "fit the all-reduce cost over real Gloo all-reduces instead");
   cmd->add_option("--nproc", flags->network_options.nproc,
                   "local processes: --model profiles them together, sharing the cores as K workers will (the "

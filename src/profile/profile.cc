@@ -105,6 +105,14 @@ void validate(const Profile& profile, std::string_view origin) {
     check_time(origin, i, layer, kForward, layer.fp);
     check_time(origin, i, layer, kBackward, layer.bp);
   }
+  for (const auto& [field, value] : {std::pair{"compute_slowdown", profile.compute_slowdown},
+                                     std::pair{"comm_slowdown", profile.comm_slowdown}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected a number >= 0 (0: compute and communication "
+                                   "do not slow each other)",
+                                   origin, field, value));
+    }
+  }
 }
 
 namespace {
@@ -187,7 +195,9 @@ void read_optional(const json& root, const char* field, std::string_view accepte
                    std::string_view origin, T& out) {
   auto it = root.find(field);
   if (it == root.end() || it->is_null()) return;
-  bool ok = std::is_same_v<T, std::string> ? it->is_string() : it->is_number_integer();
+  bool ok = std::is_same_v<T, std::string>   ? it->is_string()
+            : std::is_floating_point_v<T> ? it->is_number()
+                                          : it->is_number_integer();
   if (!ok) {
     throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, it->dump(),
                                  accepted_form));
@@ -221,6 +231,8 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "model", "a string", origin, profile.model);
   read_optional(root, "batch", "an integer", origin, profile.batch);
   read_optional(root, "device", "a string", origin, profile.device);
+  read_optional(root, "compute_slowdown", "a number >= 0", origin, profile.compute_slowdown);
+  read_optional(root, "comm_slowdown", "a number >= 0", origin, profile.comm_slowdown);
 
   auto layers = root.find("layers");
   if (layers == root.end()) {
@@ -274,6 +286,8 @@ std::string to_json(const Profile& profile) {
   root["model"] = profile.model;
   root["batch"] = profile.batch;
   root["device"] = profile.device;
+  if (profile.compute_slowdown != 0) root["compute_slowdown"] = profile.compute_slowdown;
+  if (profile.comm_slowdown != 0) root["comm_slowdown"] = profile.comm_slowdown;
   auto& layers = root["layers"] = nlohmann::ordered_json::array();
   for (const Layer& layer : profile.layers) {
     layers.push_back({{kName, layer.name},
@@ -375,6 +389,13 @@ Profile median_profile(const std::vector<Profile>& profiles) {
     merged.layers[l].fp = median(fp);
     merged.layers[l].bp = median(bp);
   }
+  std::vector<double> compute, comm;
+  for (const Profile& p : profiles) {
+    compute.push_back(p.compute_slowdown);
+    comm.push_back(p.comm_slowdown);
+  }
+  merged.compute_slowdown = median(compute);
+  merged.comm_slowdown = median(comm);
   if (profiles.size() > 1) merged.device = fmt::format("{}, median of {} processes", merged.device, profiles.size());
   return merged;
 }

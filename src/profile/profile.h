@@ -31,6 +31,14 @@ struct Profile {
   int batch = 0;           // informative
   std::string device;      // informative
   std::vector<Layer> layers;
+  // Where compute and communication share the cores (TCP, Gloo's copies and sums),
+  // each slows the other (Note [Interference], sim/simulator.cc): while its
+  // worker has a message on the network a layer takes (1 + compute_slowdown)
+  // times its fp or bp, and while its worker computes a message takes
+  // (1 + comm_slowdown) times as long. Both 0 (the default) where communication
+  // has cores of its own. Measured by `weft profile --interference`.
+  double compute_slowdown = 0;
+  double comm_slowdown = 0;
 
   int size() const { return static_cast<int>(layers.size()); }
   std::int64_t total_params() const;
@@ -45,10 +53,12 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 
 // Checks a profile a user supplied. THROWS UsageError naming `origin` (a file
 // name or "profile"), the layer index and field, for: no layers, an empty name,
-// negative params, bytes_per_param < 1, negative or non-finite fp/bp.
+// negative params, bytes_per_param < 1, negative or non-finite fp/bp; or naming
+// the field for a negative or non-finite compute_slowdown or comm_slowdown.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
-// JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4.
+// JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
+// the optional top-level `compute_slowdown` and `comm_slowdown` to 0.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");
@@ -59,7 +69,8 @@ std::string to_json(const Profile& profile);
 void save_profile(const Profile& profile, const std::filesystem::path& file);
 
 // Layer by layer, the median over `profiles` of the forward and backward times
-// (the mean of the middle two for an even count); the rest is the first's, the
+// (the mean of the middle two for an even count), and of each slowdown;
+// the rest is the first's, the
 // device saying how many were merged. THROWS std::invalid_argument for no
 // profiles or profiles of different layers.
 Profile median_profile(const std::vector<Profile>& profiles);

@@ -26,6 +26,10 @@ Profile random_profile(std::mt19937_64& rng) {
   std::uniform_int_distribution<int> width(1, 8);
   std::exponential_distribution<double> seconds(1e3);  // mean 1 ms
   Profile p{.model = "random", .batch = count(rng), .device = "v100", .layers = {}};
+  if (count(rng) % 2 == 0) {
+    p.compute_slowdown = std::uniform_real_distribution<double>(0, 1)(rng);
+    p.comm_slowdown = std::uniform_real_distribution<double>(0, 2)(rng);
+  }
   int layers = count(rng);
   for (int l = 0; l < layers; ++l) {
     p.layers.push_back(Layer{.name = "layer \"" + std::to_string(l) + "\"\n",  // needs escaping
@@ -41,6 +45,8 @@ void expect_same(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.model, b.model);
   EXPECT_EQ(a.batch, b.batch);
   EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.compute_slowdown, b.compute_slowdown);
+  EXPECT_EQ(a.comm_slowdown, b.comm_slowdown);
   ASSERT_EQ(a.size(), b.size());
   for (int l = 0; l < a.size(); ++l) {
     EXPECT_EQ(a.layers[l].name, b.layers[l].name);
@@ -101,6 +107,13 @@ TEST(MedianProfile, EachLayerTakesTheMedianOfItsTimes) {
   EXPECT_DOUBLE_EQ(odd.layers[1].bp, 2);
   EXPECT_EQ(odd.layers[0].params, 10);
   EXPECT_NE(odd.device.find("median of 3"), std::string::npos) << odd.device;
+  std::vector<Profile> slowed = {two_layers(1, 1, 1, 1), two_layers(1, 1, 1, 1), two_layers(1, 1, 1, 1)};
+  slowed[0].compute_slowdown = 0.5;
+  slowed[1].compute_slowdown = 0.1;
+  slowed[2].compute_slowdown = 0.3;
+  slowed[0].comm_slowdown = 2;
+  EXPECT_DOUBLE_EQ(median_profile(slowed).compute_slowdown, 0.3);
+  EXPECT_DOUBLE_EQ(median_profile(slowed).comm_slowdown, 0);
   const Profile even = median_profile({two_layers(1, 1, 1, 1), two_layers(3, 5, 1, 1)});
   EXPECT_DOUBLE_EQ(even.layers[0].fp, 2);
   EXPECT_DOUBLE_EQ(even.layers[0].bp, 3);
@@ -166,7 +179,29 @@ TEST(ProfileJson, InformativeFieldsAreOptional) {
   Profile p = parse_profile(R"({"layers": [{"name": "x", "params": 1, "fp_s": 1, "bp_s": 2}]})");
   EXPECT_EQ(p.model, "");
   EXPECT_EQ(p.batch, 0);
+  EXPECT_EQ(p.compute_slowdown, 0);
+  EXPECT_EQ(p.comm_slowdown, 0);
   EXPECT_EQ(p.size(), 1);
+}
+
+TEST(ProfileJson, SlowdownsAreNonNegativeNumbers) {
+  for (const std::string field : {"compute_slowdown", "comm_slowdown"}) {
+    const auto with = [&](const std::string& value) {
+      return "{\"" + field + "\": " + value + R"(, "layers": [{"name": "x", "params": 1, "fp_s": 1, "bp_s": 2}]})";
+    };
+    const Profile p = parse_profile(with("0.35"));
+    EXPECT_EQ(field == "compute_slowdown" ? p.compute_slowdown : p.comm_slowdown, 0.35);
+    for (const std::string bad : {"-0.1", "\"much\""}) {
+      try {
+        parse_profile(with(bad), "p.json");
+        ADD_FAILURE() << field << " " << bad << " was accepted";
+      } catch (const UsageError& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("p.json: field \"" + field + "\""), std::string::npos) << message;
+        EXPECT_NE(message.find("a number >= 0"), std::string::npos) << message;
+      }
+    }
+  }
 }
 
 // Builds a one-layer-after-a-good-one document with `layer` as layer 1, so that

@@ -1,7 +1,14 @@
 #include "runtime/layer_profiler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <fmt/format.h>
 
@@ -115,20 +122,128 @@ Profile profile_model(const LayerProfilerOptions& options) {
 
 namespace {
 
+// All-reduces of `bytes` back to back on their own Gloo group until stop(), each
+// timed (Note [Measuring interference]). A collective error ends the stream, wakes
+// wait_for() and is rethrown by stop().
+class AllReduceStream {
+ public:
+  AllReduceStream(const Group& group, const WorkerEnv& env, Bytes bytes, Seconds timeout)
+      : collectives_(make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("weft/stream", group.store), group.rank,
+                                     group.world, timeout, local_address_towards(env.master_addr))),
+        thread_([this, bytes] { run(bytes); }) {}
+  AllReduceStream(const AllReduceStream&) = delete;
+  AllReduceStream& operator=(const AllReduceStream&) = delete;
+  ~AllReduceStream() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Blocks until `count` all-reduces have completed (or the stream failed).
+  void wait_for(std::size_t count) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return timed_.size() >= count || ended_; });
+  }
+
+  // The times of the all-reduces that started at or after `from` and ended by `to`.
+  std::vector<Seconds> seconds_between(Clock::time_point from, Clock::time_point to) const {
+    std::lock_guard lock(mutex_);
+    std::vector<Seconds> out;
+    for (const auto& [start, end] : timed_) {
+      if (start >= from && end <= to) out.push_back(std::chrono::duration<double>(end - start).count());
+    }
+    return out;
+  }
+
+  void stop() {
+    stop_ = true;
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void run(Bytes bytes) {
+    try {
+      // The data (zeros, so sums stay finite) and, last, the flag.
+      std::vector<torch::Tensor> buffer{torch::zeros({std::max<Bytes>(bytes / 4, 1) + 1})};
+      float* flag = buffer[0].data_ptr<float>() + (buffer[0].numel() - 1);
+      for (bool last = false; !last;) {
+        *flag = stop_ ? 1 : 0;
+        const auto start = Clock::now();
+        collectives_->allreduce(buffer)->wait();
+        last = *flag > 0;
+        std::lock_guard lock(mutex_);
+        timed_.emplace_back(start, Clock::now());
+        changed_.notify_all();
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    ended_ = true;
+    changed_.notify_all();
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroup> collectives_;
+  std::atomic<bool> stop_ = false;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> timed_;  // guarded by mutex_
+  bool ended_ = false;                                                  // guarded by mutex_
+  std::exception_ptr error_;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+// One timing phase of Note [Profiling together]: `name` counts the ranks done.
+// `timing` is set to when this rank's timed iterations began and ended.
+Profile profile_phase(const Group& group, LayerProfilerOptions options, const std::string& name,
+                      std::pair<Clock::time_point, Clock::time_point>* timing = nullptr) {
+  options.before_timing = [&] {
+    group.collectives->barrier()->wait();
+    if (timing) timing->first = Clock::now();
+  };
+  bool counted = false;
+  options.keep_computing = [&] {
+    if (!counted) {
+      if (timing) timing->second = Clock::now();
+      group.store->add(name, 1);
+    }
+    counted = true;
+    return group.store->add(name, 0) < group.world;
+  };
+  return profile_model(options);
+}
+
+// Note [Measuring interference]: how much slower this rank computes while
+// all-reducing, and all-reduces while computing.
+void measure_interference(const Group& group, const WorkerEnv& env, const LayerProfilerOptions& options,
+                          Seconds timeout, Profile& mine) {
+  constexpr std::size_t kQuietAllReduces = 10;  // after one that warms the connections up
+  AllReduceStream stream(group, env, mine.total_bytes(), timeout);
+  stream.wait_for(1 + kQuietAllReduces);
+  const std::vector<Seconds> quiet_all_reduces = stream.seconds_between({}, Clock::now());
+  std::pair<Clock::time_point, Clock::time_point> timing;
+  const Profile loaded = profile_phase(group, options, "weft/profiled-communicating", &timing);
+  stream.stop();
+  const std::vector<Seconds> loaded_all_reduces = stream.seconds_between(timing.first, timing.second);
+  if (quiet_all_reduces.size() < 1 + kQuietAllReduces || loaded_all_reduces.empty()) {
+    throw std::runtime_error(fmt::format(
+        "rank {}: measuring interference: {} all-reduces timed alone and {} while computing; raise --iterations",
+        group.rank, quiet_all_reduces.size(), loaded_all_reduces.size()));
+  }
+  const Seconds quiet = mine.forward_time() + mine.backward_time();
+  const Seconds communicating = loaded.forward_time() + loaded.backward_time();
+  mine.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
+  const std::vector<Seconds> alone(quiet_all_reduces.begin() + 1, quiet_all_reduces.end());
+  mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
+}
+
 // One of the processes of Note [Profiling together].
 int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   const Group group = connect(env, job.failure_timeout);
   LayerProfilerOptions options = job.profiler;
   if (group.rank != 0) options.progress = nullptr;
-  options.before_timing = [&] { group.collectives->barrier()->wait(); };
-  const std::string done = "weft/profiled";
-  bool counted = false;
-  options.keep_computing = [&] {
-    if (!counted) group.store->add(done, 1);
-    counted = true;
-    return group.store->add(done, 0) < group.world;
-  };
-  const Profile mine = profile_model(options);
+  Profile mine = profile_phase(group, options, "weft/profiled");
+  if (job.interference) measure_interference(group, env, options, job.failure_timeout, mine);
   const std::string json = to_json(mine);
   group.store->set(fmt::format("weft/profile/{}", group.rank), std::vector<std::uint8_t>(json.begin(), json.end()));
   if (group.rank == 0) {
@@ -138,7 +253,8 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
       all.push_back(parse_profile(std::string(text.begin(), text.end()), fmt::format("rank {}'s profile", r)));
     }
     Profile merged = median_profile(all);
-    merged.device = fmt::format("{}, {} processes profiling together", mine.device, group.world);
+    merged.device = fmt::format("{}, {} processes profiling together{}", mine.device, group.world,
+                                job.interference ? ", then all-reducing" : "");
     job.report(merged);
   }
   group.collectives->barrier()->wait();  // rank 0 hosts the store: nobody leaves before it is done
@@ -150,6 +266,11 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
 int run_model_profile(const ModelProfileJob& job) {
   if (job.nproc && *job.nproc < 1) {
     throw UsageError(fmt::format("--nproc {}: expected an integer >= 1", *job.nproc));
+  }
+  const bool in_a_job = is_launched_worker() || (has_worker_env() && !job.nproc);
+  if (job.interference && (in_a_job ? read_worker_env().world : job.nproc.value_or(1)) < 2) {
+    throw UsageError("--interference times the layers while the processes all-reduce: give --nproc 2 or more "
+                     "(or run inside a job of 2 or more workers)");
   }
   if (is_launched_worker()) return profile_together(job, read_worker_env());
   if (job.nproc && *job.nproc > 1) return launch({.nproc = *job.nproc, .failure_timeout = job.failure_timeout});

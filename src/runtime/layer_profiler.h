@@ -39,6 +39,20 @@
 // first timed iteration, and each keeps computing, untimed, until every one has
 // finished its timed iterations: every timed iteration runs beside K−1 others.
 //
+// Note [Measuring interference]
+// With ModelProfileJob::interference, the processes go on, after profiling as
+// above, to all-reduce a buffer of the model's size back to back on a second Gloo
+// group (so that its collectives never interleave with the first group's
+// barriers), under whatever links the job runs on: first alone, timing ten
+// all-reduces (after one that warms the connections up), then while profiling
+// again. The profile keeps the first phase's layers, and sets compute_slowdown =
+// (compute per iteration while all-reducing) / (compute alone) − 1 and
+// comm_slowdown = (median all-reduce while computing) / (median all-reduce alone)
+// − 1, each at least 0: what the simulator needs to slow the layers and messages
+// that overlap (Note [Interference], sim/simulator.cc). The stream stops when any
+// rank asks, in a flag summed with the data, so every rank runs the same number
+// of all-reduces.
+//
 // Thread-safety: sets LibTorch's global intra-op thread count; run one at a time.
 #pragma once
 
@@ -75,10 +89,12 @@ struct LayerProfilerOptions {
 // profiling together (Note [Profiling together]), launched and supervised like
 // `weft train --nproc K`; inside a job started otherwise (MASTER_ADDR, RANK, ...
 // set), this process is one of them. `report` gets the profile — on rank 0 the
-// median of every rank's, layer by layer. Returns the exit status.
+// median of every rank's, layer by layer. Returns the exit status. THROWS
+// UsageError for interference in a job of one process.
 struct ModelProfileJob {
   LayerProfilerOptions profiler;
   std::optional<int> nproc;
+  bool interference = false;  // Note [Measuring interference]; needs 2 or more processes
   Seconds failure_timeout = 60;  // as TrainOptions::failure_timeout
   std::function<void(const Profile&)> report;
 };

@@ -84,4 +84,32 @@ TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {
   }
 }
 
+// `--interference` (Note [Measuring interference]): a second phase beside an
+// all-reduce stream on its own group; both groups' processes end with the job.
+TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
+  const fs::path out = dir_ / "slowdown.json";
+  Weft job({"profile", "--model", "mlp", "--batch", "8", "--nproc", "2", "--warmup", "1", "--iterations", "40",
+            "--interference", "--out", out.string()},
+           dir_);
+  const int status = job.wait(std::chrono::seconds(120));
+  ASSERT_EQ(status, 0) << job.stderr_text();
+  const nlohmann::json profile = nlohmann::json::parse(read(out));
+  EXPECT_NE(profile.at("device").get<std::string>().find("then all-reducing"), std::string::npos);
+  for (const char* field : {"compute_slowdown", "comm_slowdown"}) {
+    const double slowdown = profile.value(field, 0.0);  // written when above 0
+    EXPECT_GE(slowdown, 0) << field;
+    EXPECT_LT(slowdown, 100) << field;
+  }
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    EXPECT_EQ(read(entry.path() / "cmdline").find(out.string()), std::string::npos) << "process " << name
+                                                                                      << " survived";
+  }
+
+  Weft alone({"profile", "--model", "mlp", "--interference"}, dir_);
+  EXPECT_EQ(alone.wait(std::chrono::seconds(60)), 2);
+  EXPECT_NE(alone.stderr_text().find("give --nproc 2 or more"), std::string::npos) << alone.stderr_text();
+}
+
 }  // namespace

@@ -24,7 +24,10 @@ Network::Network(LinkSet links) : link_set_(std::move(links)) {
   links_.resize(link_set_.capacity.size());
 }
 
-Network::FlowId Network::start(Flow flow, Seconds now) {
+Network::FlowId Network::start(Flow flow, Seconds now, double stretch) {
+  if (!(stretch >= 1) || !std::isfinite(stretch)) {
+    throw std::logic_error(fmt::format("Network::start with stretch {}; expected >= 1", stretch));
+  }
   if (!(now >= now_ && now <= next_event_)) {
     throw std::logic_error(fmt::format(
         "Network::start at {} s, outside [time {} s, next event {} s]", now, now_, next_event_));
@@ -54,7 +57,8 @@ Network::FlowId Network::start(Flow flow, Seconds now) {
   }
   FlowState& f = flows_[static_cast<size_t>(id)];
   f.phase = Phase::kStartup;
-  f.startup_end = now + flow.startup;
+  f.startup_end = now + flow.startup * stretch;
+  f.stretch = stretch;
   f.remaining = flow.volume;
   f.since = now;
   f.rate = 0;
@@ -122,6 +126,31 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
   return finished_;
 }
 
+void Network::set_stretch(FlowId id, double stretch, Seconds now) {
+  if (!(stretch >= 1) || !std::isfinite(stretch)) {
+    throw std::logic_error(fmt::format("Network::set_stretch of flow {} to {}; expected >= 1", id, stretch));
+  }
+  if (!(now >= now_ && now <= next_event_)) {
+    throw std::logic_error(fmt::format(
+        "Network::set_stretch at {} s, outside [time {} s, next event {} s]", now, now_, next_event_));
+  }
+  if (!in_flight(id)) {
+    throw std::logic_error(fmt::format("Network::set_stretch of flow {}, which is not in flight", id));
+  }
+  FlowState& f = flows_[static_cast<size_t>(id)];
+  if (stretch == f.stretch) return;
+  now_ = now;
+  if (f.phase == Phase::kStartup) {
+    f.startup_end = now + (f.startup_end - now) / f.stretch * stretch;
+  } else {
+    f.remaining = std::max(0.0, f.remaining - f.rate / f.stretch * (now - f.since));
+    f.since = now;
+    f.finish = now + f.remaining * stretch / f.rate;
+  }
+  f.stretch = stretch;
+  update_next_event();
+}
+
 Seconds Network::busy_time(int link, Seconds at) const {
   if (!(at >= now_ && at <= next_event_)) {
     throw std::logic_error(fmt::format(
@@ -178,7 +207,7 @@ void Network::compute_rates() {
   for (FlowId id : transferring_) {
     FlowState& f = flows_[static_cast<size_t>(id)];
     // Rates change now: bank the bytes moved at the old rate.
-    f.remaining = std::max(0.0, f.remaining - f.rate * (now_ - f.since));
+    f.remaining = std::max(0.0, f.remaining - f.rate / f.stretch * (now_ - f.since));
     f.since = now_;
     f.frozen = false;
     for (int l : f.links()) {
@@ -226,7 +255,7 @@ void Network::compute_rates() {
       if (f.frozen) continue;
       f.frozen = true;
       f.rate = share;
-      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining / share;
+      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch / share;
       --unfrozen;
       for (int l : f.links()) {
         LinkState& s = links_[static_cast<size_t>(l)];

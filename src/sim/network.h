@@ -40,10 +40,18 @@ class Network {
   // Starts `flow` at time `now`; its startup begins now. Returns an id, valid until
   // the flow is reported finished by advance(); the id may be reused after the
   // following call to advance(), so callers can start flows while handling a list
-  // of finished ones.
+  // of finished ones. `stretch` as in set_stretch.
   // REQUIRES: time() <= now <= next_event(); every link id exists; startup and
-  // volume >= 0. THROWS std::logic_error naming the values otherwise.
-  FlowId start(Flow flow, Seconds now);
+  // volume >= 0; stretch >= 1. THROWS std::logic_error naming the values otherwise.
+  FlowId start(Flow flow, Seconds now, double stretch = 1);
+
+  // From `now` on, flow `id` advances `stretch` times slower than the network
+  // would carry it: its startup lasts that much longer, and it moves its fair share
+  // of bandwidth divided by `stretch` — what it leaves unused is not given to other
+  // flows (its endpoint, not the links, is what is slow). 1 is full speed.
+  // REQUIRES: the flow is in flight; time() <= now <= next_event(); stretch >= 1.
+  // THROWS std::logic_error otherwise.
+  void set_stretch(FlowId id, double stretch, Seconds now);
 
   // The time of the next event (a startup ending or a flow finishing); kNever when
   // no flow is in flight.
@@ -56,6 +64,10 @@ class Network {
 
   Seconds time() const { return now_; }
   int flows_in_flight() const { return in_flight_; }
+  // Whether `id` is in flight: started, and not yet reported by advance().
+  bool in_flight(FlowId id) const {
+    return id >= 0 && id < static_cast<FlowId>(flows_.size()) && flows_[static_cast<size_t>(id)].phase != Phase::kFree;
+  }
 
   // The current rate of a transferring flow, in bytes/s per link; 0 during startup.
   BytesPerSecond rate(FlowId id) const { return flows_[static_cast<size_t>(id)].rate; }
@@ -81,6 +93,7 @@ class Network {
     Seconds since = 0;
     BytesPerSecond rate = 0;
     Seconds finish = kNever;  // at the current rate
+    double stretch = 1;       // set_stretch: progress is rate / stretch
     size_t position = 0;      // index in transferring_, while kTransfer
     bool frozen = false;      // scratch for progressive filling
     int n_links = 0;

@@ -98,6 +98,27 @@ TEST(Network, StartupUsesNoBandwidth) {
   EXPECT_DOUBLE_EQ(net.busy_time(0, net.time()), 3 + 2);  // idle from 3 to 5
 }
 
+// A stretched flow advances 1/stretch as fast, in its startup and its transfer, and
+// the share it leaves unused is not handed to the others.
+TEST(Network, AStretchedFlowAdvancesSlowerFromThenOn) {
+  Network net(make_links({1}));
+  const auto a = net.start(Flow{.startup = 2, .volume = 10, .links = {0}}, 0, /*stretch=*/2);
+  EXPECT_EQ(net.next_event(), 4);             // startup 2, twice as long
+  net.set_stretch(a, 1, 3);                   // 1.5 of 2 s of startup done at 3
+  EXPECT_EQ(net.next_event(), 3.5);
+  EXPECT_TRUE(net.advance(3.5).empty());      // transferring at 1 byte/s
+  net.set_stretch(a, 4, 6);                   // 7.5 bytes left, at 1/4 byte/s
+  EXPECT_DOUBLE_EQ(net.next_event(), 36);
+  const auto b = net.start(Flow{.startup = 0, .volume = 1, .links = {0}}, 6);
+  auto done = run_to_end(net);
+  // From 6: each gets 1/2 byte/s of the link; a moves 1/8 byte/s of it. b ends at 8
+  // (a has 7.5 − 2/8 = 7.25 left), then a alone moves 1/4 byte/s: 8 + 29 = 37.
+  EXPECT_DOUBLE_EQ(done.at(b), 8);
+  EXPECT_DOUBLE_EQ(done.at(a), 37);
+  EXPECT_THROW(net.start(Flow{.startup = 0, .volume = 1, .links = {0}}, 37, 0.5), std::logic_error);
+  EXPECT_THROW(net.set_stretch(a, 2, 37), std::logic_error);  // no longer in flight
+}
+
 TEST(Network, EmptyFlowFinishesWhenItsStartupEnds) {
   Network net(make_links({1}));
   net.start(Flow{.startup = 0, .volume = 0, .links = {0}}, 0);

@@ -26,6 +26,25 @@ namespace weft {
 // and the Dispatchers see them in the same order as if every layer were an event.
 // This cuts the events of a barrier schedule from 2L to about one per iteration.
 
+// Note [Interference]
+// --------------------
+// Where the same cores compute and move the bytes (TCP, Gloo's copies and sums),
+// compute and communication slow each other. Measured on 2 cores with 4 workers,
+// layers ran 30–40% slower while messages were in flight, and a message sent
+// during the backward took up to twice its time alone (2.5 KiB at 100Mbit: 15.5
+// against 7.5 ms); a simulator blind to both predicted gains from overlap that
+// training did not see. The profile's two factors model it: while a worker has a
+// message on the network its layers take (1 + compute_slowdown) times their time,
+// and while it computes its messages advance 1 + comm_slowdown times slower
+// (Network::set_stretch; a collective, while any of its workers computes).
+// Both rates change in the middle of a layer or message, so with compute_slowdown
+// > 0 a segment is one layer, and its end is re-timed when its worker's first
+// message starts or last one ends: the work left is kept, the new end queued, and
+// a generation count makes the old end stale; the layer's releases and trace event
+// are made when it ends. Messages are re-stretched whenever their worker starts or
+// stops computing. With both factors 0 nothing is re-timed and segments stay as
+// Note [Compute segments] lays them out.
+
 // Note [Symmetric all-reduce workers]
 // -----------------------------------
 // In an all-reduce cluster every worker runs the same profile, and a collective
@@ -60,6 +79,7 @@ struct QueuedEvent {
   int worker;
   EventKind kind;
   OpRef op;
+  std::uint64_t generation;  // kSegmentDone: stale unless the worker's current one
 };
 
 struct Later {
@@ -107,6 +127,18 @@ class Simulation {
     std::vector<int> unfinished[2];
     int collectives_launched = 0;
     std::vector<bool> comm_lane_busy;
+    // Note [Interference]
+    int messages_in_flight = 0;
+    bool messages_stretched = false;  // as computing was when its messages were last stretched
+    std::uint64_t generation = 0;  // of the kSegmentDone that ends the current segment
+    struct {                       // the layer of a one-layer segment
+      int iteration = 0;
+      int layer = 0;
+      bool forward = true;
+      Seconds start = 0;
+      Seconds work_left = 0;  // its profiled time not yet done
+      Seconds since = 0;      // when work_left was last brought up to date
+    } running;
   };
 
   // ---- all-reduce ----
@@ -116,6 +148,7 @@ class Simulation {
     bool done = false;
     Seconds start = 0;
     std::vector<int> lane;  // per simulated worker
+    Network::FlowId flow = -1;  // once started
   };
 
   // ---- parameter server ----
@@ -133,6 +166,7 @@ class Simulation {
     std::vector<OpRef> ops;
     int waiting = 0;  // ops whose P pushes have not all arrived
     Seconds start = 0;
+    Network::FlowId flow = -1;  // its push or pull, while one is on the network
   };
   struct ServerOp {
     int pushes = 0;
@@ -144,13 +178,20 @@ class Simulation {
     int id;
   };
 
-  void push_event(Seconds time, int worker, EventKind kind, OpRef op = {}) {
-    queue_.push({time, next_seq_++, worker, kind, op});
+  void push_event(Seconds time, int worker, EventKind kind, OpRef op = {}, std::uint64_t generation = 0) {
+    queue_.push({time, next_seq_++, worker, kind, op, generation});
   }
 
   int worker_id(int w) const { return w; }  // simulated worker w is rank w
   bool forward_may_start(const Worker& w) const;
   void try_start(int w, Seconds now);
+  void start_layer(int w, Seconds now);
+  void end_layer(int w, Seconds now);
+  double compute_stretch(const Worker& w) const;
+  void count_in_flight(int w, int delta, Seconds now);
+  double collective_stretch() const;
+  double message_stretch(int w) const;
+  void restretch_messages(int w, Seconds now);
   void on_iteration_start(int w, int iteration, Seconds now);
   void schedule_releases(int w, int iteration, int layer, Seconds backward_end);
   void on_backward_end(int w, int iteration, int layer);
@@ -186,6 +227,7 @@ class Simulation {
   int iterations_;
   int workers_;      // P
   int sim_workers_;  // P, or 1 under Note [Symmetric all-reduce workers]
+  bool one_layer_segments_;  // Note [Interference]
   int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
   int measure_end_;
   // needed_[i][slot]: ops of period iteration i per dependency slot.
@@ -226,6 +268,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       options_(options),
       layers_(profile.size()),
       workers_(cluster.workers),
+      one_layer_segments_(profile.compute_slowdown > 0),
       network_(links_of(validated(cluster))) {
   if (layers_ == 0) {
     throw UsageError(fmt::format("profile '{}': no layers to simulate", profile.model));
@@ -299,10 +342,15 @@ Timeline Simulation::run() {
     const QueuedEvent e = queue_.top();
     queue_.pop();
     switch (e.kind) {
-      case EventKind::kSegmentDone:
-        workers_state_[static_cast<size_t>(e.worker)].computing = false;
+      case EventKind::kSegmentDone: {
+        Worker& w = workers_state_[static_cast<size_t>(e.worker)];
+        if (e.generation != w.generation) break;  // re-timed since
+        w.computing = false;
+        if (one_layer_segments_) end_layer(e.worker, e.time);
         try_start(e.worker, e.time);
+        restretch_messages(e.worker, e.time);  // if it stays idle
         break;
+      }
       case EventKind::kBackwardEnd:
         on_backward_end(e.worker, e.op.iteration, e.op.index);
         pump(e.worker, e.time);
@@ -319,18 +367,7 @@ Timeline Simulation::run() {
   timeline.strategy = schedule_.strategy;
   for (int w = 0; w < workers_; ++w) timeline.process_names.push_back(fmt::format("worker {}", w));
   if (sim_workers_ == 1 && workers_ > 1 && !events_.empty()) {
-    // Note [Compute segments]
-// -----------------------
-// A worker's stream runs ahead as far as it can without consulting the clock: the
-// forward of a layer whose operations are already complete, and the whole backward
-// (which waits for nothing), are laid out back to back in one segment, with a
-// single event at its end. Only a forward layer still waiting for communication,
-// and the start of an iteration, need an event. The backward's releases are queued
-// at their exact times (one event per layer that makes ops ready), so the network
-// and the Dispatchers see them in the same order as if every layer were an event.
-// This cuts the events of a barrier schedule from 2L to about one per iteration.
-
-// Note [Symmetric all-reduce workers]: every worker did what worker 0 did.
+    // Note [Symmetric all-reduce workers]: every worker did what worker 0 did.
     const size_t n = events_.size();
     events_.reserve(n * static_cast<size_t>(workers_));
     for (int w = 1; w < workers_; ++w) {
@@ -368,6 +405,7 @@ void Simulation::try_start(int wi, Seconds now) {
       return;
     }
   }
+  if (one_layer_segments_) return start_layer(wi, now);
   Seconds time = now;
   do {
     const bool forward = w.step < layers_;
@@ -388,7 +426,83 @@ void Simulation::try_start(int wi, Seconds now) {
     ++w.iteration;
   }
   w.computing = true;
-  push_event(time, wi, EventKind::kSegmentDone);
+  push_event(time, wi, EventKind::kSegmentDone, {}, ++w.generation);
+  restretch_messages(wi, now);
+}
+
+// A segment of one layer (Note [Interference]).
+void Simulation::start_layer(int wi, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  const bool forward = w.step < layers_;
+  const int layer = forward ? w.step : 2 * layers_ - 1 - w.step;
+  const Layer& spec = profile_.layers[static_cast<size_t>(layer)];
+  w.running = {.iteration = w.iteration, .layer = layer, .forward = forward, .start = now,
+               .work_left = forward ? spec.fp : spec.bp, .since = now};
+  if (++w.step == 2 * layers_) {
+    w.step = 0;
+    ++w.iteration;
+  }
+  w.computing = true;
+  push_event(now + w.running.work_left * compute_stretch(w), wi, EventKind::kSegmentDone, {}, ++w.generation);
+  restretch_messages(wi, now);
+}
+
+void Simulation::end_layer(int wi, Seconds now) {
+  const auto& r = workers_state_[static_cast<size_t>(wi)].running;
+  if (recording(r.iteration)) {
+    const Layer& spec = profile_.layers[static_cast<size_t>(r.layer)];
+    events_.push_back({.worker = worker_id(wi), .lane = "compute", .name = (r.forward ? "fp " : "bp ") + spec.name,
+                       .start = r.start, .end = now, .iteration = r.iteration, .layer = r.layer, .bytes = 0});
+  }
+  if (!r.forward) schedule_releases(wi, r.iteration, r.layer, now);
+}
+
+double Simulation::compute_stretch(const Worker& w) const {
+  return w.messages_in_flight > 0 ? 1 + profile_.compute_slowdown : 1;
+}
+
+// A worker's messages on the network change by `delta`; a layer in progress is
+// re-timed when that changes its rate.
+void Simulation::count_in_flight(int wi, int delta, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  const double before = compute_stretch(w);
+  w.messages_in_flight += delta;
+  const double after = compute_stretch(w);
+  if (!one_layer_segments_ || !w.computing || before == after) return;
+  auto& r = w.running;
+  r.work_left = std::max(0.0, r.work_left - (now - r.since) / before);
+  r.since = now;
+  push_event(now + r.work_left * after, wi, EventKind::kSegmentDone, {}, ++w.generation);
+}
+
+double Simulation::collective_stretch() const {
+  for (const Worker& w : workers_state_) {
+    if (w.computing) return 1 + profile_.comm_slowdown;
+  }
+  return 1;
+}
+
+double Simulation::message_stretch(int wi) const {
+  return workers_state_[static_cast<size_t>(wi)].computing ? 1 + profile_.comm_slowdown : 1;
+}
+
+// Worker wi may have started or stopped computing: its messages follow.
+void Simulation::restretch_messages(int wi, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  if (profile_.comm_slowdown == 0 || w.computing == w.messages_stretched) return;
+  w.messages_stretched = w.computing;
+  if (cluster_.arch == Arch::kAllReduce) {
+    for (const Collective& c : collectives_) {
+      // A flow that ended at `now` may not have been handled yet.
+      if (!c.done && network_.in_flight(c.flow)) network_.set_stretch(c.flow, collective_stretch(), now);
+    }
+    return;
+  }
+  for (const Part& part : parts_) {
+    if (network_.in_flight(part.flow) && ps_messages_[static_cast<size_t>(part.message)].worker == wi) {
+      network_.set_stretch(part.flow, message_stretch(wi), now);
+    }
+  }
 }
 
 void Simulation::on_iteration_start(int wi, int t, Seconds now) {
@@ -473,11 +587,12 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
     }
   }
   c.start = now;
+  for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, +1, now);
   if (recording(c.messages[0].ops.front().iteration)) {
     for (int v = 0; v < sim_workers_; ++v) c.lane[static_cast<size_t>(v)] = take_lane(v);
   }
-  tag_flow(network_.start(allreduce_flow(cluster_, c.messages[0].bytes), now),
-           {FlowTag::Kind::kCollective, seq});
+  c.flow = network_.start(allreduce_flow(cluster_, c.messages[0].bytes), now, collective_stretch());
+  tag_flow(c.flow, {FlowTag::Kind::kCollective, seq});
 }
 
 void Simulation::on_collective_done(int seq, Seconds now) {
@@ -486,6 +601,7 @@ void Simulation::on_collective_done(int seq, Seconds now) {
   const bool record_it = recording(c.messages[0].ops.front().iteration);
   for (int v = 0; v < sim_workers_; ++v) {
     const Message& message = c.messages[static_cast<size_t>(v)];
+    count_in_flight(v, -1, now);
     if (record_it) {
       const int lane = c.lane[static_cast<size_t>(v)];
       record(v, lane_name(lane), "allreduce " + describe(message), c.start, now, message);
@@ -516,6 +632,7 @@ void Simulation::launch_ps(int wi, Message message, Seconds now) {
   m.worker = wi;
   m.message = std::move(message);
   m.parts_left = 0;
+  count_in_flight(wi, +1, now);  // from the first push to the last pull
   if (recording(m.message.ops.front().iteration)) m.lane = take_lane(wi);
 
   // One push per server the message touches, in order of first appearance.
@@ -541,9 +658,9 @@ void Simulation::launch_ps(int wi, Message message, Seconds now) {
   }
   for (int p : part_of_server) {
     if (p < 0) continue;
-    const Part& part = parts_[static_cast<size_t>(p)];
-    tag_flow(network_.start(push_flow(cluster_, worker_id(wi), part.server, part.bytes), now),
-             {FlowTag::Kind::kPush, p});
+    Part& part = parts_[static_cast<size_t>(p)];
+    part.flow = network_.start(push_flow(cluster_, worker_id(wi), part.server, part.bytes), now, message_stretch(wi));
+    tag_flow(part.flow, {FlowTag::Kind::kPush, p});
   }
 }
 
@@ -551,6 +668,7 @@ void Simulation::launch_ps(int wi, Message message, Seconds now) {
 // §1.2); a worker's pull of a part starts when every op in it is updated.
 void Simulation::on_push_done(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
+  part.flow = -1;
   const PsMessage& m = ps_messages_[static_cast<size_t>(part.message)];
   if (recording(part.ops.front().iteration)) {
     record(m.worker, lane_name(m.lane), fmt::format("push {} to server {}", describe(m.message), part.server),
@@ -575,12 +693,14 @@ void Simulation::start_pull(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   part.start = now;
   const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
-  tag_flow(network_.start(pull_flow(cluster_, part.server, worker_id(worker), part.bytes), now),
-           {FlowTag::Kind::kPull, p});
+  part.flow = network_.start(pull_flow(cluster_, part.server, worker_id(worker), part.bytes), now,
+                             message_stretch(worker));
+  tag_flow(part.flow, {FlowTag::Kind::kPull, p});
 }
 
 void Simulation::on_pull_done(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
+  part.flow = -1;
   const int index = part.message;
   PsMessage& m = ps_messages_[static_cast<size_t>(index)];
   const int wi = m.worker;
@@ -590,6 +710,7 @@ void Simulation::on_pull_done(int p, Seconds now) {
   }
   const std::vector<OpRef> ops = std::move(part.ops);
   free_parts_.push_back(p);
+  if (m.parts_left == 1) count_in_flight(wi, -1, now);
   for (OpRef op : ops) complete_op(wi, op, now);
   if (--m.parts_left > 0) return;
   Worker& w = workers_state_[static_cast<size_t>(wi)];

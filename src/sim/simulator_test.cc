@@ -260,7 +260,9 @@ TEST(Simulate, ReleaseOffsetsDelayTheCollective) {
 TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 50; ++trial) {
-    const Profile p = random_profile(rng);
+    Profile p = random_profile(rng);
+    if (trial % 4 >= 2) p.compute_slowdown = 0.4;
+    if (trial % 4 == 3) p.comm_slowdown = 0.7;
     const Cluster c = random_ring(rng);
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
@@ -358,6 +360,74 @@ TEST(Simulate, PeriodAveragesWholePeriods) {
   const Timeline t = simulate(s, p, c, {.iterations = 10});
   EXPECT_EQ(t.summary.iterations, 6);  // periods 2 and 3; the 10th iteration is partial
   EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.total_bytes()) / 3, 1e-12);
+}
+
+// Note [Interference]: a layer takes (1 + κ) times its time
+// while its worker has a message in flight, re-timed when a message starts or ends
+// in the middle of it. wfbp on two layers: layer 1's message (m1 < bp0) runs during
+// the first part of layer 0's backward, which does m1/(1 + κ) of its work then and
+// the rest at full speed; layer 0's message follows, behind the barrier.
+TEST(Simulate, CommunicationSlowsTheLayersItOverlaps) {
+  Profile p = make_profile({{1e-3, 2e-3, 10'000}, {1e-3, 2e-3, 10'000}});
+  p.compute_slowdown = 0.5;
+  const Cluster c = ring(4, 1_Gbit, 10_us);
+  const Seconds m = allreduce_time(c, p.layers[0].bytes());
+  ASSERT_LT(m, p.layers[0].bp);
+  const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c,
+                              {.iterations = 4, .record_iterations = 2});
+  const Seconds bp0 = p.layers[0].bp - m / 1.5 + m;  // m at 1/1.5 speed, the rest at full speed
+  EXPECT_NEAR(t.summary.iteration, p.forward_time() + p.layers[1].bp + bp0 + m, 1e-12);
+  EXPECT_NEAR(t.summary.compute, compute_of(p), 1e-12);  // the profile's, unstretched
+  const auto bp_layer0 = std::find_if(t.events.begin(), t.events.end(),
+                                      [](const Event& e) { return e.name == "bp layer0"; });
+  ASSERT_NE(bp_layer0, t.events.end());
+  EXPECT_NEAR(bp_layer0->end - bp_layer0->start, bp0, 1e-12);
+  EXPECT_EQ(t.events.size(), 4u * 2 * 6);  // one event per layer and message, as with κ = 0
+}
+
+// Note [Interference], the other way: a message advances 1 + μ times slower while
+// its workers compute. wfbp on two layers, μ = 1: layer 1's message runs at half
+// speed until layer 0's backward ends (bp0/2 of its m1 done), then at full speed;
+// layer 0's message follows behind the barrier, alone on idle workers.
+TEST(Simulate, ComputationSlowsTheMessagesItOverlaps) {
+  Profile p = make_profile({{1e-3, 2e-3, 30'000}, {1e-3, 2e-3, 30'000}});
+  p.comm_slowdown = 1;
+  const Cluster c = ring(4, 1_Gbit, 10_us);
+  const Seconds m = allreduce_time(c, p.layers[0].bytes());
+  const Seconds bp0 = p.layers[0].bp;
+  ASSERT_GT(m, bp0 / 2);
+  ASSERT_LT(m, bp0);
+  const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c,
+                              {.iterations = 4, .record_iterations = 2});
+  const Seconds m1_end = p.forward_time() + p.layers[1].bp + bp0 + (m - bp0 / 2);
+  EXPECT_NEAR(t.summary.iteration, m1_end + m, 1e-12);
+  EXPECT_NEAR(end_of_last_comm(t, 0), m1_end + m, 1e-12);
+}
+
+// Where no layer overlaps a message (ssgd's barrier), neither slowdown changes
+// anything; where they overlap, the iteration grows, by at most κ times the
+// compute when messages are not slowed.
+TEST(Simulate, SlowdownsStretchOnlyWhatOverlaps) {
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 100; ++trial) {
+    Profile p = random_profile(rng);
+    const Cluster c = random_ring(rng);
+    Profile slowed = p;
+    slowed.compute_slowdown = std::uniform_real_distribution(0.0, 1.0)(rng);
+    if (trial % 2 == 1) slowed.comm_slowdown = std::uniform_real_distribution(0.0, 2.0)(rng);
+    const Schedule ssgd = one_period({whole_layers(p, all_layers(p))});
+    EXPECT_NEAR(simulate(ssgd, slowed, c).summary.iteration, simulate(ssgd, p, c).summary.iteration, 1e-9);
+    const Schedule ps = one_period({ps_op(p, all_layers(p))});
+    const Cluster server = parameter_server(c.workers, c.bandwidth, c.latency);
+    EXPECT_NEAR(simulate(ps, slowed, server).summary.iteration, simulate(ps, p, server).summary.iteration, 1e-9);
+    const Schedule wfbp = one_period(per_layer_backward_order(p, trial % 4 < 2));
+    const Seconds fast = simulate(wfbp, p, c).summary.iteration;
+    const Seconds slow = simulate(wfbp, slowed, c).summary.iteration;
+    EXPECT_GE(slow, fast - 1e-9) << "trial " << trial;
+    if (slowed.comm_slowdown == 0) {
+      EXPECT_LE(slow, fast + slowed.compute_slowdown * compute_of(p) + 1e-9) << "trial " << trial;
+    }
+  }
 }
 
 // (h) Invalid schedules are bugs of the scheduler: std::logic_error, never exit.
