@@ -221,14 +221,15 @@ void measure_interference(const Group& group, const WorkerEnv& env, const LayerP
   AllReduceStream stream(group, env, mine.total_bytes(), timeout);
   stream.wait_for(1 + kQuietAllReduces);
   const std::vector<Seconds> quiet_all_reduces = stream.seconds_between({}, Clock::now());
+  if (quiet_all_reduces.size() < 1 + kQuietAllReduces) stream.stop();  // the stream failed: says why
   std::pair<Clock::time_point, Clock::time_point> timing;
   const Profile loaded = profile_phase(group, options, "weft/profiled-communicating", &timing);
   stream.stop();
   const std::vector<Seconds> loaded_all_reduces = stream.seconds_between(timing.first, timing.second);
-  if (quiet_all_reduces.size() < 1 + kQuietAllReduces || loaded_all_reduces.empty()) {
+  if (loaded_all_reduces.empty()) {
     throw std::runtime_error(fmt::format(
-        "rank {}: measuring interference: {} all-reduces timed alone and {} while computing; raise --iterations",
-        group.rank, quiet_all_reduces.size(), loaded_all_reduces.size()));
+        "rank {}: measuring interference: no all-reduce ran within the {} timed iterations; raise --iterations",
+        group.rank, options.iterations));
   }
   const Seconds quiet = mine.forward_time() + mine.backward_time();
   const Seconds communicating = loaded.forward_time() + loaded.backward_time();
