@@ -29,7 +29,7 @@ namespace weft {
 // Note [Interference]
 // --------------------
 // Where the same cores compute and move the bytes (TCP, Gloo's copies and sums),
-// compute and communication slow each other. Measured on 2 cores with 4 workers,
+// compute and communication slow each other. Measured on 2 cores with 2–4 workers,
 // layers ran 30–40% slower while messages were in flight, and a message sent
 // during the backward took up to twice its time alone (2.5 KiB at 100Mbit: 15.5
 // against 7.5 ms); a simulator blind to both predicted gains from overlap that
