@@ -67,12 +67,17 @@ void print_layer_sets(const PlannedStrategy& s) {
   }
 }
 
-void print_table(const Plan& plan) {
+void print_table(const Plan& plan, const Profile& profile) {
   const Cluster& c = plan.cluster;
   fmt::print("{} on {} workers, {} links, latency {}, {}{}\n", plan.model, c.workers,
              format_bandwidth(c.bandwidth), format_duration(c.latency), to_string(c.arch),
              c.fitted ? fmt::format(" (fitted a={} b={:.3g}s/B)", format_duration(c.fitted->a), c.fitted->b)
                       : "");
+  if (profile.compute_slowdown > 0 || profile.comm_slowdown > 0) {
+    fmt::print("interference (from the profile): layers +{:.0f}% while communicating, messages +{:.0f}% while "
+               "computing\n",
+               100 * profile.compute_slowdown, 100 * profile.comm_slowdown);
+  }
   fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>9}  {}\n", "strategy", "period", "iteration",
              "compute", "exposed comm", "vs wfbp", "options");
   for (const PlannedStrategy& s : plan.strategies) {
@@ -98,7 +103,7 @@ void run_plan(const PlanFlags& flags) {
   if (flags.json) {
     fmt::print("{}\n", plan_json(plan));
   } else {
-    print_table(plan);
+    print_table(plan, profile);
   }
   if (!flags.trace.empty()) {
     std::vector<const Timeline*> timelines;
