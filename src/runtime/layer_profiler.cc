@@ -268,14 +268,14 @@ int run_model_profile(const ModelProfileJob& job) {
   if (job.nproc && *job.nproc < 1) {
     throw UsageError(fmt::format("--nproc {}: expected an integer >= 1", *job.nproc));
   }
+  // One process of a job: launched by weft, or started by hand with the torchrun variables.
   const bool in_a_job = is_launched_worker() || (has_worker_env() && !job.nproc);
   if (job.interference && (in_a_job ? read_worker_env().world : job.nproc.value_or(1)) < 2) {
     throw UsageError("--interference times the layers while the processes all-reduce: give --nproc 2 or more "
                      "(or run inside a job of 2 or more workers)");
   }
-  if (is_launched_worker()) return profile_together(job, read_worker_env());
+  if (in_a_job) return profile_together(job, read_worker_env());
   if (job.nproc && *job.nproc > 1) return launch({.nproc = *job.nproc, .failure_timeout = job.failure_timeout});
-  if (has_worker_env() && !job.nproc) return profile_together(job, read_worker_env());
   job.report(profile_model(job.profiler));
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -24,10 +25,18 @@ Network::Network(LinkSet links) : link_set_(std::move(links)) {
   links_.resize(link_set_.capacity.size());
 }
 
-Network::FlowId Network::start(Flow flow, Seconds now, double stretch) {
+namespace {
+
+void check_stretch(double stretch, std::string_view where) {
   if (!(stretch >= 1) || !std::isfinite(stretch)) {
-    throw std::logic_error(fmt::format("Network::start with stretch {}; expected >= 1", stretch));
+    throw std::logic_error(fmt::format("Network::{} with stretch {}; expected a finite number >= 1", where, stretch));
   }
+}
+
+}  // namespace
+
+Network::FlowId Network::start(Flow flow, Seconds now, double stretch) {
+  check_stretch(stretch, "start");
   if (!(now >= now_ && now <= next_event_)) {
     throw std::logic_error(fmt::format(
         "Network::start at {} s, outside [time {} s, next event {} s]", now, now_, next_event_));
@@ -127,9 +136,7 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
 }
 
 void Network::set_stretch(FlowId id, double stretch, Seconds now) {
-  if (!(stretch >= 1) || !std::isfinite(stretch)) {
-    throw std::logic_error(fmt::format("Network::set_stretch of flow {} to {}; expected >= 1", id, stretch));
-  }
+  check_stretch(stretch, "set_stretch");
   if (!(now >= now_ && now <= next_event_)) {
     throw std::logic_error(fmt::format(
         "Network::set_stretch at {} s, outside [time {} s, next event {} s]", now, now_, next_event_));

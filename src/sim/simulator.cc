@@ -185,6 +185,14 @@ class Simulation {
   int worker_id(int w) const { return w; }  // simulated worker w is rank w
   bool forward_may_start(const Worker& w) const;
   void try_start(int w, Seconds now);
+  // Step s of an iteration's stream (0..2L−1) computes the forward of layer s, then
+  // the backward of layer 2L−1−s.
+  int layer_at(int step) const { return step < layers_ ? step : 2 * layers_ - 1 - step; }
+  Seconds layer_time(int layer, bool forward) const {
+    const Layer& spec = profile_.layers[static_cast<size_t>(layer)];
+    return forward ? spec.fp : spec.bp;
+  }
+  void layer_done(int w, int iteration, int layer, bool forward, Seconds start, Seconds end);
   void start_layer(int w, Seconds now);
   void end_layer(int w, Seconds now);
   double compute_stretch(const Worker& w) const;
@@ -409,15 +417,9 @@ void Simulation::try_start(int wi, Seconds now) {
   Seconds time = now;
   do {
     const bool forward = w.step < layers_;
-    const int layer = forward ? w.step : 2 * layers_ - 1 - w.step;
-    const Layer& spec = profile_.layers[static_cast<size_t>(layer)];
-    const Seconds end = time + (forward ? spec.fp : spec.bp);
-    if (recording(t)) {
-      events_.push_back({.worker = worker_id(wi), .lane = "compute",
-                         .name = (forward ? "fp " : "bp ") + spec.name, .start = time, .end = end,
-                         .iteration = t, .layer = layer, .bytes = 0});
-    }
-    if (!forward) schedule_releases(wi, t, layer, end);
+    const int layer = layer_at(w.step);
+    const Seconds end = time + layer_time(layer, forward);
+    layer_done(wi, t, layer, forward, time, end);
     time = end;
     ++w.step;
   } while (w.step < 2 * layers_ && (w.step >= layers_ || forward_may_start(w)));
@@ -434,10 +436,9 @@ void Simulation::try_start(int wi, Seconds now) {
 void Simulation::start_layer(int wi, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
   const bool forward = w.step < layers_;
-  const int layer = forward ? w.step : 2 * layers_ - 1 - w.step;
-  const Layer& spec = profile_.layers[static_cast<size_t>(layer)];
+  const int layer = layer_at(w.step);
   w.running = {.iteration = w.iteration, .layer = layer, .forward = forward, .start = now,
-               .work_left = forward ? spec.fp : spec.bp, .since = now};
+               .work_left = layer_time(layer, forward), .since = now};
   if (++w.step == 2 * layers_) {
     w.step = 0;
     ++w.iteration;
@@ -449,12 +450,18 @@ void Simulation::start_layer(int wi, Seconds now) {
 
 void Simulation::end_layer(int wi, Seconds now) {
   const auto& r = workers_state_[static_cast<size_t>(wi)].running;
-  if (recording(r.iteration)) {
-    const Layer& spec = profile_.layers[static_cast<size_t>(r.layer)];
-    events_.push_back({.worker = worker_id(wi), .lane = "compute", .name = (r.forward ? "fp " : "bp ") + spec.name,
-                       .start = r.start, .end = now, .iteration = r.iteration, .layer = r.layer, .bytes = 0});
+  layer_done(wi, r.iteration, r.layer, r.forward, r.start, now);
+}
+
+// A layer's compute spans [start, end]: its trace event, and after a backward the
+// releases of the ops it makes ready.
+void Simulation::layer_done(int wi, int t, int layer, bool forward, Seconds start, Seconds end) {
+  if (recording(t)) {
+    events_.push_back({.worker = worker_id(wi), .lane = "compute",
+                       .name = (forward ? "fp " : "bp ") + profile_.layers[static_cast<size_t>(layer)].name,
+                       .start = start, .end = end, .iteration = t, .layer = layer, .bytes = 0});
   }
-  if (!r.forward) schedule_releases(wi, r.iteration, r.layer, now);
+  if (!forward) schedule_releases(wi, t, layer, end);
 }
 
 double Simulation::compute_stretch(const Worker& w) const {
@@ -802,7 +809,7 @@ void Simulation::deadlock(Seconds now) const {
     if (w.finished) continue;
     where += fmt::format(" worker {} waits before {} of layer {} in iteration {};", wi,
                          w.step < layers_ ? "the forward" : "the backward",
-                         w.step < layers_ ? w.step : 2 * layers_ - 1 - w.step, w.iteration);
+                         layer_at(w.step), w.iteration);
   }
   throw std::logic_error(fmt::format(
       "schedule '{}' deadlocks at {} s: nothing in flight and{} its ops never complete",
