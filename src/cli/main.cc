@@ -2,6 +2,7 @@
 // subcommand per verb (SPEC §5). Exit status: 0 success, 2 bad input, 1 failure.
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -20,6 +21,19 @@ int main(int argc, char** argv) {
   weft::cli::add_train(app, exit_status);
   weft::cli::add_profile(app, exit_status);
   weft::cli::add_bench(app, exit_status);
+#else
+  // Listed anyway, so that asking for them says why they are missing.
+  for (const std::string verb : {"train", "profile", "bench"}) {
+    app.add_subcommand(verb, "(not in this build: configure with -DWEFT_RUNTIME=ON)")
+        ->allow_extras()
+        ->prefix_command()
+        ->callback([verb] {
+          throw weft::UsageError(fmt::format(
+              "`weft {}` needs the LibTorch runtime, which this build leaves out; reconfigure with "
+              "`cmake -DWEFT_RUNTIME=ON` (needs libtorch-dev), or run `make build`, which installs it and does",
+              verb));
+        });
+  }
 #endif
   weft::cli::add_netem(app, exit_status);
   try {
