@@ -64,22 +64,30 @@ FittedAllReduce load_fit(const std::string& file) {
   text << in.rdbuf();
   try {
     const auto j = nlohmann::json::parse(text.str());
+    FittedAllReduce fit;
     if (j.contains("points")) {  // the measured times themselves (Note [Measured all-reduce curve])
       std::vector<MeasuredAllReduce> points;
       for (const auto& p : j.at("points")) {
         points.push_back({.bytes = p.at("bytes").get<Bytes>(), .seconds = p.at("seconds").get<double>()});
       }
-      return measured_curve(std::move(points), fmt::format("--network {}", file));
+      fit = measured_curve(std::move(points), fmt::format("--network {}", file));
+    } else {
+      fit = {.a = j.at("a_s").get<double>(), .b = j.at("b_s_per_byte").get<double>()};
+      if (!(fit.a >= 0) || !(fit.b > 0)) {
+        throw UsageError(fmt::format("--network {}: a_s = {} must be >= 0 and b_s_per_byte = {} > 0",
+                                     file, fit.a, fit.b));
+      }
     }
-    FittedAllReduce fit{.a = j.at("a_s").get<double>(), .b = j.at("b_s_per_byte").get<double>()};
-    if (!(fit.a >= 0) || !(fit.b > 0)) {
-      throw UsageError(fmt::format("--network {}: a_s = {} must be >= 0 and b_s_per_byte = {} > 0",
-                                   file, fit.a, fit.b));
+    fit.gather_below = j.value("gather_below_bytes", Bytes{0});
+    if (fit.gather_below < 0) {
+      throw UsageError(fmt::format("--network {}: gather_below_bytes = {}; expected a size >= 0 in bytes", file,
+                                   fit.gather_below));
     }
     return fit;
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("--network {}: expected a JSON object with points [{{bytes, seconds}}, ...] "
-                                 "or numbers a_s and b_s_per_byte (as `weft profile --network --out` writes): {}",
+                                 "or numbers a_s and b_s_per_byte, and optionally an integer gather_below_bytes (as `weft "
+                                 "profile --network --out` writes): {}",
                                  file, e.what()));
   }
 }

@@ -42,6 +42,10 @@ struct FittedAllReduce {
   // Sizes ascending; startup(n) interpolates max(0, seconds − b·bytes) between
   // them, flat outside. Empty: startup(n) = a.
   std::vector<MeasuredAllReduce> curve;
+  // Messages of at most this many bytes are summed by all-gather, the others by
+  // ring all-reduce (Note [Small all-reduces by all-gather] in
+  // runtime/process_group.h); the curve's times are those of the algorithm used.
+  Bytes gather_below = 0;
 };
 
 // Note [Measured all-reduce curve]

@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include "runtime/parameter_server.h"
+#include "runtime/process_group.h"
 
 namespace weft::runtime {
 namespace {
@@ -22,8 +23,9 @@ constexpr Bytes kElement = sizeof(float);
 
 Seconds since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// A mean all-reduce of one kind of tensor over the workers: Gloo SUM, then
-// division by their number.
+// A mean all-reduce of one kind of tensor over the workers: a sum (ring
+// all-reduce, or all-gather for small messages; process_group.h), then division by
+// their number.
 class AllReduceMean : public OpExecutor {
  public:
   AllReduceMean(const EngineOptions& options, bool gradients) : options_(options), gradients_(gradients) {}
@@ -39,15 +41,16 @@ class AllReduceMean : public OpExecutor {
   bool ordered_across_ranks() const override { return true; }
   bool identity() const override { return options_.workers == 1; }
   Started start(const Schedule&, const Message&, torch::Tensor packed) override {
-    std::vector<torch::Tensor> tensors{packed};
-    c10d::AllreduceOptions opts;
-    opts.reduceOp = c10d::ReduceOp::SUM;
-    return {.done = options_.collectives->allreduce(tensors, opts)->getFuture(), .result = packed};
+    Summing sum = start_sum(*options_.collectives, packed, options_.gather_below);
+    return {.done = std::move(sum.done), .result = std::move(sum.result)};
   }
   void complete(const torch::Tensor&, torch::Tensor& result) override {
+    result = sum_of(result);
     if (options_.workers > 1) result.div_(static_cast<double>(options_.workers));
   }
-  std::string describe(const Schedule&, const Message&) const override { return "allreduce"; }
+  std::string describe(const Schedule&, const Message& message) const override {
+    return message.bytes <= options_.gather_below ? "allgather" : "allreduce";
+  }
 
  private:
   const EngineOptions& options_;

@@ -27,7 +27,7 @@
 // and which it receives, whether the layer's optimizer step is taken before
 // communication, after it, or elsewhere (by the parameter server), and how a packed
 // message is communicated. kAverageGradients and kAverageParameters are a mean
-// all-reduce (Gloo SUM, then division by the number of workers) of gradients or
+// all-reduce (a sum over the workers, then division by their number) of gradients or
 // parameters; kParameterServer is push, server update, pull over Gloo
 // point-to-point (runtime/parameter_server.h). Adding a kind means adding an
 // OpExecutor, not a branch here. A mean over a single worker changes nothing: the
@@ -157,6 +157,9 @@ struct EngineOptions {
   // Ranks 0..workers-1 of `collectives` train; the others, if any, are parameter
   // servers (runtime/parameter_server.h). 0 = every rank trains.
   int workers = 0;
+  // Averaging messages of at most this many bytes are summed by all-gather rather
+  // than ring all-reduce (Note [Small all-reduces by all-gather], process_group.h).
+  Bytes gather_below = 0;
   Recorder* recorder = nullptr;          // optional; outlives the engine
   // A wait of the training thread that sees no progress for this long fails. The
   // group's own timeout normally fires first; this catches anything else.

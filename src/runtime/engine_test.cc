@@ -100,7 +100,7 @@ torch::Tensor reference(int world, int iterations, int per_rank) {
 // executing `schedule`; returns each rank's final parameters. `body` may replace a
 // rank's behaviour (failure tests).
 std::vector<torch::Tensor> train_threads(const Schedule& schedule, int world, int iterations, int per_rank,
-                                         Seconds timeout = 30) {
+                                         Seconds timeout = 30, Bytes gather_below = 0) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<torch::Tensor> result(static_cast<size_t>(world));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
@@ -121,7 +121,8 @@ std::vector<torch::Tensor> train_threads(const Schedule& schedule, int world, in
           return grad;
         };
         {
-          Engine engine({.schedule = &schedule, .layers = net.layers, .optimizer = &optimizer, .collectives = group});
+          Engine engine({.schedule = &schedule, .layers = net.layers, .optimizer = &optimizer, .collectives = group,
+                         .gather_below = gather_below});
           for (int t = 0; t < iterations; ++t) {
             auto [x, y] = batch(rank, t, per_rank);
             for (int l = 0; l < net.size(); ++l) {
@@ -223,6 +224,24 @@ TEST(Engine, RandomSchedulesOnTwoAndThreeRanksEndAsCombinedBatchTraining) {
                              to_string(s.dispatch.kind)));
     validate(s, profile, world);
     expect_equal_to_reference(train_threads(s, world, 4, 4), reference(world, 4, 4));
+  }
+}
+
+// Messages of up to 100 bytes summed by all-gather, the larger ones by ring
+// all-reduce, in one run (Note [Small all-reduces by all-gather]): the same
+// training, and the same bits on every rank.
+TEST(Engine, SmallMessagesSummedByAllGatherEndAsCombinedBatchTraining) {
+  std::mt19937 rng(7);
+  const Profile profile = Net::make(kWidths, 7).profile();
+  for (int world : {2, 3}) {
+    const Schedule s = random_schedule(profile, /*policy=*/0, rng);
+    bool small = false, large = false;
+    for (const CommOp& op : s.iterations[0]) (op.bytes() <= 100 ? small : large) = true;
+    ASSERT_TRUE(small && large) << "the schedule should have messages on both sides of 100 bytes";
+    SCOPED_TRACE(fmt::format("world {}", world));
+    validate(s, profile, world);
+    expect_equal_to_reference(train_threads(s, world, 4, 4, /*timeout=*/30, /*gather_below=*/100),
+                              reference(world, 4, 4));
   }
 }
 

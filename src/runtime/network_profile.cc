@@ -40,7 +40,9 @@ void write_atomically(const std::filesystem::path& file, const std::string& text
   std::filesystem::rename(temporary, file);
 }
 
-void report(const NetworkProfileOptions& options, int world, const std::vector<NetworkPoint>& points) {
+void report(const NetworkProfileOptions& options, int world, const std::vector<SumTimes>& timed) {
+  const Bytes threshold = gather_below(timed);
+  const std::vector<NetworkPoint> points = points_used(timed);
   const NetworkFit fit = fit_linear(points);
   nlohmann::json out{{"a_s", fit.a},
                      {"b_s_per_byte", fit.b},
@@ -48,15 +50,26 @@ void report(const NetworkProfileOptions& options, int world, const std::vector<N
                      {"workers", world},
                      {"r2", fit.r2},
                      {"max_relative_error", fit.max_relative_error},
+                     {"gather_below_bytes", threshold},
                      {"points", nlohmann::json::array()}};
-  fmt::print("all-reduce among {} workers (median of {} per size)\n", world, options.repeats);
-  fmt::print("{:>10} {:>12} {:>12} {:>9}\n", "bytes", "measured", "fitted", "error");
-  for (const NetworkPoint& p : points) {
+  fmt::print("summing among {} workers (median of {} per size): ring all-reduce, and all-gather while it is "
+             "faster\n",
+             world, options.repeats);
+  fmt::print("{:>10} {:>12} {:>12} {:>12} {:>9}\n", "bytes", "all-reduce", "all-gather", "fitted", "error");
+  for (std::size_t i = 0; i < timed.size(); ++i) {
+    const SumTimes& t = timed[i];
+    const NetworkPoint& p = points[i];
     const Seconds fitted = fit.a + fit.b * static_cast<double>(p.bytes);
-    fmt::print("{:>10} {:>12} {:>12} {:>8.1f}%\n", format_bytes(p.bytes), format_duration(p.seconds),
-               format_duration(fitted), 100 * (fitted - p.seconds) / p.seconds);
-    out["points"].push_back({{"bytes", p.bytes}, {"seconds", p.seconds}, {"fitted_s", fitted}});
+    fmt::print("{:>10} {:>12} {:>12} {:>12} {:>8.1f}%\n", format_bytes(p.bytes), format_duration(t.allreduce),
+               t.allgather ? format_duration(*t.allgather) : "-", format_duration(fitted),
+               100 * (fitted - p.seconds) / p.seconds);
+    nlohmann::json point{{"bytes", p.bytes}, {"seconds", p.seconds}, {"fitted_s", fitted},
+                         {"allreduce_s", t.allreduce}};
+    if (t.allgather) point["allgather_s"] = *t.allgather;
+    out["points"].push_back(std::move(point));
   }
+  fmt::print("messages up to {} are summed by all-gather (gather_below_bytes)\n",
+             threshold == 0 ? std::string("0 B (none)") : format_bytes(threshold));
   fmt::print("T(n) = a + b*n: a = {}, b = {:.4g} s/B (all-reduce rate {}), R^2 = {:.5f}, max relative error "
              "{:.1f}%\n",
              format_duration(fit.a), fit.b, format_bandwidth(1 / fit.b), fit.r2, 100 * fit.max_relative_error);
@@ -74,32 +87,70 @@ int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
   }
   torch::set_num_threads(1);
   Group group = connect(env, options.failure_timeout);
-  std::vector<NetworkPoint> points;
+  // One sum of `n` bytes, by all-gather or by ring all-reduce, timed on this rank.
+  auto time_sum = [&](Bytes n, bool gather) {
+    const torch::Tensor buffer = torch::ones({std::max<Bytes>(1, n / 4)}, torch::kFloat32);
+    // Start together, so that rank 0's clock measures the collective, not a
+    // straggler's arrival.
+    group.collectives->barrier()->wait();
+    const auto start = Clock::now();
+    Summing sum = start_sum(*group.collectives, buffer, gather ? n : 0);
+    sum.done->wait();
+    sum_of(sum.result);
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  std::vector<SumTimes> timed;
+  bool gathering = true;  // while the all-gather has won at every size so far
   const auto all = sizes(options);
   for (size_t k = 0; k < all.size(); ++k) {
     const Bytes n = all[k];
-    std::vector<torch::Tensor> buffer{torch::ones({std::max<Bytes>(1, n / 4)}, torch::kFloat32)};
-    std::vector<Seconds> times;
-    for (int r = 0; r <= options.repeats; ++r) {
-      // Start together, so that rank 0's clock measures the collective, not a
-      // straggler's arrival.
-      group.collectives->barrier()->wait();
-      const auto start = Clock::now();
-      group.collectives->allreduce(buffer)->wait();
-      if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());  // r = 0: warm-up
+    std::vector<Seconds> ring, gather;
+    for (int r = 0; r <= options.repeats; ++r) {  // r = 0: warm-up
+      const Seconds t = time_sum(n, false);
+      if (r > 0) ring.push_back(t);
+      if (!gathering) continue;
+      const Seconds g = time_sum(n, true);
+      if (r > 0) gather.push_back(g);
     }
-    points.push_back({.bytes = n, .seconds = median(times)});
+    SumTimes t{.bytes = n, .allreduce = median(ring)};
+    if (gathering) {
+      t.allgather = median(gather);
+      // Rank 0's times decide, for every rank: all must go on issuing the same
+      // collectives.
+      std::vector<torch::Tensor> won{torch::tensor({*t.allgather < t.allreduce ? 1 : 0})};
+      group.collectives->broadcast(won)->wait();
+      gathering = won[0].item<int>() == 1;
+    }
+    timed.push_back(t);
     if (group.rank == 0) {
       std::cerr << fmt::format("\rmeasuring all-reduces: {}/{} sizes", k + 1, all.size())
                 << (k + 1 == all.size() ? "\n" : "") << std::flush;
     }
   }
-  if (group.rank == 0) report(options, group.world, points);
+  if (group.rank == 0) report(options, group.world, timed);
   group.collectives->barrier()->wait();  // rank 0 hosts the store: nobody leaves before it is done
   return 0;
 }
 
 }  // namespace
+
+Bytes gather_below(const std::vector<SumTimes>& timed) {
+  Bytes threshold = 0;
+  for (const SumTimes& t : timed) {
+    if (!t.allgather || !(*t.allgather < t.allreduce)) break;
+    threshold = t.bytes;
+  }
+  return threshold;
+}
+
+std::vector<NetworkPoint> points_used(const std::vector<SumTimes>& timed) {
+  const Bytes threshold = gather_below(timed);
+  std::vector<NetworkPoint> points;
+  for (const SumTimes& t : timed) {
+    points.push_back({.bytes = t.bytes, .seconds = t.bytes <= threshold ? *t.allgather : t.allreduce});
+  }
+  return points;
+}
 
 NetworkFit fit_linear(const std::vector<NetworkPoint>& points) {
   std::set<Bytes> distinct;

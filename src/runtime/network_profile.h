@@ -1,6 +1,9 @@
 // `weft profile --network`: measures real Gloo all-reduces between K processes
 // and fits the cost model T(n) = a + b·n (SPEC §1.2) by least squares, so that the
 // planner can predict with this network's numbers (`weft plan --network FILE`).
+// Each size is also summed by all-gather, as long as that is faster, which sets
+// the size up to which jobs given the file do so (Note [Small all-reduces by
+// all-gather] in runtime/process_group.h).
 //
 // Like run_train, run_network_profile plays both roles (Note [Launcher and
 // workers] in runtime/launcher.h): with `nproc` it spawns that many copies of the
@@ -10,8 +13,10 @@
 // Output file (JSON object; the keys `a_s` and `b_s_per_byte` are what
 // `--network FILE` reads):
 //   {"a_s": 1.2e-4, "b_s_per_byte": 8.1e-10, "bandwidth_Bps": 1.23e9,
-//    "workers": 2, "r2": 0.9998, "max_relative_error": 0.04,
-//    "points": [{"bytes": 4096, "seconds": 1.3e-4, "fitted_s": 1.2e-4}, ...]}
+//    "workers": 2, "r2": 0.9998, "max_relative_error": 0.04, "gather_below_bytes": 16384,
+//    "points": [{"bytes": 4096, "seconds": 1.1e-4, "fitted_s": 1.2e-4,
+//                "allreduce_s": 1.3e-4, "allgather_s": 1.1e-4}, ...]}
+// A point's `seconds` is the time of the algorithm used at its size.
 // `bandwidth_Bps` is 1/b, the all-reduce's effective rate (for a ring on links of
 // bandwidth B it is B·P / (2(P−1))), not the link's own rate.
 //
@@ -46,6 +51,23 @@ struct NetworkFit {
   double r2 = 0;                 // coefficient of determination of the fit
   double max_relative_error = 0; // max over points of |fit − measured| / measured
 };
+
+// One size summed both ways (Note [Small all-reduces by all-gather] in
+// runtime/process_group.h), medians on rank 0. The all-gather is timed only while
+// it has been faster at every smaller size.
+struct SumTimes {
+  Bytes bytes = 0;
+  Seconds allreduce = 0;
+  std::optional<Seconds> allgather;
+};
+
+// The largest size up to which every size, from the smallest, was summed faster
+// by all-gather; 0 if the smallest was not. `timed` ascending by size.
+Bytes gather_below(const std::vector<SumTimes>& timed);
+
+// The time of the algorithm a job would use at each size (all-gather up to
+// gather_below(timed), ring all-reduce beyond): the curve the planner reads.
+std::vector<NetworkPoint> points_used(const std::vector<SumTimes>& timed);
 
 // Least squares of the relative error, min Σ ((a + b·n_i − t_i) / t_i)²: the sizes
 // span four orders of magnitude, and plain least squares would let the largest

@@ -52,6 +52,28 @@ TEST(FitLinear, NeedsTwoSizesAndPositiveTimes) {
   EXPECT_THROW(fit_linear({{4096, 1e-4}, {8192, 0}}), std::invalid_argument);
 }
 
+TEST(GatherBelow, IsTheLargestSizeUpToWhichTheAllGatherWonEverySize) {
+  const std::vector<SumTimes> timed{{.bytes = 4096, .allreduce = 6e-3, .allgather = 4e-3},
+                                    {.bytes = 16384, .allreduce = 7e-3, .allgather = 5e-3},
+                                    {.bytes = 65536, .allreduce = 8e-3, .allgather = 16e-3},
+                                    {.bytes = 262144, .allreduce = 30e-3}};
+  EXPECT_EQ(gather_below(timed), 16384);
+  const auto points = points_used(timed);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].seconds, 4e-3);
+  EXPECT_EQ(points[1].seconds, 5e-3);
+  EXPECT_EQ(points[2].seconds, 8e-3);
+  EXPECT_EQ(points[3].seconds, 30e-3);
+}
+
+TEST(GatherBelow, AnAllGatherWinLaterDoesNotCountAfterALoss) {
+  const std::vector<SumTimes> timed{{.bytes = 4096, .allreduce = 4e-3, .allgather = 5e-3},
+                                    {.bytes = 16384, .allreduce = 7e-3, .allgather = 5e-3}};
+  EXPECT_EQ(gather_below(timed), 0);
+  EXPECT_EQ(points_used(timed)[1].seconds, 7e-3);
+  EXPECT_EQ(gather_below({{.bytes = 4096, .allreduce = 4e-3}}), 0);  // never timed
+}
+
 TEST(NetworkProfileOptions, BadValuesNameTheirOption) {
   EXPECT_THROW(validate(NetworkProfileOptions{.nproc = 1}), UsageError);
   EXPECT_THROW(validate(NetworkProfileOptions{.min_bytes = 8192, .max_bytes = 4096}), UsageError);

@@ -85,4 +85,27 @@ Group connect(const WorkerEnv& env, Seconds timeout) {
   return group;
 }
 
+Summing start_sum(c10d::ProcessGroup& group, const torch::Tensor& buffer, Bytes gather_below) {
+  const Bytes bytes = static_cast<Bytes>(buffer.numel()) * static_cast<Bytes>(buffer.element_size());
+  if (bytes > gather_below) {
+    std::vector<torch::Tensor> tensors{buffer};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::SUM;
+    return {.done = group.allreduce(tensors, opts)->getFuture(), .result = buffer};
+  }
+  // One row per rank, filled by Gloo; sum_of adds them up.
+  torch::Tensor rows = torch::empty({group.getSize(), buffer.numel()}, buffer.options());
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int r = 0; r < group.getSize(); ++r) outputs[0].push_back(rows[r]);
+  std::vector<torch::Tensor> inputs{buffer};
+  return {.done = group.allgather(outputs, inputs)->getFuture(), .result = rows};
+}
+
+torch::Tensor sum_of(const torch::Tensor& result) {
+  if (result.dim() == 1) return result;
+  torch::Tensor sum = result[0].clone();
+  for (std::int64_t r = 1; r < result.size(0); ++r) sum.add_(result[r]);
+  return sum;
+}
+
 }  // namespace weft::runtime

@@ -11,6 +11,23 @@
 // workers, Gloo's full-mesh connect, and every later collective — gives up after
 // `timeout` with an exception; nothing here waits forever.
 //
+// Note [Small all-reduces by all-gather]
+// --------------------------------------
+// Gloo's all-reduce is a ring: 2(P−1) steps, each a hand-off between two
+// processes, moving 2(P−1)/P·n bytes per rank. An all-gather takes P−1 steps and
+// moves (P−1)·n; every rank then adds the P buffers itself, in rank order — the
+// same additions on every rank, so the sums are bit-identical across ranks, as
+// the ring's are. Fewer steps win for small messages, fewer bytes for large ones,
+// and where they cross depends on the link: measured with 4 processes on 2 cores
+// (medians of 50), 704 B took 6.2 ms by ring and 4.4 ms by all-gather behind
+// 100Mbit links, 16 KiB 6.5 against 4.4 ms, 57 KiB 7.7 against 16.4 ms; behind
+// 1Gbit links the all-gather was faster up to ~225 KiB, behind 20Mbit only below
+// ~4 KiB. So `weft profile --network` times both at each size and records the
+// largest size up to which the all-gather was faster (`gather_below_bytes`); a
+// job given that file (`--network`) sums its messages up to that size by
+// all-gather, and the times the planner reads are those of the algorithm used at
+// each size. Without a measurement every message is ring all-reduced.
+//
 // Thread-safety: the store and the process group are thread-safe (c10d's
 // contract); connect() itself is called once per worker.
 #pragma once
@@ -19,6 +36,7 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/types.h>
 
 #include "runtime/worker_env.h"
 #include "units/units.h"
@@ -43,6 +61,22 @@ Group connect(const WorkerEnv& env, Seconds timeout);
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                        int world, Seconds timeout,
                                                        const std::string& hostname = "127.0.0.1");
+
+// An element-wise sum over the ranks of a group, in progress.
+struct Summing {
+  c10::intrusive_ptr<c10::ivalue::Future> done;
+  torch::Tensor result;  // once `done` completes, what sum_of turns into the sum
+};
+
+// Starts summing `buffer` (1-D, contiguous) over every rank of `group`: by ring
+// all-reduce, in place, or — when it has at most `gather_below` bytes — by
+// all-gather (Note [Small all-reduces by all-gather]). Every rank must call it
+// with the same size and the same `gather_below`, in the same order.
+Summing start_sum(c10d::ProcessGroup& group, const torch::Tensor& buffer, Bytes gather_below);
+
+// The sum, once the Summing's `done` has completed without error: `result` itself
+// after an all-reduce, the gathered buffers added in rank order after an all-gather.
+torch::Tensor sum_of(const torch::Tensor& result);
 
 // The local IPv4 address used to reach `host` (no packet is sent). THROWS
 // std::runtime_error naming the host if it does not resolve or is unreachable.

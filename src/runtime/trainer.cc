@@ -415,8 +415,9 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
 
   {
     Engine engine({.schedule = &schedule, .layers = layers, .layer_names = names, .optimizer = &optimizer,
-                   .collectives = group.collectives, .workers = workers, .recorder = &recorder,
-                   .stall_timeout = 2 * options.failure_timeout});
+                   .collectives = group.collectives, .workers = workers,
+                   .gather_below = options.cluster.fitted ? options.cluster.fitted->gather_below : 0,
+                   .recorder = &recorder, .stall_timeout = 2 * options.failure_timeout});
     Seconds previous_end = recorder.now();
     for (std::int64_t t = 0; t < steps; ++t) {
       const int it = static_cast<int>(t);
