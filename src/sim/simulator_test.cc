@@ -237,6 +237,21 @@ TEST(Simulate, WindowPolicyFusesOps) {
   EXPECT_EQ(comm[0].layer, -1);
 }
 
+// Messages the runtime would sum by all-gather are named so in the timeline, as
+// the runtime names them; the cost is the measured curve's either way.
+TEST(Simulate, MessagesUpToTheGatherThresholdAreNamedAllGather) {
+  const Profile p = make_profile({{1e-3, 1e-3, 1'000}, {1e-3, 1e-3, 100'000}});
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.fitted = FittedAllReduce{.a = 1e-3, .b = 1e-8, .gather_below = 4'000};
+  const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c,
+                              {.iterations = 3, .record_iterations = 1});
+  std::vector<std::string> names;
+  for (const Event& e : t.events) {
+    if (e.worker == 0 && e.lane.starts_with("comm")) names.push_back(e.name.substr(0, e.name.find(' ')));
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"allreduce", "allgather"}));  // backward order: layer 1, then 0
+}
+
 // (f) A collective starts when the last worker releases it.
 TEST(Simulate, ReleaseOffsetsDelayTheCollective) {
   const Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
