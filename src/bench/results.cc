@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "units/files.h"
+
 namespace weft::bench {
 namespace {
 
@@ -253,23 +255,7 @@ BenchResults results_from_json(const json& document, std::string_view origin) {
 }
 
 void write_results(const BenchResults& results, const std::filesystem::path& file) {
-  const std::filesystem::path temporary = file.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << to_json(results).dump(2) << "\n";
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw std::runtime_error(fmt::format("cannot write the results to {}", temporary.string()));
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, file, error);
-  if (error) {
-    std::remove(temporary.c_str());
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", temporary.string(), file.string(),
-                                         error.message()));
-  }
+  write_file_atomically(file, to_json(results).dump(2) + "\n");
 }
 
 void compute_speedups(BenchResults& results) {

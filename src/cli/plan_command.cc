@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "plan/planner.h"
 #include "sim/simulator.h"
+#include "units/files.h"
 
 namespace weft::cli {
 namespace {
@@ -126,19 +127,12 @@ struct SimulateFlags {
   std::string schedule_out;
 };
 
-void write_file_atomically(const std::string& file, const std::string& text) {
-  const std::string temp = file + ".tmp";
-  {
-    std::ofstream out(temp);
-    out << text;
-    if (!out) {
-      std::remove(temp.c_str());
-      throw UsageError(fmt::format("cannot write {}", file));
-    }
-  }
-  if (std::rename(temp.c_str(), file.c_str()) != 0) {
-    std::remove(temp.c_str());
-    throw UsageError(fmt::format("cannot write {}", file));
+// --schedule-out: a bad path is bad input.
+void write_schedule(const std::string& file, const std::string& text) {
+  try {
+    write_file_atomically(file, text);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(fmt::format("--schedule-out {}", e.what()));
   }
 }
 
@@ -156,7 +150,7 @@ void run_simulate(const SimulateFlags& flags) {
   const Timeline timeline = simulate(chosen.schedule, profile, cluster,
                                      {.iterations = flags.iterations,
                                       .record_iterations = flags.trace.empty() ? 0 : flags.trace_iterations});
-  if (!flags.schedule_out.empty()) write_file_atomically(flags.schedule_out, to_json(chosen.schedule));
+  if (!flags.schedule_out.empty()) write_schedule(flags.schedule_out, to_json(chosen.schedule));
   if (!flags.trace.empty()) write_chrome_trace(timeline, flags.trace);
   if (flags.json) {
     fmt::print("{}\n", summary_json(timeline.summary));

@@ -1,21 +1,19 @@
 #include "profile/profile.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "units/files.h"
 
 namespace weft {
 
@@ -299,74 +297,13 @@ std::string to_json(const Profile& profile) {
   return root.dump(2) + "\n";
 }
 
-namespace {
-
-// A new file beside `target`, closed and removed unless `release` is called.
-// Created like any other file (mode 0666 less the umask), unlike mkstemp's 0600,
-// because it becomes the user's profile.
-class TempFile {
- public:
-  explicit TempFile(const std::filesystem::path& target) {
-    std::random_device random;
-    for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
-      path_ = fmt::format("{}.tmp-{}-{:08x}", target.string(), ::getpid(), random());
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) break;
-    }
-    if (fd_ < 0) released_ = true;  // nothing was created, nothing to remove
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!released_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  bool ok() const { return fd_ >= 0; }
-  const std::string& path() const { return path_; }
-
-  bool write_all(std::string_view data) {
-    while (!data.empty()) {
-      ssize_t n = ::write(fd_, data.data(), data.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      data.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return true;
-  }
-  // Flushes to disk and closes, so that a rename publishes complete contents.
-  bool commit() {
-    bool synced = ::fsync(fd_) == 0;
-    bool closed = ::close(fd_) == 0;
-    fd_ = -1;
-    return synced && closed;
-  }
-  void release() { released_ = true; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool released_ = false;
-};
-
-}  // namespace
-
 void save_profile(const Profile& profile, const std::filesystem::path& file) {
-  const std::string text = to_json(profile);
-  auto fail = [&](std::string_view step) {
-    return UsageError(
-        fmt::format("{}: cannot save the profile ({} failed: {}); expected a "
-                    "writable path in an existing directory",
-                    file.string(), step, std::strerror(errno)));
-  };
-  // The temporary lives beside `file`, so the rename stays on one file system
-  // and is atomic.
-  TempFile temp(file);
-  if (!temp.ok()) throw fail("creating a temporary file");
-  if (!temp.write_all(text)) throw fail("writing");
-  if (!temp.commit()) throw fail("flushing");
-  if (::rename(temp.path().c_str(), file.c_str()) != 0) throw fail("renaming into place");
-  temp.release();
+  try {
+    write_file_atomically(file, to_json(profile));
+  } catch (const std::runtime_error& e) {
+    throw UsageError(fmt::format("{}; expected a writable path in an existing directory for the profile",
+                                 e.what()));
+  }
 }
 
 Profile median_profile(const std::vector<Profile>& profiles) {

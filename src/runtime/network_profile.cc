@@ -16,6 +16,7 @@
 #include "runtime/launcher.h"
 #include "runtime/process_group.h"
 #include "runtime/worker_env.h"
+#include "units/files.h"
 
 namespace weft::runtime {
 namespace {
@@ -30,15 +31,6 @@ std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
   return out;
 }
 
-void write_atomically(const std::filesystem::path& file, const std::string& text) {
-  const std::filesystem::path temporary = file.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << text << "\n";
-    if (!out) throw UsageError(fmt::format("--out {}: cannot write it", file.string()));
-  }
-  std::filesystem::rename(temporary, file);
-}
 
 void report(const NetworkProfileOptions& options, int world, const std::vector<SumTimes>& timed) {
   const Bytes threshold = gather_below(timed);
@@ -74,7 +66,11 @@ void report(const NetworkProfileOptions& options, int world, const std::vector<S
              "{:.1f}%\n",
              format_duration(fit.a), fit.b, format_bandwidth(1 / fit.b), fit.r2, 100 * fit.max_relative_error);
   if (!options.out.empty()) {
-    write_atomically(options.out, out.dump(2));
+    try {
+      write_file_atomically(options.out, out.dump(2) + "\n");
+    } catch (const std::runtime_error& e) {
+      throw UsageError(fmt::format("--out {}", e.what()));
+    }
     fmt::print("fit written to {} (use it with --network {})\n", options.out.string(), options.out.string());
   }
 }

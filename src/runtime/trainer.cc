@@ -31,6 +31,7 @@
 #include "runtime/recorder.h"
 #include "schedulers/strategies.h"
 #include "timeline/timeline.h"
+#include "units/files.h"
 
 namespace weft::runtime {
 namespace {
@@ -156,18 +157,18 @@ class MetricsFile {
 
 void save_parameters(LayeredModel& model, const std::filesystem::path& base, int rank) {
   const std::filesystem::path file = base.string() + ".rank" + std::to_string(rank);
-  const std::filesystem::path temporary = file.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    for (int l = 0; l < model.num_layers(); ++l) {
-      for (const torch::Tensor& p : model.layer_parameters(l)) {
-        const torch::Tensor flat = p.detach().contiguous().to(torch::kFloat32);
-        out.write(static_cast<const char*>(flat.data_ptr()), static_cast<std::streamsize>(flat.nbytes()));
-      }
+  std::string bytes;
+  for (int l = 0; l < model.num_layers(); ++l) {
+    for (const torch::Tensor& p : model.layer_parameters(l)) {
+      const torch::Tensor flat = p.detach().contiguous().to(torch::kFloat32);
+      bytes.append(static_cast<const char*>(flat.data_ptr()), flat.nbytes());
     }
-    if (!out) throw UsageError(fmt::format("--save-params {}: cannot write it", file.string()));
   }
-  std::filesystem::rename(temporary, file);
+  try {
+    write_file_atomically(file, bytes);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(fmt::format("--save-params {}", e.what()));
+  }
 }
 
 json events_json(const std::vector<Event>& events) {

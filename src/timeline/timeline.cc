@@ -1,18 +1,13 @@
 #include "timeline/timeline.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <stdexcept>
-#include <system_error>
 #include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "units/files.h"
 
 namespace weft {
 
@@ -80,38 +75,6 @@ int append_timeline(const Timeline& timeline, int first_pid, json& out) {
   return processes;
 }
 
-// A name no other writer in this process or another one picks at the same time.
-std::filesystem::path temporary_beside(const std::filesystem::path& file) {
-  static std::atomic<unsigned> counter{0};
-  return std::filesystem::path(
-      fmt::format("{}.tmp.{}.{}", file.string(), ::getpid(), counter.fetch_add(1)));
-}
-
-void write_atomically(const std::string& text, const std::filesystem::path& file) {
-  const std::filesystem::path tmp = temporary_beside(file);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw std::runtime_error(fmt::format("cannot write trace {}: {} (does its directory exist?)",
-                                           file.string(), std::strerror(errno)));
-    }
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      const std::string reason = std::strerror(errno);
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      throw std::runtime_error(fmt::format("cannot write trace {}: {}", file.string(), reason));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw std::runtime_error(fmt::format("cannot write trace {}: {}", file.string(), ec.message()));
-  }
-}
 
 }  // namespace
 
@@ -125,7 +88,7 @@ std::string chrome_trace_json(const std::vector<const Timeline*>& timelines) {
 
 void write_chrome_trace(const std::vector<const Timeline*>& timelines,
                         const std::filesystem::path& file) {
-  write_atomically(chrome_trace_json(timelines), file);
+  write_file_atomically(file, chrome_trace_json(timelines));
 }
 
 void write_chrome_trace(const Timeline& timeline, const std::filesystem::path& file) {

@@ -1,0 +1,78 @@
+#include "units/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace weft {
+namespace {
+
+// A new file beside `target`, closed and removed unless `publish` renames it over
+// the target.
+class TempFile {
+ public:
+  explicit TempFile(const std::filesystem::path& target) : target_(target) {
+    static std::atomic<unsigned> counter{0};
+    for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
+      path_ = fmt::format("{}.tmp-{}-{}", target.string(), ::getpid(), counter.fetch_add(1));
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
+    if (fd_ < 0) fail("creating a temporary file");
+    created_ = true;
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (created_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write_all(std::string_view data) {
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("writing");
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+
+  // Flushes to disk, closes and renames over the target.
+  void publish() {
+    if (::fsync(fd_) != 0) fail("flushing");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("closing");
+    if (std::rename(path_.c_str(), target_.c_str()) != 0) fail("renaming into place");
+    created_ = false;
+  }
+
+ private:
+  [[noreturn]] void fail(std::string_view step) const {
+    throw std::runtime_error(
+        fmt::format("{}: cannot write it ({} failed: {})", target_.string(), step, std::strerror(errno)));
+  }
+
+  std::filesystem::path target_;
+  std::string path_;
+  int fd_ = -1;
+  bool created_ = false;
+};
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& file, std::string_view text) {
+  TempFile temporary(file);
+  temporary.write_all(text);
+  temporary.publish();
+}
+
+}  // namespace weft

@@ -1,0 +1,20 @@
+// Writing a file so that nothing half-written is ever left behind.
+//
+// Thread-safety: write_file_atomically may run concurrently, also on one file
+// (the last rename wins; each temporary has a name of its own).
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+namespace weft {
+
+// Writes `text` to `file`: into a new temporary file beside it (the same
+// directory, hence the same file system), flushed to disk, then renamed over
+// `file`. A reader sees the old contents or the new, never a part; on failure the
+// temporary is removed and `file` is left as it was. The file is created like any
+// other (mode 0666 less the umask).
+// THROWS std::runtime_error "FILE: cannot write it (STEP failed: REASON)".
+void write_file_atomically(const std::filesystem::path& file, std::string_view text);
+
+}  // namespace weft
