@@ -21,8 +21,8 @@
 // and where they cross depends on the link: measured with 4 processes on 2 cores
 // (medians of 50), 704 B took 6.2 ms by ring and 4.4 ms by all-gather behind
 // 100Mbit links, 16 KiB 6.5 against 4.4 ms, 57 KiB 7.7 against 16.4 ms; behind
-// 1Gbit links the all-gather was faster up to ~225 KiB, behind 20Mbit only below
-// ~4 KiB. So `weft profile --network` times both at each size and records the
+// 1Gbit links the all-gather was faster up to 64 KiB and level at 225 KiB,
+// behind 20Mbit only below ~4 KiB. So `weft profile --network` times both at each size and records the
 // largest size up to which the all-gather was faster (`gather_below_bytes`); a
 // job given that file (`--network`) sums its messages up to that size by
 // all-gather, and the times the planner reads are those of the algorithm used at
