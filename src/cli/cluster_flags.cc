@@ -86,8 +86,8 @@ FittedAllReduce load_fit(const std::string& file) {
     return fit;
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("--network {}: expected a JSON object with points [{{bytes, seconds}}, ...] "
-                                 "or numbers a_s and b_s_per_byte, and optionally an integer gather_below_bytes (as `weft "
-                                 "profile --network --out` writes): {}",
+                                 "or numbers a_s and b_s_per_byte, and optionally an integer "
+                                 "gather_below_bytes (as `weft profile --network --out` writes): {}",
                                  file, e.what()));
   }
 }
