@@ -46,11 +46,12 @@ TEST(EmulatedAllReduce, OneMebibyteAtTenMbitTakesWhatTheLinkAllowsAndLeavesNothi
   fs::create_directories(dir);
   const fs::path fit = dir / "net.json";
   // The profiler times each size it measures; 256 KiB is there only because a fit
-  // needs two sizes.
+  // needs two sizes. The median of 7: single all-reduces on this shared machine
+  // range from +6% to +30% of what the link allows.
   const WeftRun run = run_weft({"netem", "--workers", std::to_string(kWorkers), "--bandwidth", "10Mbit",
                                 "--port", "29731", "--timeout", "240s", "--",
                                 WEFT_BINARY, "profile", "--network", "--min-bytes", "256KiB", "--max-bytes",
-                                std::to_string(kMessageBytes), "--repeats", "3", "--out", fit.string()},
+                                std::to_string(kMessageBytes), "--repeats", "7", "--out", fit.string()},
                                dir / "netem.log");
   ASSERT_EQ(run.exit_code, 0) << run.output;
 
