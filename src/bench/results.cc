@@ -1,7 +1,5 @@
 #include "bench/results.h"
 
-#include <cstdio>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 

@@ -1,8 +1,6 @@
 // `weft plan` and `weft simulate`: the planner and the simulator on the command line.
 #include <algorithm>
-#include <cstdio>
 #include <functional>
-#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>

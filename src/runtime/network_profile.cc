@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <set>
 #include <stdexcept>
@@ -30,7 +29,6 @@ std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
   out.push_back(o.max_bytes);
   return out;
 }
-
 
 void report(const NetworkProfileOptions& options, int world, const std::vector<SumTimes>& timed) {
   const Bytes threshold = gather_below(timed);
