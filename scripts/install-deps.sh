@@ -15,6 +15,7 @@ packages=(
   dataset-fashion-mnist   # /usr/share/datasets/fashion-mnist
   fortunes                # gpt-tiny's text corpus
   iproute2                # ip netns, tc (weft netem)
+  procps                  # sysctl: the emulated hosts' TCP congestion control (weft netem)
   python3-torch           # the PyTorch DDP peer in bench/
   gnuplot-nox             # plots
 )

@@ -5,7 +5,7 @@
 //
 // Needs root (label `root`) and the runtime (`weft profile --network`); skips
 // itself without root. The one timed assertion is the point of the test: it
-// validates the emulated link, with a 20% band for the machine's noise.
+// validates the emulated link, with a 10% band for the machine's noise.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -29,7 +29,7 @@ constexpr long long kMessageBytes = 1 << 20;  // the all-reduce timed: 1 MiB
 // bucket parameters], shaping.h): a 1500-byte MTU frame carries 1500 − 20 (IP) −
 // 32 (TCP with timestamps) = 1448 bytes of payload in 1500 + 14 (Ethernet) = 1514
 // bytes on the link. The ACKs a worker returns share its upload and cost about 2%
-// more, which the 20% band absorbs.
+// more, which the band absorbs.
 constexpr double kPayloadEfficiency = 1448.0 / 1514.0;
 
 // The time the link allows a ring all-reduce of n bytes among P workers (SPEC §1.2):
@@ -46,12 +46,12 @@ TEST(EmulatedAllReduce, OneMebibyteAtTenMbitTakesWhatTheLinkAllowsAndLeavesNothi
   fs::create_directories(dir);
   const fs::path fit = dir / "net.json";
   // The profiler times each size it measures; 256 KiB is there only because a fit
-  // needs two sizes. The median of 7: single all-reduces on this shared machine
-  // range from +6% to +30% of what the link allows.
+  // needs two sizes. Single all-reduces take 2–2.5% more than the link allows (they
+  // ranged up to +58% before Note [Congestion control of the emulated hosts]).
   const WeftRun run = run_weft({"netem", "--workers", std::to_string(kWorkers), "--bandwidth", "10Mbit",
                                 "--port", "29731", "--timeout", "240s", "--",
                                 WEFT_BINARY, "profile", "--network", "--min-bytes", "256KiB", "--max-bytes",
-                                std::to_string(kMessageBytes), "--repeats", "7", "--out", fit.string()},
+                                std::to_string(kMessageBytes), "--repeats", "5", "--out", fit.string()},
                                dir / "netem.log");
   ASSERT_EQ(run.exit_code, 0) << run.output;
 
@@ -69,8 +69,8 @@ TEST(EmulatedAllReduce, OneMebibyteAtTenMbitTakesWhatTheLinkAllowsAndLeavesNothi
               kWorkers, seconds, allowed, 100 * (seconds / allowed - 1));
   RecordProperty("measured_seconds", std::to_string(seconds));
   RecordProperty("allowed_seconds", std::to_string(allowed));
-  EXPECT_GT(seconds, 0.8 * allowed) << "faster than the link: is it shaped?\n" << run.output;
-  EXPECT_LT(seconds, 1.2 * allowed) << run.output;
+  EXPECT_GT(seconds, 0.9 * allowed) << "faster than the link: is it shaped?\n" << run.output;
+  EXPECT_LT(seconds, 1.1 * allowed) << run.output;
 
   EXPECT_EQ(listed_namespaces_of(run.pid), std::vector<std::string>{}) << "namespaces left behind";
   EXPECT_EQ(processes_mentioning(dir.string()), std::vector<pid_t>{}) << "ranks left running";

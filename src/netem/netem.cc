@@ -19,6 +19,7 @@ namespace {
 
 constexpr const char* kBridge = "br0";
 constexpr const char* kEndpointDevice = "eth0";
+constexpr const char* kCongestionControl = "reno";
 // 10.77.0.0/16: endpoint k (workers, then servers) is host k + 1.
 constexpr int kAddressPrefixLength = 16;
 constexpr int kMaxEndpoints = (1 << 16) - 2;
@@ -163,6 +164,9 @@ void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop) {
   run_checked({"ip", "-netns", e.netns, "addr", "add",
                fmt::format("{}/{}", e.address, kAddressPrefixLength), "dev", kEndpointDevice});
   run_checked({"ip", "-netns", e.netns, "link", "set", kEndpointDevice, "up"});
+  // Note [Congestion control of the emulated hosts] in netem.h.
+  run_checked({"ip", "netns", "exec", e.netns, "sysctl", "-q", "-w",
+               fmt::format("net.ipv4.tcp_congestion_control={}", kCongestionControl)});
 
   const TokenBucket bucket = token_bucket_for(e.rate, options_.mtu);
   try {

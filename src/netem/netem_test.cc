@@ -201,6 +201,22 @@ TEST_F(NetemTest, RanksGetTheirVariablesInTheirNamespaces) {
   std::filesystem::remove_all(dir);
 }
 
+// Note [Congestion control of the emulated hosts]: every endpoint's TCP is reno,
+// whatever the machine's default.
+TEST_F(NetemTest, EveryHostUsesRenoSoThatLinksRunFull) {
+  SKIP_UNLESS_PRIVILEGED();
+  EmulatedNetwork network({.workers = 2, .servers = 1, .bandwidth = 100_Mbit});
+  for (const Endpoint& e : network.endpoints()) {
+    const pid_t child = fork_in(e.netns, [] {
+      std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
+      std::string algorithm;
+      in >> algorithm;
+      return algorithm == "reno" ? 0 : 1;
+    });
+    EXPECT_EQ(wait_exit_code(child), 0) << e.netns << " does not use reno";
+  }
+}
+
 // (b) The destructor removes every namespace it made.
 TEST_F(NetemTest, DestructionRemovesEveryNamespace) {
   SKIP_UNLESS_PRIVILEGED();

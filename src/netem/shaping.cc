@@ -13,7 +13,7 @@ namespace {
 constexpr Bytes kEthernetHeader = 14;
 constexpr Seconds kBurstTime = 1e-3;
 constexpr Seconds kQueueTime = 50e-3;
-constexpr Bytes kGsoSegment = 64 * 1024;
+constexpr Bytes kTransmitQueueFrames = 1000;  // Linux's default txqueuelen
 constexpr double kSmallPacket = 500;  // bytes; sizes netem's queue for a delay
 
 }  // namespace
@@ -26,7 +26,7 @@ TokenBucket token_bucket_for(BytesPerSecond rate, int mtu) {
   const auto bytes_in = [rate](Seconds t) { return static_cast<Bytes>(std::ceil(rate * t)); };
   TokenBucket bucket{.rate = rate};
   bucket.burst = std::max(2 * frame, bytes_in(kBurstTime));
-  bucket.limit = std::max(bytes_in(kQueueTime), bucket.burst + 2 * kGsoSegment);
+  bucket.limit = std::max(bytes_in(kQueueTime), kTransmitQueueFrames * frame);
   return bucket;
 }
 

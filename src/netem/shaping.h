@@ -18,10 +18,14 @@
 //    rate falls well short of the configured one. The price: a transfer of n bytes
 //    can start with `burst` bytes at line speed, so its time is short by at most
 //    burst/rate = 1 ms (under 0.4% for 1 MB at 10 Mbit).
-//  - limit = max(rate × 50 ms, burst + 128 KiB). veth hands tbf TCP segments of up
-//    to 64 KiB (GSO); a queue shorter than a couple of them drops packets of a single
-//    flow, and TCP's recovery then leaves the link idle. 50 ms of queue keeps several
-//    flows (all-reduce peers) loss-free at high rates, like a switch buffer.
+//  - limit = max(rate × 50 ms, 1000 frames). The endpoint's egress plays its host's
+//    transmit queue, which on Linux holds 1000 frames (txqueuelen): more than one
+//    socket has in flight in weft's runs, so a sender's own link never drops its
+//    packets. A shorter queue (two 64 KiB GSO segments, 134 KB at 10 Mbit) dropped
+//    200–400 packets per `weft profile --network` run there, and the all-reduces that
+//    waited out a retransmission timeout took 20% longer than the link allows. 50 ms
+//    of queue covers the higher rates, like a switch buffer. The hub's egress gets the
+//    same queue; it fills only under incast.
 //
 // Thread-safety: pure functions.
 #pragma once
