@@ -107,7 +107,7 @@ void run_plan(const PlanFlags& flags) {
   if (!flags.trace.empty()) {
     std::vector<const Timeline*> timelines;
     for (const PlannedStrategy& s : plan.strategies) timelines.push_back(&s.timeline);
-    write_chrome_trace(timelines, flags.trace);
+    write_output("--trace", flags.trace, chrome_trace_json(timelines));
     if (!flags.json) fmt::print("trace: {} (open in https://ui.perfetto.dev)\n", flags.trace);
   }
 }
@@ -126,14 +126,6 @@ struct SimulateFlags {
 };
 
 // --schedule-out: a bad path is bad input.
-void write_schedule(const std::string& file, const std::string& text) {
-  try {
-    write_file_atomically(file, text);
-  } catch (const std::runtime_error& e) {
-    throw UsageError(fmt::format("--schedule-out {}", e.what()));
-  }
-}
-
 void run_simulate(const SimulateFlags& flags) {
   if (flags.iterations < 0) throw UsageError(fmt::format("--iterations {}: expected >= 0", flags.iterations));
   const Profile profile = load_model(flags.model);
@@ -148,8 +140,8 @@ void run_simulate(const SimulateFlags& flags) {
   const Timeline timeline = simulate(chosen.schedule, profile, cluster,
                                      {.iterations = flags.iterations,
                                       .record_iterations = flags.trace.empty() ? 0 : flags.trace_iterations});
-  if (!flags.schedule_out.empty()) write_schedule(flags.schedule_out, to_json(chosen.schedule));
-  if (!flags.trace.empty()) write_chrome_trace(timeline, flags.trace);
+  if (!flags.schedule_out.empty()) write_output("--schedule-out", flags.schedule_out, to_json(chosen.schedule));
+  if (!flags.trace.empty()) write_output("--trace", flags.trace, chrome_trace_json({&timeline}));
   if (flags.json) {
     fmt::print("{}\n", summary_json(timeline.summary));
     return;

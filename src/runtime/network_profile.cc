@@ -64,11 +64,7 @@ void report(const NetworkProfileOptions& options, int world, const std::vector<S
              "{:.1f}%\n",
              format_duration(fit.a), fit.b, format_bandwidth(1 / fit.b), fit.r2, 100 * fit.max_relative_error);
   if (!options.out.empty()) {
-    try {
-      write_file_atomically(options.out, out.dump(2) + "\n");
-    } catch (const std::runtime_error& e) {
-      throw UsageError(fmt::format("--out {}", e.what()));
-    }
+    write_output("--out", options.out, out.dump(2) + "\n");
     fmt::print("fit written to {} (use it with --network {})\n", options.out.string(), options.out.string());
   }
 }

@@ -164,11 +164,7 @@ void save_parameters(LayeredModel& model, const std::filesystem::path& base, int
       bytes.append(static_cast<const char*>(flat.data_ptr()), flat.nbytes());
     }
   }
-  try {
-    write_file_atomically(file, bytes);
-  } catch (const std::runtime_error& e) {
-    throw UsageError(fmt::format("--save-params {}", e.what()));
-  }
+  write_output("--save-params", file, bytes);
 }
 
 json events_json(const std::vector<Event>& events) {
@@ -218,16 +214,22 @@ std::pair<Seconds, int> busy_and_peak(std::vector<std::pair<Seconds, Seconds>> i
 // are left out. compute = fp + bp; link utilisation = busy fraction of rank 0's
 // "comm" lane. With parameter servers, a server's link is busy while any worker's
 // exchange with it is in flight, and its incast is how many are at once (every
-// worker's exchange events, kExchangeEventPrefix and the server).
+// worker's exchange events, kExchangeEventPrefix and the server). The collective
+// skew is over every worker's other "comm" events past the warm-up.
 Summary summarise(const std::vector<Event>& events, int iterations) {
   Summary s;
   if (iterations < 2) return s;
   std::vector<Seconds> begin(static_cast<size_t>(iterations), 1e300), compute(static_cast<size_t>(iterations), 0);
   std::vector<std::pair<Seconds, Seconds>> comm;
   std::map<int, std::vector<std::pair<Seconds, Seconds>>> exchanges;  // server -> intervals
+  std::vector<Event> collectives;  // every worker's, past the warm-up
   for (const Event& e : events) {
-    if (e.lane == "comm" && e.name.starts_with(kExchangeEventPrefix) && e.iteration >= 0 && e.iteration < iterations) {
-      exchanges[std::atoi(e.name.c_str() + kExchangeEventPrefix.size())].emplace_back(e.start, e.end);
+    if (e.lane == "comm" && e.iteration >= 0 && e.iteration < iterations) {
+      if (e.name.starts_with(kExchangeEventPrefix)) {
+        exchanges[std::atoi(e.name.c_str() + kExchangeEventPrefix.size())].emplace_back(e.start, e.end);
+      } else if (e.iteration >= 1) {
+        collectives.push_back(e);
+      }
     }
     if (e.worker != 0 || e.iteration < 0 || e.iteration >= iterations) continue;
     if (e.lane == "compute") {
@@ -248,6 +250,7 @@ Summary summarise(const std::vector<Event>& events, int iterations) {
   s.exposed_comm = s.iteration - s.compute;
   const Seconds end = begin[static_cast<size_t>(iterations - 1)];
   s.link_utilisation = span > 0 ? busy_and_peak(comm, begin[1], end).first / span : 0;
+  s.collective_skew = collective_skew(collectives);
   for (const auto& [server, intervals] : exchanges) {
     const auto [busy, peak] = busy_and_peak(intervals, begin[1], end);
     s.peak_server_incast = std::max(s.peak_server_incast, peak);
@@ -269,7 +272,7 @@ void write_trace(const TrainOptions& options, const Group& group, Recorder& reco
     timeline.events.insert(timeline.events.end(), events.begin(), events.end());
   }
   timeline.summary = summarise(timeline.events, std::min(iterations, options.trace_iterations));
-  write_chrome_trace(timeline, options.trace);
+  write_output("--trace", options.trace, chrome_trace_json({&timeline}));
   std::cerr << fmt::format("measured timeline written to {} ({})\n", options.trace.string(),
                            summary_json(timeline.summary));
 }

@@ -1,13 +1,13 @@
 #include "timeline/timeline.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-
-#include "units/files.h"
 
 namespace weft {
 
@@ -86,15 +86,6 @@ std::string chrome_trace_json(const std::vector<const Timeline*>& timelines) {
   return trace.dump();
 }
 
-void write_chrome_trace(const std::vector<const Timeline*>& timelines,
-                        const std::filesystem::path& file) {
-  write_file_atomically(file, chrome_trace_json(timelines));
-}
-
-void write_chrome_trace(const Timeline& timeline, const std::filesystem::path& file) {
-  write_chrome_trace(std::vector<const Timeline*>{&timeline}, file);
-}
-
 std::string summary_json(const Summary& s) {
   json j = {{"iteration_s", s.iteration},
             {"compute_s", s.compute},
@@ -106,7 +97,30 @@ std::string summary_json(const Summary& s) {
     j["peak_server_incast"] = s.peak_server_incast;
     j["server_busy"] = s.server_busy;
   }
+  if (s.collective_skew > 0) j["collective_skew_s"] = s.collective_skew;
   return j.dump();
+}
+
+Seconds collective_skew(const std::vector<Event>& collectives) {
+  // (iteration, name, k) -> the earliest and latest start, and how many workers.
+  struct Starts {
+    Seconds first = 1e300, last = -1e300;
+    int workers = 0;
+  };
+  std::map<std::tuple<int, std::string, int>, Starts> by_collective;
+  std::map<std::tuple<int, int, std::string>, int> seen;  // (worker, iteration, name) -> events so far
+  for (const Event& e : collectives) {
+    const int k = seen[{e.worker, e.iteration, e.name}]++;
+    Starts& s = by_collective[{e.iteration, e.name, k}];
+    s.first = std::min(s.first, e.start);
+    s.last = std::max(s.last, e.start);
+    ++s.workers;
+  }
+  std::vector<double> spreads;
+  for (const auto& [key, s] : by_collective) {
+    if (s.workers >= 2) spreads.push_back(s.last - s.first);
+  }
+  return spreads.empty() ? 0 : median(spreads);
 }
 
 }  // namespace weft

@@ -6,10 +6,9 @@
 // one thread per lane ("compute", "comm", a link's name, ...), complete ("X")
 // events in microseconds, args {iteration, layer, bytes}.
 //
-// Thread-safety: plain data; the writer is a pure function plus one file write.
+// Thread-safety: plain data and pure functions.
 #pragma once
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -36,6 +35,7 @@ struct Summary {
   int iterations = 0;          // how many iterations the figures average over
   int peak_server_incast = 0;  // most concurrent pushes into one server (PS only)
   double server_busy = 0;      // busy fraction of the busiest server link (PS only)
+  Seconds collective_skew = 0; // measured only: see collective_skew()
 };
 
 struct Timeline {
@@ -46,17 +46,24 @@ struct Timeline {
   Summary summary;
 };
 
-// Chrome trace JSON, written atomically (temporary file, then rename). Several
-// timelines (a prediction and a measurement) can go into one file: each becomes
-// its own set of processes, labelled "<source> <strategy> <process name>".
-// THROWS std::runtime_error naming the file if it cannot be written.
-void write_chrome_trace(const std::vector<const Timeline*>& timelines,
-                        const std::filesystem::path& file);
-void write_chrome_trace(const Timeline& timeline, const std::filesystem::path& file);
+// Chrome trace JSON. Several timelines (a prediction and a measurement) can go into
+// one trace: each becomes its own set of processes, labelled "<source> <strategy>
+// <process name>".
 std::string chrome_trace_json(const std::vector<const Timeline*>& timelines);
 
 // The summary as a JSON object (keys iteration_s, compute_s, exposed_comm_s,
-// link_utilisation, iterations, and for PS peak_server_incast, server_busy).
+// link_utilisation, iterations, for PS peak_server_incast and server_busy, and
+// collective_skew_s where it is > 0).
 std::string summary_json(const Summary& summary);
+
+// How long the first worker to start a collective waits for the last, typically:
+// the median, over the collectives that two or more workers recorded, of the spread
+// of their start times. The k-th event of one name in one iteration is one
+// collective on every worker. `collectives` are the workers' collective events. In
+// a measured run the ranks are not in step (4 processes sharing 2 cores reach each
+// message milliseconds apart); in a simulation the one representative worker is,
+// so a measured skew is time the prediction does not have. 0 with no collective
+// that two workers recorded.
+Seconds collective_skew(const std::vector<Event>& collectives);
 
 }  // namespace weft

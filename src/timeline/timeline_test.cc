@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -83,42 +82,25 @@ TEST(ChromeTrace, SeveralTimelinesGetDistinctLabelledProcesses) {
   EXPECT_EQ(pids, (std::set<int>{0, 1, 2, 3}));
 }
 
-class TraceFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("weft_timeline_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
-};
-
-TEST_F(TraceFile, WritesAndReplacesAtomically) {
-  const auto file = dir_ / "trace.json";
-  { std::ofstream(file) << "old"; }
-  const Timeline t = two_workers("simulated");
-  write_chrome_trace(t, file);
-  std::ifstream in(file);
-  const json trace = json::parse(in);
-  EXPECT_EQ(of_phase(trace, "X").size(), t.events.size());
-  // Nothing but the trace is left in the directory.
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), 1);
-}
-
-TEST_F(TraceFile, FailureNamesTheFileAndLeavesNothing) {
-  const auto file = dir_ / "no_such_dir" / "trace.json";
-  const Timeline t = two_workers("simulated");
-  try {
-    write_chrome_trace(t, file);
-    FAIL() << "expected an error";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
-  }
-  EXPECT_FALSE(std::filesystem::exists(file));
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), 0);
+// Three workers start each collective at different times; the k-th event of a name
+// in an iteration is one collective, and one that a single worker recorded is no
+// evidence of skew.
+TEST(CollectiveSkew, IsTheMedianSpreadOfTheWorkersStartsOfOneCollective) {
+  auto message = [](int worker, int iteration, Seconds start) {
+    return Event{.worker = worker, .lane = "comm", .name = "allreduce 4KiB (1 ops)", .start = start,
+                 .end = start + 0.5, .iteration = iteration};
+  };
+  const std::vector<Event> collectives = {
+      // iteration 1, two messages of one name: spreads 0.2 and 0.4
+      message(0, 1, 10.0), message(1, 1, 10.1), message(2, 1, 10.2),
+      message(0, 1, 11.0), message(2, 1, 11.4), message(1, 1, 11.1),
+      // iteration 2: spread 0.3
+      message(1, 2, 20.3), message(0, 2, 20.0), message(2, 2, 20.1),
+      // iteration 3, only worker 0: no spread
+      message(0, 3, 30.0)};
+  EXPECT_NEAR(collective_skew(collectives), 0.3, 1e-12);
+  EXPECT_EQ(collective_skew({message(0, 1, 1.0), message(0, 2, 2.0)}), 0);
+  EXPECT_EQ(collective_skew({}), 0);
 }
 
 TEST(SummaryJson, HasTheDocumentedKeys) {
@@ -137,6 +119,10 @@ TEST(SummaryJson, HasTheDocumentedKeys) {
   j = json::parse(summary_json(s));
   EXPECT_EQ(j.at("peak_server_incast"), 8);
   EXPECT_EQ(j.at("server_busy"), 0.25);
+  EXPECT_FALSE(j.contains("collective_skew_s"));
+
+  s.collective_skew = 0.004;
+  EXPECT_EQ(json::parse(summary_json(s)).at("collective_skew_s"), 0.004);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "units/units.h"
+
 namespace weft {
 namespace {
 
@@ -73,6 +75,14 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view t
   TempFile temporary(file);
   temporary.write_all(text);
   temporary.publish();
+}
+
+void write_output(std::string_view flag, const std::filesystem::path& file, std::string_view text) {
+  try {
+    write_file_atomically(file, text);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(fmt::format("{} {}", flag, e.what()));
+  }
 }
 
 }  // namespace weft

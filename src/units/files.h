@@ -17,4 +17,9 @@ namespace weft {
 // THROWS std::runtime_error "FILE: cannot write it (STEP failed: REASON)".
 void write_file_atomically(const std::filesystem::path& file, std::string_view text);
 
+// write_file_atomically for a file the user named with `flag`: a path that cannot
+// be written is bad input.
+// THROWS UsageError "FLAG FILE: cannot write it (STEP failed: REASON)".
+void write_output(std::string_view flag, const std::filesystem::path& file, std::string_view text);
+
 }  // namespace weft
