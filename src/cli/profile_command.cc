@@ -15,6 +15,7 @@
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
 #include "runtime/network_profile.h"
+#include "units/files.h"
 #include "units/units.h"
 
 namespace weft::cli {
@@ -131,6 +132,7 @@ void add_profile(CLI::App& app, int& exit_status) {
     if (flags->network && !flags->model.empty()) {
       throw UsageError("weft profile: --model and --network measure different things; give one of them");
     }
+    if (!flags->out.empty()) check_output("--out", flags->out);
     exit_status = flags->network ? run_network_profile(*flags) : run_model_profile(*flags);
   });
 }

@@ -7,6 +7,7 @@
 #include "runtime/optimizer.h"
 #include "runtime/trainer.h"
 #include "runtime/worker_env.h"
+#include "units/files.h"
 
 namespace weft::runtime {
 
@@ -37,6 +38,10 @@ void validate(const TrainOptions& o) {
   }
   if (!(o.failure_timeout > 0)) {
     throw UsageError(fmt::format("--failure-timeout {}: expected a number of seconds > 0", o.failure_timeout));
+  }
+  for (const auto& [flag, file] : {std::pair{"--metrics", o.metrics}, std::pair{"--trace", o.trace},
+                                   std::pair{"--save-params", o.save_params}}) {
+    if (!file.empty()) check_output(flag, file);
   }
 }
 

@@ -71,6 +71,24 @@ TEST_F(TrainTest, AKilledWorkerFailsTheJobByNameAndLeavesNoProcess) {
                /*processes=*/3, /*workers=*/3, /*victim=*/1, "rank 1 failed (killed by signal 9)");
 }
 
+// An output in a directory that does not exist is bad input, refused before any
+// process starts: a million steps are not trained only to lose their trace.
+TEST_F(TrainTest, AnOutputInAMissingDirectoryIsRefusedBeforeTraining) {
+  for (const std::string flag : {"--trace", "--save-params", "--metrics"}) {
+    const fs::path out = dir_ / "no_such_dir" / "out.json";
+    Weft job({"train", "--model", "mlp", "--synthetic", "--nproc", "2", "--steps", "1000000", "--no-progress",
+              flag, out.string()},
+             dir_);
+    EXPECT_EQ(job.wait(std::chrono::seconds(20)), 2) << flag;
+    EXPECT_NE(job.stderr_text().find(flag + " " + out.string() + ": cannot write it (its directory"),
+              std::string::npos)
+        << job.stderr_text();
+  }
+  Weft profile({"profile", "--network", "--nproc", "2", "--out", (dir_ / "no_such_dir" / "net.json").string()}, dir_);
+  EXPECT_EQ(profile.wait(std::chrono::seconds(20)), 2);
+  EXPECT_NE(profile.stderr_text().find("--out "), std::string::npos) << profile.stderr_text();
+}
+
 // `weft profile --model --nproc K` (Note [Profiling together]): K processes, one
 // profile, every process gone.
 TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {

@@ -77,6 +77,20 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view t
   temporary.publish();
 }
 
+void check_output(std::string_view flag, const std::filesystem::path& file) {
+  const std::filesystem::path dir = file.parent_path().empty() ? "." : file.parent_path();
+  std::error_code error;
+  std::string why;
+  if (!std::filesystem::is_directory(dir, error)) {
+    why = fmt::format("its directory {} does not exist", dir.string());
+  } else if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    why = fmt::format("no permission to create files in {}: {}", dir.string(), std::strerror(errno));
+  } else {
+    return;
+  }
+  throw UsageError(fmt::format("{} {}: cannot write it ({})", flag, file.string(), why));
+}
+
 void write_output(std::string_view flag, const std::filesystem::path& file, std::string_view text) {
   try {
     write_file_atomically(file, text);

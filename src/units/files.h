@@ -22,4 +22,10 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view t
 // THROWS UsageError "FLAG FILE: cannot write it (STEP failed: REASON)".
 void write_output(std::string_view flag, const std::filesystem::path& file, std::string_view text);
 
+// Checks, before long work whose result goes to `file`, that it could be written
+// there: its directory exists and this process may create files in it. A typo in
+// an output path then costs nothing instead of the whole run.
+// THROWS UsageError "FLAG FILE: cannot write it (REASON)".
+void check_output(std::string_view flag, const std::filesystem::path& file);
+
 }  // namespace weft

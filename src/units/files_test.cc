@@ -70,5 +70,19 @@ TEST_F(WriteFile, AnOutputTheUserNamedIsAUsageErrorNamingTheFlag) {
   EXPECT_EQ(contents(dir_ / "trace.json"), "{}");
 }
 
+TEST_F(WriteFile, AnOutputIsCheckedBeforeTheWorkThatFillsIt) {
+  EXPECT_NO_THROW(check_output("--out", dir_ / "later.json"));
+  EXPECT_NO_THROW(check_output("--out", "in-the-working-directory.json"));
+  EXPECT_EQ(entries(), 0) << "checking creates nothing";
+  const fs::path missing = dir_ / "no_such_dir" / "later.json";
+  try {
+    check_output("--out", missing);
+    FAIL() << "expected an error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--out " + missing.string() + ": cannot write it (its directory " +
+                                         (dir_ / "no_such_dir").string() + " does not exist)");
+  }
+}
+
 }  // namespace
 }  // namespace weft
