@@ -81,8 +81,10 @@ void check_output(std::string_view flag, const std::filesystem::path& file) {
   const std::filesystem::path dir = file.parent_path().empty() ? "." : file.parent_path();
   std::error_code error;
   std::string why;
-  if (!std::filesystem::is_directory(dir, error)) {
+  if (!std::filesystem::exists(dir, error)) {
     why = fmt::format("its directory {} does not exist", dir.string());
+  } else if (!std::filesystem::is_directory(dir, error)) {
+    why = fmt::format("{} is not a directory", dir.string());
   } else if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     why = fmt::format("no permission to create files in {}: {}", dir.string(), std::strerror(errno));
   } else {

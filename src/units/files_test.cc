@@ -82,6 +82,14 @@ TEST_F(WriteFile, AnOutputIsCheckedBeforeTheWorkThatFillsIt) {
     EXPECT_EQ(std::string(e.what()), "--out " + missing.string() + ": cannot write it (its directory " +
                                          (dir_ / "no_such_dir").string() + " does not exist)");
   }
+  { std::ofstream(dir_ / "a_file") << "not a directory"; }
+  try {
+    check_output("--out", dir_ / "a_file" / "later.json");
+    FAIL() << "expected an error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find((dir_ / "a_file").string() + " is not a directory"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
