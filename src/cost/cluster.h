@@ -48,6 +48,10 @@ struct FittedAllReduce {
   Bytes gather_below = 0;
 };
 
+// The one rule both executors follow: the runtime picks the algorithm with it, the
+// simulator and the engine name the message after it.
+inline bool summed_by_allgather(Bytes bytes, Bytes gather_below) { return bytes <= gather_below; }
+
 // Note [Measured all-reduce curve]
 // --------------------------------
 // A least-squares line a + b·n through the timed sizes (4 KiB·4^k) misses the sizes

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
+#include "cost/cluster.h"
 #include "runtime/parameter_server.h"
 #include "runtime/process_group.h"
 
@@ -49,7 +50,7 @@ class AllReduceMean : public OpExecutor {
     if (options_.workers > 1) result.div_(static_cast<double>(options_.workers));
   }
   std::string describe(const Schedule&, const Message& message) const override {
-    return message.bytes <= options_.gather_below ? "allgather" : "allreduce";
+    return summed_by_allgather(message.bytes, options_.gather_below) ? "allgather" : "allreduce";
   }
 
  private:

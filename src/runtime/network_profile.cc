@@ -137,7 +137,7 @@ std::vector<NetworkPoint> points_used(const std::vector<SumTimes>& timed) {
   const Bytes threshold = gather_below(timed);
   std::vector<NetworkPoint> points;
   for (const SumTimes& t : timed) {
-    points.push_back({.bytes = t.bytes, .seconds = t.bytes <= threshold ? *t.allgather : t.allreduce});
+    points.push_back({.bytes = t.bytes, .seconds = summed_by_allgather(t.bytes, threshold) ? *t.allgather : t.allreduce});
   }
   return points;
 }

@@ -13,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "cost/cluster.h"
+
 namespace weft::runtime {
 namespace {
 
@@ -87,7 +89,7 @@ Group connect(const WorkerEnv& env, Seconds timeout) {
 
 Summing start_sum(c10d::ProcessGroup& group, const torch::Tensor& buffer, Bytes gather_below) {
   const Bytes bytes = static_cast<Bytes>(buffer.numel()) * static_cast<Bytes>(buffer.element_size());
-  if (bytes > gather_below) {
+  if (!summed_by_allgather(bytes, gather_below)) {
     std::vector<torch::Tensor> tensors{buffer};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::SUM;

@@ -613,7 +613,7 @@ void Simulation::on_collective_done(int seq, Seconds now) {
       const int lane = c.lane[static_cast<size_t>(v)];
       // Named as the runtime names it (Note [Small all-reduces by all-gather] in
       // runtime/process_group.h), so that predicted and measured traces match.
-      const bool gathered = cluster_.fitted && message.bytes <= cluster_.fitted->gather_below;
+      const bool gathered = cluster_.fitted && summed_by_allgather(message.bytes, cluster_.fitted->gather_below);
       record(v, lane_name(lane), (gathered ? "allgather " : "allreduce ") + describe(message), c.start, now,
              message);
       workers_state_[static_cast<size_t>(v)].comm_lane_busy[static_cast<size_t>(lane)] = false;
