@@ -240,11 +240,14 @@ LinkResult Bench::profile_network(const Link& link) {
   Profile linked = profile;
   linked.compute_slowdown = interference.compute_slowdown;
   linked.comm_slowdown = interference.comm_slowdown;
-  linked.device += fmt::format("; slowdowns measured over {} ({})", link.name, relative(measured));
+  linked.skew = interference.skew;
+  linked.device += fmt::format("; slowdowns and skew measured over {} ({})", link.name, relative(measured));
   const fs::path profile_file = out_ / fmt::format("profile-{}.json", slug(link.name));
   save_profile(linked, profile_file);
-  say(fmt::format("{}: compute takes {:.0f}% longer while all-reducing, all-reduces {:.0f}% longer while computing",
-                  link.name, 100 * linked.compute_slowdown, 100 * linked.comm_slowdown));
+  say(fmt::format("{}: compute takes {:.0f}% longer while all-reducing, all-reduces {:.0f}% longer while computing; "
+                  "in step, the last worker reaches a collective {} late",
+                  link.name, 100 * linked.compute_slowdown, 100 * linked.comm_slowdown,
+                  format_duration(linked.skew)));
   return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file),
           .profile = relative(profile_file)};
 }

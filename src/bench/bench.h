@@ -45,8 +45,9 @@
 // On these 2 cores a worker's compute and the bytes it moves take CPU from each
 // other: a layer overlapping a message runs slower, and so does the message, by
 // amounts that depend on the link (Note [Interference], sim/simulator.cc). So each
-// link gets its own profile: profile.json's layers with the two slowdowns measured
-// over that link by `weft profile --interference` (Note [Measuring interference],
+// link gets its own profile: profile.json's layers with the two slowdowns and the
+// workers' skew (Note [Skew], sim/simulator.cc) measured over that link by `weft
+// profile --interference` (Notes [Measuring interference] and [Measuring skew],
 // runtime/layer_profiler.h; its own profile is kept in logs/), and the link's
 // predictions, simulated trace and training runs all use it. The layers are not
 // taken from that second measurement: two profiles a few minutes apart differ by

@@ -39,6 +39,12 @@ struct Profile {
   // has cores of its own. Measured by `weft profile --interference`.
   double compute_slowdown = 0;
   double comm_slowdown = 0;
+  // Where more workers than cores compute, the kernel's time slices put them
+  // out of step: the last worker reaches a collective this much later than the
+  // average one, and every collective starts that much after its ops are ready
+  // (Note [Skew], sim/simulator.cc). 0 (the default) where workers keep in step.
+  // Measured by `weft profile --interference`.
+  Seconds skew = 0;
 
   int size() const { return static_cast<int>(layers.size()); }
   std::int64_t total_params() const;
@@ -54,11 +60,11 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 // Checks a profile a user supplied. THROWS UsageError naming `origin` (a file
 // name or "profile"), the layer index and field, for: no layers, an empty name,
 // negative params, bytes_per_param < 1, negative or non-finite fp/bp; or naming
-// the field for a negative or non-finite compute_slowdown or comm_slowdown.
+// the field for a negative or non-finite compute_slowdown, comm_slowdown or skew.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
 // JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
-// the optional top-level `compute_slowdown` and `comm_slowdown` to 0.
+// the optional top-level `compute_slowdown`, `comm_slowdown` and `skew_s` to 0.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");
@@ -69,7 +75,7 @@ std::string to_json(const Profile& profile);
 void save_profile(const Profile& profile, const std::filesystem::path& file);
 
 // Layer by layer, the median over `profiles` of the forward and backward times
-// (the mean of the middle two for an even count), and of each slowdown;
+// (the mean of the middle two for an even count), and of each slowdown and the skew;
 // the rest is the first's, the
 // device saying how many were merged. THROWS std::invalid_argument for no
 // profiles or profiles of different layers.

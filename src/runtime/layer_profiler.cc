@@ -238,13 +238,59 @@ void measure_interference(const Group& group, const WorkerEnv& env, const LayerP
   mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
 }
 
+// Note [Measuring skew]: how much later than the average process the last one
+// reaches a collective, the processes training in step.
+Seconds measure_skew(const Group& group, const LayerProfilerOptions& options) {
+  const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
+  const Batch batch =
+      make_data({.model = options.model, .synthetic = true, .batch = options.batch, .seed = options.seed})->next();
+  std::vector<torch::Tensor> token{torch::zeros({1})};
+  const auto meet = [&] {
+    const auto start = Clock::now();
+    group.collectives->allreduce(token)->wait();
+    return since(start);
+  };
+  constexpr int kMeetings = 2;  // per iteration: after the forward, after the backward
+  const int n = kMeetings * options.iterations;
+  std::vector<torch::Tensor> waits{torch::zeros({group.world, n}, torch::kDouble)};
+  auto mine = waits[0].accessor<double, 2>()[group.rank];
+  meet();
+  for (int i = 0; i < options.warmup + options.iterations; ++i) {
+    torch::Tensor x = batch.input;
+    for (int l = 0; l < model->num_layers(); ++l) x = model->forward_layer(l, x);
+    const torch::Tensor loss = model->loss(x, batch.target);
+    const Seconds after_forward = meet();
+    loss.backward();
+    const Seconds after_backward = meet();
+    if (i >= options.warmup) {
+      mine[kMeetings * (i - options.warmup)] = after_forward;
+      mine[kMeetings * (i - options.warmup) + 1] = after_backward;
+    }
+  }
+  group.collectives->allreduce(waits)->wait();  // every rank's row, on every rank
+  const auto all = waits[0].accessor<double, 2>();
+  std::vector<Seconds> skews;
+  for (int k = 0; k < n; ++k) {
+    Seconds least = all[0][k], sum = 0;
+    for (int r = 0; r < group.world; ++r) {
+      least = std::min(least, all[r][k]);
+      sum += all[r][k];
+    }
+    skews.push_back(sum / group.world - least);
+  }
+  return median(skews);
+}
+
 // One of the processes of Note [Profiling together].
 int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   const Group group = connect(env, job.failure_timeout);
   LayerProfilerOptions options = job.profiler;
   if (group.rank != 0) options.progress = nullptr;
   Profile mine = profile_phase(group, options, "weft/profiled");
-  if (job.interference) measure_interference(group, env, options, job.failure_timeout, mine);
+  if (job.interference) {
+    measure_interference(group, env, options, job.failure_timeout, mine);
+    mine.skew = measure_skew(group, options);
+  }
   const std::string json = to_json(mine);
   group.store->set(fmt::format("weft/profile/{}", group.rank), std::vector<std::uint8_t>(json.begin(), json.end()));
   if (group.rank == 0) {

@@ -112,7 +112,8 @@ TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {
 }
 
 // `--interference` (Note [Measuring interference]): a second phase beside an
-// all-reduce stream on its own group; both groups' processes end with the job.
+// all-reduce stream on its own group, then a third in step that times the skew
+// (Note [Measuring skew]); both groups' processes end with the job.
 TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   const fs::path out = dir_ / "slowdown.json";
   Weft job({"profile", "--model", "mlp", "--batch", "8", "--nproc", "2", "--warmup", "1", "--iterations", "40",
@@ -127,6 +128,9 @@ TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
     EXPECT_GE(slowdown, 0) << field;
     EXPECT_LT(slowdown, 100) << field;
   }
+  ASSERT_TRUE(profile.contains("skew_s")) << profile.dump();  // two processes never wait exactly alike
+  EXPECT_GT(profile.at("skew_s").get<double>(), 0);
+  EXPECT_LT(profile.at("skew_s").get<double>(), 1);
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;

@@ -269,6 +269,34 @@ TEST(Simulate, ReleaseOffsetsDelayTheCollective) {
   EXPECT_EQ(comm_events, 4);
 }
 
+// Note [Skew]: each collective starts `skew` after its op is ready, or when the
+// one before it ends, whichever is later; the trace shows the wait inside it.
+TEST(Simulate, SkewDelaysEachCollectiveThatFindsTheLinkFree) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 100; ++trial) {
+    Profile p = random_profile(rng);
+    p.skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
+    const Cluster c = random_ring(rng);
+    const auto bp_end = backward_end_times(p);
+    Seconds end = 0;
+    for (int l = p.size() - 1; l >= 0; --l) {
+      end = std::max(bp_end[static_cast<size_t>(l)] + p.skew, end) + allreduce_time(c, p.layers[l].bytes());
+    }
+    const Seconds expected = p.forward_time() + std::max(p.backward_time(), end);
+    const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 5});
+    EXPECT_NEAR(t.summary.iteration, expected, 1e-9) << "trial " << trial;
+  }
+  Profile p = make_profile({{1e-3, 2e-3, 250'000}});
+  p.skew = 4e-3;
+  const Cluster c = ring(4, 1_Gbit, 50_us);
+  const Timeline t = simulate(one_period({whole_layers(p, {0})}), p, c, {.iterations = 4, .record_iterations = 1});
+  EXPECT_NEAR(t.summary.iteration, compute_of(p) + p.skew + allreduce_time(c, p.total_bytes()), 1e-12);
+  const auto comm = std::find_if(t.events.begin(), t.events.end(), [](const Event& e) { return e.lane == "comm"; });
+  ASSERT_NE(comm, t.events.end());
+  EXPECT_NEAR(comm->start, compute_of(p), 1e-12);
+  EXPECT_NEAR(comm->end, compute_of(p) + p.skew + allreduce_time(c, p.total_bytes()), 1e-12);
+}
+
 // Note [Symmetric all-reduce workers]: simulating one representative worker gives
 // what simulating every worker gives. Offsets that differ by 1e-15 s force the full
 // simulation without changing the physics.
@@ -278,6 +306,7 @@ TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
     Profile p = random_profile(rng);
     if (trial % 4 >= 2) p.compute_slowdown = 0.4;
     if (trial % 4 == 3) p.comm_slowdown = 0.7;
+    if (trial % 5 >= 3) p.skew = 2e-3;
     const Cluster c = random_ring(rng);
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
@@ -360,6 +389,16 @@ TEST(Simulate, ParameterServerRecordsPushAndPull) {
   }
   EXPECT_EQ(pushes, 2 * 2);
   EXPECT_EQ(pulls, 2 * 2);
+}
+
+// Note [Skew]: parameter-server transfers are point to point; skew leaves them be.
+TEST(Simulate, SkewLeavesParameterServerTransfersAlone) {
+  Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 100'000}});
+  const Cluster c = parameter_server(4, 1_Gbit, 50_us);
+  const Schedule s = one_period({ps_op(p, {1}), ps_op(p, {0})});
+  const Seconds in_step = simulate(s, p, c, {.iterations = 4}).summary.iteration;
+  p.skew = 4e-3;
+  EXPECT_EQ(simulate(s, p, c, {.iterations = 4}).summary.iteration, in_step);
 }
 
 // Local SGD shape: ops only in some iterations of the period; the summary averages
