@@ -231,23 +231,19 @@ LinkResult Bench::profile_network(const Link& link) {
   // Note [Interference per link].
   const fs::path measured = out_ / "logs" / fmt::format("interference-{}.json", slug(link.name));
   const fs::path measured_log = log(fmt::format("interference-{}", slug(link.name)));
-  say(fmt::format("{}: timing compute and all-reduces of {} together over the link", link.name,
+  say(fmt::format("{}: timing the layers, and all-reduces of {} with them, over the link", link.name,
                   format_bytes(profile.total_bytes())));
   const ChildResult p = run({.argv = link_profile_command(next_tools(), link, o_.training, measured.string()),
                              .log = measured_log});
   if (!p.succeeded()) throw std::runtime_error(failure(p, measured_log));
-  const Profile interference = load_profile(measured);
-  Profile linked = profile;
-  linked.compute_slowdown = interference.compute_slowdown;
-  linked.comm_slowdown = interference.comm_slowdown;
-  linked.skew = interference.skew;
-  linked.device += fmt::format("; slowdowns and skew measured over {} ({})", link.name, relative(measured));
+  Profile linked = load_profile(measured);
+  linked.device += fmt::format("; measured over {} ({})", link.name, relative(measured));
   const fs::path profile_file = out_ / fmt::format("profile-{}.json", slug(link.name));
   save_profile(linked, profile_file);
-  say(fmt::format("{}: compute takes {:.0f}% longer while all-reducing, all-reduces {:.0f}% longer while computing; "
-                  "in step, the last worker reaches a collective {} late",
-                  link.name, 100 * linked.compute_slowdown, 100 * linked.comm_slowdown,
-                  format_duration(linked.skew)));
+  say(fmt::format("{}: forward {} + backward {} per iteration; compute takes {:.0f}% longer while all-reducing, "
+                  "all-reduces {:.0f}% longer while computing; in step, the last worker reaches a collective {} late",
+                  link.name, format_duration(linked.forward_time()), format_duration(linked.backward_time()),
+                  100 * linked.compute_slowdown, 100 * linked.comm_slowdown, format_duration(linked.skew)));
   return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file),
           .profile = relative(profile_file)};
 }

@@ -7,8 +7,9 @@
 //     [Profiling under contention]) → <out>/profile.json.
 // Then for each link (one emulated bandwidth, or plain loopback):
 //  3. the all-reduce fit a + b·n, measured by P processes over that link
-//     (`weft profile --network`) → <out>/net-<link>.json, and how much compute
-//     and communication slow each other over it (Note [Interference per link])
+//     (`weft profile --network`) → <out>/net-<link>.json, and the layer times,
+//     how much compute and communication slow each other and how far the workers
+//     are out of step over it (Note [Interference per link])
 //     → <out>/profile-<link>.json;
 //  4. the planner's prediction of every strategy from that profile and fit
 //     (`weft plan --json`, once per architecture) → <out>/plan-<link>.json, and
@@ -45,13 +46,15 @@
 // On these 2 cores a worker's compute and the bytes it moves take CPU from each
 // other: a layer overlapping a message runs slower, and so does the message, by
 // amounts that depend on the link (Note [Interference], sim/simulator.cc). So each
-// link gets its own profile: profile.json's layers with the two slowdowns and the
-// workers' skew (Note [Skew], sim/simulator.cc) measured over that link by `weft
-// profile --interference` (Notes [Measuring interference] and [Measuring skew],
-// runtime/layer_profiler.h; its own profile is kept in logs/), and the link's
-// predictions, simulated trace and training runs all use it. The layers are not
-// taken from that second measurement: two profiles a few minutes apart differ by
-// up to 10%, and the ratios are measured within one job.
+// link gets its own profile, measured over that link by `weft profile
+// --interference` (Notes [Measuring interference] and [Measuring skew],
+// runtime/layer_profiler.h; the job's own output is kept in logs/): its layers,
+// timed by the workers inside their namespaces, the two slowdowns and the
+// workers' skew (Note [Skew], sim/simulator.cc). The link's predictions,
+// simulated trace and training runs all use it. profile.json's layers, timed
+// minutes earlier on loopback, came out 6–16% faster than the same layers timed
+// in the namespaces (34.3 against 36.4–39.8 ms per iteration in one bench), and
+// training computed as the latter did.
 //
 // Note [Repeated runs]
 // Two runs of one strategy a minute apart differ by up to ±8% on a shared machine,

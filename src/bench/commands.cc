@@ -63,10 +63,13 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
 
 namespace {
 
-// One process of Note [Profiling under contention].
+// One process of Note [Profiling under contention]. 200 timed iterations: over 50,
+// which of the 4 processes share a core stays the same long enough to bias the
+// whole profile (cnn, 4 processes on 2 cores: 26.8–36.1 ms per iteration in eight
+// profiles; with 200, 32.9–35.8 in four).
 std::vector<std::string> model_profile_argv(const Tools& tools, const Training& training, const std::string& out) {
   return {tools.weft, "profile", "--model", training.model, "--batch", std::to_string(training.batch),
-          "--threads", "1", "--seed", std::to_string(training.seed), "--warmup", "10", "--iterations", "50",
+          "--threads", "1", "--seed", std::to_string(training.seed), "--warmup", "10", "--iterations", "200",
           "--out", out};
 }
 
