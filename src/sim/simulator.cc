@@ -5,8 +5,8 @@
 #include <deque>
 #include <functional>
 #include <queue>
-#include <unordered_map>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
