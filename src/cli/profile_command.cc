@@ -5,6 +5,7 @@
 //   --network    the all-reduce cost fit a + b·n over real Gloo all-reduces
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -25,7 +26,7 @@ struct ProfileFlags {
   // --model
   std::string model;
   int batch = 32;
-  int iterations = 20;
+  std::optional<int> iterations;  // default: timed_iterations()
   int warmup = 3;
   int threads = 1;
   std::uint64_t seed = 0;
@@ -61,6 +62,16 @@ void print_table(const Profile& profile) {
   }
 }
 
+// 20 timed iterations for one process; 200 for several sharing the cores: which of
+// them share a core shifts only every second or so, and over 50 iterations that
+// biased whole profiles (4 processes on 2 cores timed cnn at 26.8–36.1 ms per
+// iteration in eight profiles, at 32.9–35.8 in four of 200; BENCHMARKS.md, "Skew,
+// and each link's own layers").
+int timed_iterations(const ProfileFlags& flags) {
+  if (flags.iterations) return *flags.iterations;
+  return flags.network_options.nproc.value_or(1) > 1 ? 200 : 20;
+}
+
 int run_model_profile(const ProfileFlags& flags) {
   if (flags.model.empty()) {
     throw UsageError(fmt::format("weft profile: give --model (one of {}) or --network",
@@ -70,7 +81,7 @@ int run_model_profile(const ProfileFlags& flags) {
       .profiler = {.model = flags.model,
                    .batch = flags.batch,
                    .warmup = flags.warmup,
-                   .iterations = flags.iterations,
+                   .iterations = timed_iterations(flags),
                    .threads = flags.threads,
                    .seed = flags.seed,
                    .progress =
@@ -111,7 +122,8 @@ void add_profile(CLI::App& app, int& exit_status) {
                                                 "fit the all-reduce cost a + b*n; writes a profile JSON");
   cmd->add_option("--model", flags->model, fmt::format("runtime model: {}", fmt::join(runtime::model_names(), ", ")));
   cmd->add_option("--batch", flags->batch, "batch per worker")->capture_default_str();
-  cmd->add_option("--iterations,-n", flags->iterations, "timed iterations (the median is kept)")->capture_default_str();
+  cmd->add_option("--iterations,-n", flags->iterations,
+                  "timed iterations (the median is kept); default 20, or 200 with --nproc 2 or more");
   cmd->add_option("--warmup", flags->warmup, "untimed iterations first")->capture_default_str();
   cmd->add_option("--threads", flags->threads, "LibTorch intra-op threads (1: workers share the cores)")
       ->capture_default_str();

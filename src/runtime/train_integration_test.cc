@@ -111,6 +111,18 @@ TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {
   }
 }
 
+// Processes that share the cores time 200 iterations unless told otherwise; one
+// alone, 20 (timed_iterations in cli/profile_command.cc).
+TEST_F(TrainTest, ProfilingSeveralProcessesTimesMoreIterationsByDefault) {
+  Weft together({"profile", "--model", "mlp", "--batch", "8", "--nproc", "2", "--warmup", "1"}, dir_);
+  ASSERT_EQ(together.wait(std::chrono::seconds(120)), 0) << together.stderr_text();
+  EXPECT_NE(together.stderr_text().find("iteration 201/201"), std::string::npos) << together.stderr_text();
+  Weft alone({"profile", "--model", "mlp", "--batch", "8", "--warmup", "1"}, dir_);
+  ASSERT_EQ(alone.wait(std::chrono::seconds(60)), 0) << alone.stderr_text();
+  EXPECT_NE(alone.stderr_text().find("iteration 21/21"), std::string::npos) << alone.stderr_text();
+  EXPECT_EQ(alone.stderr_text().find("iteration 201/201"), std::string::npos);
+}
+
 // `--interference` (Note [Measuring interference]): a second phase beside an
 // all-reduce stream on its own group, then a third in step that times the skew
 // (Note [Measuring skew]); both groups' processes end with the job.
