@@ -130,8 +130,8 @@ void add_profile(CLI::App& app, int& exit_status) {
   cmd->add_option("--seed", flags->seed, "model initialisation seed")->capture_default_str();
   cmd->add_flag("--interference", flags->interference,
                 "--model with --nproc K >= 2: then all-reduce back to back, alone and while profiling again, and "
-                "write how much compute and all-reduces slow each other (compute_slowdown, comm_slowdown); then train in "
-                "step and write how late the last process reaches a collective (skew_s)");
+                "write how much compute and all-reduces slow each other (compute_slowdown, comm_slowdown); then "
+                "train in step and write how late the last process reaches a collective (skew_s)");
   cmd->add_flag("--network", flags->network, "fit the all-reduce cost over real Gloo all-reduces instead");
   cmd->add_option("--nproc", flags->network_options.nproc,
                   "local processes: --model profiles them together, sharing the cores as K workers will (the "

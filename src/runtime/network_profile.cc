@@ -137,7 +137,8 @@ std::vector<NetworkPoint> points_used(const std::vector<SumTimes>& timed) {
   const Bytes threshold = gather_below(timed);
   std::vector<NetworkPoint> points;
   for (const SumTimes& t : timed) {
-    points.push_back({.bytes = t.bytes, .seconds = summed_by_allgather(t.bytes, threshold) ? *t.allgather : t.allreduce});
+    const bool gathered = summed_by_allgather(t.bytes, threshold);
+    points.push_back({.bytes = t.bytes, .seconds = gathered ? *t.allgather : t.allreduce});
   }
   return points;
 }
