@@ -111,10 +111,13 @@ void validate(const Profile& profile, std::string_view origin) {
                                    origin, field, value));
     }
   }
-  if (!(profile.skew >= 0) || !std::isfinite(profile.skew)) {
-    throw UsageError(fmt::format("{}: field \"skew_s\" is {}; expected seconds >= 0 (0: the workers reach every "
-                                 "collective together)",
-                                 origin, profile.skew));
+  for (const auto& [field, value] : {std::pair{"skew_s", profile.skew},
+                                     std::pair{"back_to_back_skew_s", profile.back_to_back_skew}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected seconds >= 0 (0: the workers reach every "
+                                   "collective together)",
+                                   origin, field, value));
+    }
   }
 }
 
@@ -237,6 +240,7 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "compute_slowdown", "a number >= 0", origin, profile.compute_slowdown);
   read_optional(root, "comm_slowdown", "a number >= 0", origin, profile.comm_slowdown);
   read_optional(root, "skew_s", "seconds >= 0", origin, profile.skew);
+  read_optional(root, "back_to_back_skew_s", "seconds >= 0", origin, profile.back_to_back_skew);
 
   auto layers = root.find("layers");
   if (layers == root.end()) {
@@ -293,6 +297,7 @@ std::string to_json(const Profile& profile) {
   if (profile.compute_slowdown != 0) root["compute_slowdown"] = profile.compute_slowdown;
   if (profile.comm_slowdown != 0) root["comm_slowdown"] = profile.comm_slowdown;
   if (profile.skew != 0) root["skew_s"] = profile.skew;
+  if (profile.back_to_back_skew != 0) root["back_to_back_skew_s"] = profile.back_to_back_skew;
   auto& layers = root["layers"] = nlohmann::ordered_json::array();
   for (const Layer& layer : profile.layers) {
     layers.push_back({{kName, layer.name},
@@ -333,15 +338,17 @@ Profile median_profile(const std::vector<Profile>& profiles) {
     merged.layers[l].fp = median(fp);
     merged.layers[l].bp = median(bp);
   }
-  std::vector<double> compute, comm, skew;
+  std::vector<double> compute, comm, skew, back_to_back_skew;
   for (const Profile& p : profiles) {
     compute.push_back(p.compute_slowdown);
     comm.push_back(p.comm_slowdown);
     skew.push_back(p.skew);
+    back_to_back_skew.push_back(p.back_to_back_skew);
   }
   merged.compute_slowdown = median(compute);
   merged.comm_slowdown = median(comm);
   merged.skew = median(skew);
+  merged.back_to_back_skew = median(back_to_back_skew);
   if (profiles.size() > 1) merged.device = fmt::format("{}, median of {} processes", merged.device, profiles.size());
   return merged;
 }

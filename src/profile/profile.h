@@ -45,6 +45,11 @@ struct Profile {
   // (Note [Skew], sim/simulator.cc). 0 (the default) where workers keep in step.
   // Measured by `weft profile --interference`.
   Seconds skew = 0;
+  // The same for a collective issued as soon as the one before it ends: the
+  // workers leave a collective out of step too, if less so, and a collective
+  // launched at its predecessor's end starts this much after that end. 0 (the
+  // default) where workers keep in step. Measured as `skew` is.
+  Seconds back_to_back_skew = 0;
 
   int size() const { return static_cast<int>(layers.size()); }
   std::int64_t total_params() const;
@@ -64,7 +69,8 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 void validate(const Profile& profile, std::string_view origin = "profile");
 
 // JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
-// the optional top-level `compute_slowdown`, `comm_slowdown` and `skew_s` to 0.
+// the optional top-level `compute_slowdown`, `comm_slowdown`, `skew_s` and
+// `back_to_back_skew_s` to 0.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");
@@ -75,7 +81,7 @@ std::string to_json(const Profile& profile);
 void save_profile(const Profile& profile, const std::filesystem::path& file);
 
 // Layer by layer, the median over `profiles` of the forward and backward times
-// (the mean of the middle two for an even count), and of each slowdown and the skew;
+// (the mean of the middle two for an even count), and of each slowdown and skew;
 // the rest is the first's, the
 // device saying how many were merged. THROWS std::invalid_argument for no
 // profiles or profiles of different layers.

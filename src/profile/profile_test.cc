@@ -31,6 +31,7 @@ Profile random_profile(std::mt19937_64& rng) {
     p.compute_slowdown = std::uniform_real_distribution<double>(0, 1)(rng);
     p.comm_slowdown = std::uniform_real_distribution<double>(0, 2)(rng);
     p.skew = seconds(rng);
+    p.back_to_back_skew = seconds(rng);
   }
   int layers = count(rng);
   for (int l = 0; l < layers; ++l) {
@@ -50,6 +51,7 @@ void expect_same(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.compute_slowdown, b.compute_slowdown);
   EXPECT_EQ(a.comm_slowdown, b.comm_slowdown);
   EXPECT_EQ(a.skew, b.skew);
+  EXPECT_EQ(a.back_to_back_skew, b.back_to_back_skew);
   ASSERT_EQ(a.size(), b.size());
   for (int l = 0; l < a.size(); ++l) {
     EXPECT_EQ(a.layers[l].name, b.layers[l].name);
@@ -117,9 +119,11 @@ TEST(MedianProfile, EachLayerTakesTheMedianOfItsTimes) {
   slowed[0].comm_slowdown = 2;
   slowed[1].skew = 4e-3;
   slowed[2].skew = 6e-3;
+  slowed[0].back_to_back_skew = 3e-3;
   EXPECT_DOUBLE_EQ(median_profile(slowed).compute_slowdown, 0.3);
   EXPECT_DOUBLE_EQ(median_profile(slowed).comm_slowdown, 0);
   EXPECT_DOUBLE_EQ(median_profile(slowed).skew, 4e-3);
+  EXPECT_DOUBLE_EQ(median_profile(slowed).back_to_back_skew, 0);
   const Profile even = median_profile({two_layers(1, 1, 1, 1), two_layers(3, 5, 1, 1)});
   EXPECT_DOUBLE_EQ(even.layers[0].fp, 2);
   EXPECT_DOUBLE_EQ(even.layers[0].bp, 3);
@@ -188,19 +192,26 @@ TEST(ProfileJson, InformativeFieldsAreOptional) {
   EXPECT_EQ(p.compute_slowdown, 0);
   EXPECT_EQ(p.comm_slowdown, 0);
   EXPECT_EQ(p.skew, 0);
+  EXPECT_EQ(p.back_to_back_skew, 0);
   EXPECT_EQ(p.size(), 1);
 }
 
 TEST(ProfileJson, SlowdownsAndSkewAreNonNegativeNumbers) {
-  const std::map<std::string, std::string> accepted = {
-      {"compute_slowdown", "a number >= 0"}, {"comm_slowdown", "a number >= 0"}, {"skew_s", "seconds >= 0"}};
-  for (const auto& [field, form] : accepted) {
+  struct Field {
+    std::string form;
+    double Profile::*member;
+  };
+  const std::map<std::string, Field> accepted = {{"compute_slowdown", {"a number >= 0", &Profile::compute_slowdown}},
+                                                 {"comm_slowdown", {"a number >= 0", &Profile::comm_slowdown}},
+                                                 {"skew_s", {"seconds >= 0", &Profile::skew}},
+                                                 {"back_to_back_skew_s", {"seconds >= 0", &Profile::back_to_back_skew}}};
+  for (const auto& [field, accepts] : accepted) {
+    const std::string& form = accepts.form;
     const auto with = [&](const std::string& value) {
       return "{\"" + field + "\": " + value + R"(, "layers": [{"name": "x", "params": 1, "fp_s": 1, "bp_s": 2}]})";
     };
     const Profile p = parse_profile(with("0.35"));
-    EXPECT_EQ(field == "compute_slowdown" ? p.compute_slowdown : field == "comm_slowdown" ? p.comm_slowdown : p.skew,
-              0.35);
+    EXPECT_EQ(p.*accepts.member, 0.35) << field;
     for (const std::string bad : {"-0.1", "\"much\""}) {
       try {
         parse_profile(with(bad), "p.json");

@@ -239,8 +239,9 @@ void measure_interference(const Group& group, const WorkerEnv& env, const LayerP
 }
 
 // Note [Measuring skew]: how much later than the average process the last one
-// reaches a collective, the processes training in step.
-Seconds measure_skew(const Group& group, const LayerProfilerOptions& options) {
+// reaches a collective, the processes training in step; sets mine.skew and
+// mine.back_to_back_skew.
+void measure_skew(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
   const Batch batch =
       make_data({.model = options.model, .synthetic = true, .batch = options.batch, .seed = options.seed})->next();
@@ -250,35 +251,37 @@ Seconds measure_skew(const Group& group, const LayerProfilerOptions& options) {
     group.collectives->allreduce(token)->wait();
     return since(start);
   };
-  constexpr int kMeetings = 2;  // per iteration: after the forward, after the backward
+  // Per iteration: after the forward, after the backward, and right after that.
+  enum Meeting { kAfterForward, kAfterBackward, kBackToBack, kMeetings };
   const int n = kMeetings * options.iterations;
   std::vector<torch::Tensor> waits{torch::zeros({group.world, n}, torch::kDouble)};
-  auto mine = waits[0].accessor<double, 2>()[group.rank];
+  auto my_waits = waits[0].accessor<double, 2>()[group.rank];
   meet();
   for (int i = 0; i < options.warmup + options.iterations; ++i) {
+    Seconds waited[kMeetings];
     torch::Tensor x = batch.input;
     for (int l = 0; l < model->num_layers(); ++l) x = model->forward_layer(l, x);
     const torch::Tensor loss = model->loss(x, batch.target);
-    const Seconds after_forward = meet();
+    waited[kAfterForward] = meet();
     loss.backward();
-    const Seconds after_backward = meet();
-    if (i >= options.warmup) {
-      mine[kMeetings * (i - options.warmup)] = after_forward;
-      mine[kMeetings * (i - options.warmup) + 1] = after_backward;
-    }
+    waited[kAfterBackward] = meet();
+    waited[kBackToBack] = meet();
+    if (i < options.warmup) continue;
+    for (int m = 0; m < kMeetings; ++m) my_waits[kMeetings * (i - options.warmup) + m] = waited[m];
   }
   group.collectives->allreduce(waits)->wait();  // every rank's row, on every rank
   const auto all = waits[0].accessor<double, 2>();
-  std::vector<Seconds> skews;
+  std::vector<Seconds> from_compute, back_to_back;
   for (int k = 0; k < n; ++k) {
     Seconds least = all[0][k], sum = 0;
     for (int r = 0; r < group.world; ++r) {
       least = std::min(least, all[r][k]);
       sum += all[r][k];
     }
-    skews.push_back(sum / group.world - least);
+    (k % kMeetings == kBackToBack ? back_to_back : from_compute).push_back(sum / group.world - least);
   }
-  return median(skews);
+  mine.skew = median(from_compute);
+  mine.back_to_back_skew = median(back_to_back);
 }
 
 // One of the processes of Note [Profiling together].
@@ -289,7 +292,7 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   Profile mine = profile_phase(group, options, "weft/profiled");
   if (job.interference) {
     measure_interference(group, env, options, job.failure_timeout, mine);
-    mine.skew = measure_skew(group, options);
+    measure_skew(group, options, mine);
   }
   const std::string json = to_json(mine);
   group.store->set(fmt::format("weft/profile/{}", group.rank), std::vector<std::uint8_t>(json.begin(), json.end()));

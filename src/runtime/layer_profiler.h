@@ -55,15 +55,18 @@
 //
 // Note [Measuring skew]
 // Then, still with ModelProfileJob::interference, the processes train in step as
-// S-SGD does: forward, an all-reduce of one float, backward, another. Each times
-// its waits in those all-reduces. The last process to arrive waits only for the
-// all-reduce itself, the others also for it; so, per all-reduce, the mean of the
-// waits less the least is how much later than the average process the last one
-// arrived. The profile's `skew` is the median over the all-reduces (every rank
-// computes it from every rank's waits, so all agree): what the simulator adds
-// before each collective (Note [Skew], sim/simulator.cc). On 2 cores, 4
-// processes measured 3.9–5.4 ms over 20Mbit, 100Mbit, 1Gbit and loopback, after
-// the forward and after the backward alike.
+// S-SGD does: forward, an all-reduce of one float, backward, another, and a third
+// right after it. Each times its waits in those all-reduces. The last process to
+// arrive waits only for the all-reduce itself, the others also for it; so, per
+// all-reduce, the mean of the waits less the least is how much later than the
+// average process the last one arrived. Every rank computes it from every rank's
+// waits, so all agree. The profile's `skew` is its median over the all-reduces
+// that follow compute, `back_to_back_skew` over the third ones, which the
+// processes reach as they leave the one before: what the simulator adds before
+// each collective (Note [Skew], sim/simulator.cc). On 2 cores, 4 processes
+// measured a skew of 3.1–5.4 ms over 20Mbit, 100Mbit, 1Gbit and loopback, after
+// the forward and after the backward alike, and a back-to-back skew of 2.5–2.8 ms
+// (100Mbit, 1Gbit).
 //
 // Thread-safety: sets LibTorch's global intra-op thread count; run one at a time.
 #pragma once

@@ -54,14 +54,20 @@ namespace weft {
 // average one, in the middle of the iteration as at its end, and a 2.5 KiB
 // all-gather issued during wfbp's backward at 100Mbit took 12 ms where 2.6 ms
 // were predicted. The simulator's workers are in step (one of them stands for
-// all under Note [Symmetric all-reduce workers]), so the profile's `skew` puts
-// the last one back: a collective starts no earlier than `skew` after the last of
-// its ops became ready, and no earlier than the collective launched before it
-// (the late worker issues them in order). If the link is still busy with an
-// earlier message by then, the late worker has caught up and nothing is lost.
-// The worker's trace shows the wait inside the collective, as a measured trace
-// does; the wait uses no bytes and no cores (Note [Interference] starts with the
-// transfer). Parameter-server transfers are point to point and not delayed.
+// all under Note [Symmetric all-reduce workers]), so the profile puts the last
+// one back: a collective starts no earlier than `skew` after the last of its ops
+// became ready, no earlier than `back_to_back_skew` after it was launched, and no
+// earlier than the collective launched before it (the late worker issues them in
+// order). The second bound is for a collective launched at its predecessor's end
+// (the link was busy, or the policy sends one message at a time): the workers
+// leave a collective out of step too, and the next one waits for the last of
+// them. In measured traces at 100Mbit (dcredit, wfbp) the last rank issued such a
+// message 2–5 ms after the average rank's previous one ended; with the second
+// bound 0, predictions of strategies that send several messages in a row ran
+// 5–12% low. The worker's trace shows the wait inside the collective, as a
+// measured trace does; the wait uses no bytes and no cores (Note [Interference]
+// starts with the transfer). Parameter-server transfers are point to point and
+// not delayed.
 
 // Note [Symmetric all-reduce workers]
 // -----------------------------------
@@ -230,7 +236,7 @@ class Simulation {
   void complete_op(int w, OpRef op, Seconds now);
 
   void launch_collective(int w, Message message, Seconds now);
-  Seconds skew_due(const Collective& c);
+  Seconds skew_due(const Collective& c, Seconds launched);
   void start_collective(int seq, Seconds now);
   void on_collective_done(int seq, Seconds now);
   void launch_ps(int w, Message message, Seconds now);
@@ -260,6 +266,7 @@ class Simulation {
   int workers_;      // P
   int sim_workers_;  // P, or 1 under Note [Symmetric all-reduce workers]
   bool one_layer_segments_;  // Note [Interference]
+  bool skewed_;              // Note [Skew]: some skew, and collectives to delay
   int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
   int measure_end_;
   // needed_[i][slot]: ops of period iteration i per dependency slot.
@@ -302,6 +309,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       layers_(profile.size()),
       workers_(cluster.workers),
       one_layer_segments_(profile.compute_slowdown > 0),
+      skewed_((profile.skew > 0 || profile.back_to_back_skew > 0) && cluster.arch == Arch::kAllReduce),
       network_(links_of(validated(cluster))) {
   if (layers_ == 0) {
     throw UsageError(fmt::format("profile '{}': no layers to simulate", profile.model));
@@ -579,7 +587,7 @@ void Simulation::on_backward_end(int wi, int t, int layer, Seconds now) {
 void Simulation::release(int wi, OpRef op, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
   w.dispatcher.ready(op);
-  if (profile_.skew > 0 && cluster_.arch == Arch::kAllReduce) w.ready_at[op_key(op)] = now;
+  if (skewed_) w.ready_at[op_key(op)] = now;
 }
 
 void Simulation::pump(int wi, Seconds now) {
@@ -627,7 +635,7 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
   if (recording(c.messages[0].ops.front().iteration)) {
     for (int v = 0; v < sim_workers_; ++v) c.lane[static_cast<size_t>(v)] = take_lane(v);
   }
-  const Seconds due = skew_due(c);
+  const Seconds due = skew_due(c, now);
   if (due > now) {
     push_event(due, 0, EventKind::kCollectiveDue, {.iteration = seq, .index = 0});
   } else {
@@ -635,9 +643,10 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
   }
 }
 
-// Note [Skew]: when the last worker has reached collective `c`.
-Seconds Simulation::skew_due(const Collective& c) {
-  if (profile_.skew == 0) return 0;
+// Note [Skew]: when the last worker has reached collective `c`, which the
+// simulated workers launched at `launched`.
+Seconds Simulation::skew_due(const Collective& c, Seconds launched) {
+  if (!skewed_) return 0;
   Seconds ready = 0;
   for (int v = 0; v < sim_workers_; ++v) {
     auto& ready_at = workers_state_[static_cast<size_t>(v)].ready_at;
@@ -648,7 +657,7 @@ Seconds Simulation::skew_due(const Collective& c) {
       ready_at.erase(it);
     }
   }
-  last_due_ = std::max(last_due_, ready + profile_.skew);
+  last_due_ = std::max({last_due_, ready + profile_.skew, launched + profile_.back_to_back_skew});
   return last_due_;
 }
 

@@ -269,18 +269,22 @@ TEST(Simulate, ReleaseOffsetsDelayTheCollective) {
   EXPECT_EQ(comm_events, 4);
 }
 
-// Note [Skew]: each collective starts `skew` after its op is ready, or when the
-// one before it ends, whichever is later; the trace shows the wait inside it.
-TEST(Simulate, SkewDelaysEachCollectiveThatFindsTheLinkFree) {
+// Note [Skew]: each collective starts `skew` after its op is ready and
+// `back_to_back_skew` after it is launched (in order: when it is ready and the
+// one before it has ended), whichever is later; the trace shows the wait inside it.
+TEST(Simulate, SkewDelaysEachCollective) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 100; ++trial) {
     Profile p = random_profile(rng);
     p.skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
+    if (trial % 2 == 1) p.back_to_back_skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
     const Cluster c = random_ring(rng);
     const auto bp_end = backward_end_times(p);
     Seconds end = 0;
     for (int l = p.size() - 1; l >= 0; --l) {
-      end = std::max(bp_end[static_cast<size_t>(l)] + p.skew, end) + allreduce_time(c, p.layers[l].bytes());
+      const Seconds ready = bp_end[static_cast<size_t>(l)];
+      const Seconds launched = std::max(ready, end);
+      end = std::max(ready + p.skew, launched + p.back_to_back_skew) + allreduce_time(c, p.layers[l].bytes());
     }
     const Seconds expected = p.forward_time() + std::max(p.backward_time(), end);
     const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 5});
@@ -288,6 +292,7 @@ TEST(Simulate, SkewDelaysEachCollectiveThatFindsTheLinkFree) {
   }
   Profile p = make_profile({{1e-3, 2e-3, 250'000}});
   p.skew = 4e-3;
+  p.back_to_back_skew = 1e-3;
   const Cluster c = ring(4, 1_Gbit, 50_us);
   const Timeline t = simulate(one_period({whole_layers(p, {0})}), p, c, {.iterations = 4, .record_iterations = 1});
   EXPECT_NEAR(t.summary.iteration, compute_of(p) + p.skew + allreduce_time(c, p.total_bytes()), 1e-12);
@@ -295,6 +300,22 @@ TEST(Simulate, SkewDelaysEachCollectiveThatFindsTheLinkFree) {
   ASSERT_NE(comm, t.events.end());
   EXPECT_NEAR(comm->start, compute_of(p), 1e-12);
   EXPECT_NEAR(comm->end, compute_of(p) + p.skew + allreduce_time(c, p.total_bytes()), 1e-12);
+}
+
+// Note [Skew]: a collective launched at its predecessor's end waits
+// back_to_back_skew, however long its data has been ready.
+TEST(Simulate, BackToBackSkewSeparatesCollectivesSentInARow) {
+  // Layer 1's message is long; layer 0's is ready while it is in flight.
+  Profile p = make_profile({{1e-3, 1e-4, 10'000}, {1e-3, 1e-4, 2'500'000}});
+  p.skew = 4e-3;
+  p.back_to_back_skew = 3e-3;
+  const Cluster c = ring(4, 1_Gbit, 50_us);
+  const Timeline t =
+      simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
+  const Seconds first_end = compute_of(p) - p.layers[0].bp + p.skew + allreduce_time(c, p.layers[1].bytes());
+  ASSERT_GT(first_end, compute_of(p));  // the second message's data was ready long before
+  EXPECT_NEAR(t.summary.iteration,
+              first_end + p.back_to_back_skew + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
 // Note [Symmetric all-reduce workers]: simulating one representative worker gives
@@ -307,6 +328,7 @@ TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
     if (trial % 4 >= 2) p.compute_slowdown = 0.4;
     if (trial % 4 == 3) p.comm_slowdown = 0.7;
     if (trial % 5 >= 3) p.skew = 2e-3;
+    if (trial % 5 == 4) p.back_to_back_skew = 1e-3;
     const Cluster c = random_ring(rng);
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
