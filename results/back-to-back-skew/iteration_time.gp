@@ -6,9 +6,10 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
-set xtics rotate by -40 scale 0
+set xtics rotate by 40 right scale 0
 set ylabel 'iteration time (ms)'
 set yrange [0:*]
+set offsets 0,0,graph 0.22,0
 set grid ytics
 set key top left
 set title '100Mbit'

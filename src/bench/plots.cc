@@ -96,8 +96,10 @@ PlotText iteration_time_plot(const BenchResults& results) {
   } else {
     plot.script +=
         "set style data histograms\nset style histogram clustered gap 1\n"
-        "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset xtics rotate by -40 scale 0\n"
-        "set ylabel 'iteration time (ms)'\nset yrange [0:*]\nset grid ytics\nset key top left\n" +
+        "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset xtics rotate by 40 right scale 0\n"
+        // The key sits in room left above the tallest bar.
+        "set ylabel 'iteration time (ms)'\nset yrange [0:*]\nset offsets 0,0,graph 0.22,0\nset grid ytics\n"
+        "set key top left\n" +
         panels;
   }
   plot.script += "unset multiplot\n";
