@@ -241,8 +241,8 @@ LinkResult Bench::profile_network(const Link& link) {
   const fs::path profile_file = out_ / fmt::format("profile-{}.json", slug(link.name));
   save_profile(linked, profile_file);
   say(fmt::format("{}: forward {} + backward {} per iteration; compute takes {:.0f}% longer while all-reducing, "
-                  "all-reduces {:.0f}% longer while computing; in step, the last worker reaches a collective {} late ({} "
-                  "right after another)",
+                  "all-reduces {:.0f}% longer while computing; in step, the last worker reaches a collective {} "
+                  "late ({} right after another)",
                   link.name, format_duration(linked.forward_time()), format_duration(linked.backward_time()),
                   100 * linked.compute_slowdown, 100 * linked.comm_slowdown, format_duration(linked.skew),
                   format_duration(linked.back_to_back_skew)));

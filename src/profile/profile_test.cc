@@ -201,10 +201,11 @@ TEST(ProfileJson, SlowdownsAndSkewAreNonNegativeNumbers) {
     std::string form;
     double Profile::*member;
   };
-  const std::map<std::string, Field> accepted = {{"compute_slowdown", {"a number >= 0", &Profile::compute_slowdown}},
-                                                 {"comm_slowdown", {"a number >= 0", &Profile::comm_slowdown}},
-                                                 {"skew_s", {"seconds >= 0", &Profile::skew}},
-                                                 {"back_to_back_skew_s", {"seconds >= 0", &Profile::back_to_back_skew}}};
+  const std::map<std::string, Field> accepted = {
+      {"compute_slowdown", {"a number >= 0", &Profile::compute_slowdown}},
+      {"comm_slowdown", {"a number >= 0", &Profile::comm_slowdown}},
+      {"skew_s", {"seconds >= 0", &Profile::skew}},
+      {"back_to_back_skew_s", {"seconds >= 0", &Profile::back_to_back_skew}}};
   for (const auto& [field, accepts] : accepted) {
     const std::string& form = accepts.form;
     const auto with = [&](const std::string& value) {

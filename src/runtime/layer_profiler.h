@@ -64,9 +64,9 @@
 // that follow compute, `back_to_back_skew` over the third ones, which the
 // processes reach as they leave the one before: what the simulator adds before
 // each collective (Note [Skew], sim/simulator.cc). On 2 cores, 4 processes
-// measured a skew of 3.1–5.4 ms over 20Mbit, 100Mbit, 1Gbit and loopback, after
-// the forward and after the backward alike, and a back-to-back skew of 2.5–2.8 ms
-// (100Mbit, 1Gbit).
+// measured a skew of 2.6–5.4 ms over 20Mbit, 100Mbit, 1Gbit and loopback, after
+// the forward and after the backward alike, and a back-to-back skew of 2.0–2.8 ms
+// over the three links.
 //
 // Thread-safety: sets LibTorch's global intra-op thread count; run one at a time.
 #pragma once
