@@ -362,6 +362,7 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
     const Metrics m = load_metrics(metrics);
     const SteadyState steady = steady_iteration_time(m, {.warmup = o_.warmup, .period = run.period});
     run.measured_iteration = steady.iteration;
+    run.measured_compute = steady.compute;
     run.steady_iterations = steady.iterations;
     std::tie(run.final_loss, run.steps) = last_loss(m);
     run.accuracy = accuracy_curve(m);
@@ -375,12 +376,17 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
   }
   if (prediction) {
     run.predicted_iteration = prediction->iteration;
+    run.predicted_compute = prediction->compute;
     run.predicted_speedup_vs_wfbp = prediction->speedup_vs_wfbp;
   }
-  say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}",
+  say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}{}",
                   strategy, link.name, format_duration(run.measured_iteration), run.steady_iterations,
                   run.predicted_iteration ? format_duration(*run.predicted_iteration) : "none",
                   run.error_pct() ? fmt::format(" ({:+.1f}%)", *run.error_pct()) : "",
+                  run.measured_compute && run.predicted_compute
+                      ? fmt::format("; computing {} against the profile's {}", format_duration(*run.measured_compute),
+                                    format_duration(*run.predicted_compute))
+                      : "",
                   run.time_to_accuracy ? fmt::format("; {:.3g}% after {}", 100 * o_.target_accuracy,
                                                      format_duration(*run.time_to_accuracy))
                                        : ""));

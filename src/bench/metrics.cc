@@ -86,6 +86,9 @@ void parse_line(std::string_view line, LineRef where, Metrics& out) {
                             .iter = iter,
                             .time = time,
                             .iteration = number(object, "iteration_s", "", where, true),
+                            .compute = object.contains("compute_s")
+                                           ? std::optional(number(object, "compute_s", "", where, true))
+                                           : std::nullopt,
                             .loss = number(object, "loss", "", where, false),
                             .strategy = strategy.get<std::string>()});
 }

@@ -1,7 +1,8 @@
 // Training metrics as `weft train --metrics` and bench/ddp_peer.py write them
 // (SPEC §6): JSON lines, one per iteration per worker
 //   {"rank", "iter", "time_s", "iteration_s", "loss", "strategy"}
-// and one per evaluation
+// (`weft train` adds "compute_s": the rank's forward and backward, its waits for
+// communication left out) and one per evaluation
 //   {"rank", "iter", "time_s", "eval": {"accuracy", "loss"}}.
 // `time_s` is seconds since the job's common start (the ranks' start barrier);
 // `iteration_s` is the time since the same rank's previous iteration line.
@@ -11,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +26,7 @@ struct IterationLine {
   std::int64_t iter = 0;
   Seconds time = 0;       // time_s
   Seconds iteration = 0;  // iteration_s
+  std::optional<Seconds> compute;  // compute_s, where the line has it
   double loss = 0;
   std::string strategy;
 };
@@ -46,7 +49,7 @@ struct Metrics {
 // evaluation if it has "eval", else an iteration.
 // THROWS UsageError naming `origin`, the 1-based line number and the field for a
 // line that is not a JSON object, lacks a field, has one of the wrong type, or has
-// a negative rank, iter, time_s or iteration_s.
+// a negative rank, iter, time_s, iteration_s or compute_s.
 Metrics parse_metrics(std::string_view text, std::string_view origin);
 
 // Reads and parses a file. THROWS UsageError if it cannot be read, or as above.

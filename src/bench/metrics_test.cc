@@ -14,8 +14,10 @@ namespace {
 using nlohmann::json;
 
 json iteration_json(const IterationLine& l) {
-  return {{"rank", l.rank}, {"iter", l.iter}, {"time_s", l.time}, {"iteration_s", l.iteration},
-          {"loss", l.loss}, {"strategy", l.strategy}};
+  json j = {{"rank", l.rank}, {"iter", l.iter}, {"time_s", l.time}, {"iteration_s", l.iteration},
+            {"loss", l.loss}, {"strategy", l.strategy}};
+  if (l.compute) j["compute_s"] = *l.compute;
+  return j;
 }
 
 json eval_json(const EvalLine& e) {
@@ -37,6 +39,7 @@ TEST(Metrics, ParsesWhatTheTrainerWritesInAnyMixAndOrder) {
       } else {
         iterations.push_back({.rank = static_cast<int>(rng() % 4), .iter = i, .time = u(rng), .iteration = u(rng),
                               .loss = u(rng) - 5, .strategy = rng() % 2 ? "dcredit" : "pytorch-ddp"});
+        if (rng() % 2 == 0) iterations.back().compute = u(rng);  // weft train's lines have it
         json j = iteration_json(iterations.back());
         j["extra"] = {1, 2};  // unknown fields are ignored
         text += j.dump();
@@ -51,6 +54,7 @@ TEST(Metrics, ParsesWhatTheTrainerWritesInAnyMixAndOrder) {
       EXPECT_EQ(m.iterations[i].iter, iterations[i].iter);
       EXPECT_DOUBLE_EQ(m.iterations[i].time, iterations[i].time);
       EXPECT_DOUBLE_EQ(m.iterations[i].iteration, iterations[i].iteration);
+      EXPECT_EQ(m.iterations[i].compute, iterations[i].compute);
       EXPECT_DOUBLE_EQ(m.iterations[i].loss, iterations[i].loss);
       EXPECT_EQ(m.iterations[i].strategy, iterations[i].strategy);
     }
@@ -101,6 +105,12 @@ TEST(Metrics, RejectsNegativeTimesAndNonObjects) {
   json line = iteration_json({.rank = 0, .iter = 0, .time = 1, .iteration = -0.1, .loss = 1, .strategy = "s"});
   EXPECT_THROW(parse_metrics(line.dump(), "m"), UsageError);
   line["iteration_s"] = 0.1;
+  line["compute_s"] = -0.1;
+  EXPECT_THROW(parse_metrics(line.dump(), "m"), UsageError);
+  line["compute_s"] = "fast";
+  EXPECT_THROW(parse_metrics(line.dump(), "m"), UsageError);
+  line["compute_s"] = 0.05;
+  EXPECT_DOUBLE_EQ(parse_metrics(line.dump(), "m").iterations.at(0).compute.value(), 0.05);
   line["rank"] = -1;
   EXPECT_THROW(parse_metrics(line.dump(), "m"), UsageError);
   EXPECT_THROW(parse_metrics("[1, 2]", "m"), UsageError);

@@ -26,6 +26,7 @@ std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_
     for (const json& s : plan.at("strategies")) {
       predictions[s.at("name").get<std::string>()] = {
           .iteration = s.at("iteration_s").get<double>(),
+          .compute = s.at("compute_s").get<double>(),
           .period = s.at("period").get<int>(),
           .speedup_vs_wfbp = s.at("speedup_vs_wfbp").get<double>(),
           .options = s.contains("options") ? s.at("options") : json::object(),
@@ -33,7 +34,7 @@ std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_
     }
   } catch (const json::exception& e) {
     throw UsageError(fmt::format("{}: not a plan (SPEC §6: strategies[] with name, period, iteration_s, "
-                                 "speedup_vs_wfbp): {}",
+                                 "compute_s, speedup_vs_wfbp): {}",
                                  origin, e.what()));
   }
   return predictions;

@@ -18,6 +18,7 @@ namespace weft::bench {
 // One strategy of a plan.
 struct Prediction {
   Seconds iteration = 0;   // iteration_s
+  Seconds compute = 0;     // compute_s: the profile's forward + backward
   int period = 1;
   double speedup_vs_wfbp = 0;
   nlohmann::json options = nlohmann::json::object();
@@ -25,7 +26,7 @@ struct Prediction {
 
 // Strategy name → its prediction. THROWS UsageError naming `origin` and the field
 // when the text is not a plan object with strategies[].name/period/iteration_s/
-// speedup_vs_wfbp.
+// compute_s/speedup_vs_wfbp.
 std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_view origin);
 
 struct NetworkFit {

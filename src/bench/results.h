@@ -14,7 +14,8 @@
 //              "bandwidth_Bps": 12500000.0, "workers": 4, "period": 1,
 //              "measured_iteration_s": 0.21, "measured_iteration_runs_s": [0.22, 0.21, 0.20],
 //              "predicted_iteration_s": 0.19,
-//              "error_pct": 10.5, "speedup_vs_wfbp": 1.3,
+//              "error_pct": 10.5, "measured_compute_s": 0.09, "predicted_compute_s": 0.08,
+//              "speedup_vs_wfbp": 1.3,
 //              "predicted_speedup_vs_wfbp": 1.4, "steady_iterations": 55,
 //              "steps": 60, "final_loss": 0.61, "options": {...},
 //              "metrics": "runs/100Mbit-dcredit.jsonl",
@@ -29,7 +30,11 @@
 // PyTorch DDP peer, whose prediction is the planner's `ddp` strategy (the same
 // bucketing). `bandwidth_Bps` is the emulated link's rate, 0 for unshaped loopback
 // (link "loopback"). `error_pct` = 100·(measured − predicted)/predicted;
-// `speedup_vs_wfbp` = measured wfbp / measured this, on the same link. Quantities
+// `speedup_vs_wfbp` = measured wfbp / measured this, on the same link.
+// `measured_compute_s` is the run's forward + backward per iteration, its waits
+// for communication left out, and `predicted_compute_s` the profile's: a run
+// whose compute differs from its profile's ran on a machine faster or slower
+// than the one profiled, whatever the network did. Quantities
 // that could not be had (no wfbp run, accuracy never reached) are null. With
 // `--repeats N` a strategy is trained N times: `measured_iteration_runs_s` holds
 // each run's steady-state iteration time, in the order run, and the other fields
@@ -76,6 +81,11 @@ struct RunResult {
   Seconds measured_iteration = 0;
   std::vector<Seconds> measured_iterations;  // every repeat's, in the order run
   std::optional<Seconds> predicted_iteration;
+  // The median run's compute per iteration (the ranks' forward and backward,
+  // bench/statistics.h) and the profile's; none where unknown (the DDP peer
+  // does not report it).
+  std::optional<Seconds> measured_compute;
+  std::optional<Seconds> predicted_compute;
   std::optional<double> speedup_vs_wfbp;
   std::optional<double> predicted_speedup_vs_wfbp;
   int steady_iterations = 0;

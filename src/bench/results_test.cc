@@ -33,7 +33,8 @@ BenchResults random_results(std::mt19937& rng) {
                     .bandwidth = r.links.back().bandwidth, .workers = r.workers,
                     .period = s == "dreamddp" ? 5 : 1, .measured_iteration = u(rng),
                     .measured_iterations = {u(rng), u(rng), u(rng)},
-                    .predicted_iteration = maybe(rng, u(rng)), .speedup_vs_wfbp = maybe(rng, u(rng)),
+                    .predicted_iteration = maybe(rng, u(rng)), .measured_compute = maybe(rng, u(rng)),
+                    .predicted_compute = maybe(rng, u(rng)), .speedup_vs_wfbp = maybe(rng, u(rng)),
                     .predicted_speedup_vs_wfbp = maybe(rng, u(rng)), .steady_iterations = 50,
                     .steps = 60, .final_loss = u(rng), .options = {{"partition_B", 65536}},
                     .metrics = "runs/" + links[l] + "-" + s + ".jsonl"};
@@ -69,7 +70,8 @@ TEST(Results, EveryRunHasTheFieldsOtherToolsRead) {
     EXPECT_EQ(j.at("schema"), kResultsSchema);
     for (const json& run : j.at("runs")) {
       for (const char* key : {"strategy", "bandwidth_Bps", "workers", "measured_iteration_s", "predicted_iteration_s",
-                              "error_pct", "speedup_vs_wfbp", "kind", "link"}) {
+                              "error_pct", "measured_compute_s", "predicted_compute_s", "speedup_vs_wfbp", "kind",
+                              "link"}) {
         EXPECT_TRUE(run.contains(key)) << key;
       }
       EXPECT_TRUE(run.at("measured_iteration_s").is_number());

@@ -15,11 +15,21 @@ SteadyState steady_iteration_time(const Metrics& metrics, const SteadyStateOptio
                                        options.warmup, options.period));
   }
   // Step 1: per-iteration mean over the ranks.
-  std::map<std::int64_t, std::pair<double, int>> sums;  // iter -> (sum, ranks)
+  struct Sums {
+    double iteration = 0;
+    double compute = 0;
+    int ranks = 0;
+    int computed = 0;  // ranks whose line has compute_s
+  };
+  std::map<std::int64_t, Sums> sums;
   for (const IterationLine& line : metrics.iterations) {
-    auto& [sum, count] = sums[line.iter];
-    sum += line.iteration;
-    ++count;
+    Sums& s = sums[line.iter];
+    s.iteration += line.iteration;
+    ++s.ranks;
+    if (line.compute) {
+      s.compute += *line.compute;
+      ++s.computed;
+    }
   }
   // Step 4: iterations whose lines include an evaluation's pause.
   std::set<std::int64_t> touched;
@@ -30,18 +40,24 @@ SteadyState steady_iteration_time(const Metrics& metrics, const SteadyStateOptio
   const std::int64_t period = options.period;
   const std::int64_t first_window = (options.warmup + period - 1) / period;
   const std::int64_t last_iter = sums.empty() ? -1 : sums.rbegin()->first;
-  std::vector<double> window_means;
+  std::vector<double> window_means, compute_means;
+  bool every_compute = true;  // every rank's line in every window has compute_s
   SteadyState result;
   for (std::int64_t w = first_window; (w + 1) * period - 1 <= last_iter; ++w) {
-    double sum = 0;
+    double sum = 0, compute = 0;
     bool usable = true;
     for (std::int64_t i = w * period; i < (w + 1) * period && usable; ++i) {
       const auto it = sums.find(i);
       usable = it != sums.end() && !touched.contains(i);
-      if (usable) sum += it->second.first / it->second.second;
+      if (!usable) break;
+      const Sums& s = it->second;
+      sum += s.iteration / s.ranks;
+      compute += s.compute / s.ranks;
+      every_compute = every_compute && s.computed == s.ranks;
     }
     if (!usable) continue;
     window_means.push_back(sum / static_cast<double>(period));
+    compute_means.push_back(compute / static_cast<double>(period));
     result.iterations += static_cast<int>(period);
   }
   if (window_means.empty()) {
@@ -52,6 +68,7 @@ SteadyState steady_iteration_time(const Metrics& metrics, const SteadyStateOptio
   }
   result.windows = static_cast<int>(window_means.size());
   result.iteration = median(std::move(window_means));  // step 5
+  if (every_compute) result.compute = median(std::move(compute_means));
   return result;
 }
 

@@ -18,7 +18,9 @@
 //     wait for rank 0 at their next collective, up to a period later) include that
 //     pause. Iterations it+1 .. it+period+1 after an evaluation at `it` are touched;
 //  5. the result is the median of the window means.
-// For period 1 this is the median of the per-iteration times after warm-up.
+// For period 1 this is the median of the per-iteration times after warm-up. The
+// ranks' `compute_s`, where every line has it, is reduced the same way: what the
+// run computed per iteration, to set beside the profile's forward + backward.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -39,6 +41,7 @@ struct SteadyStateOptions {
 
 struct SteadyState {
   Seconds iteration = 0;  // median of the window means
+  std::optional<Seconds> compute;  // the same over compute_s; none unless every line has it
   int windows = 0;        // windows the median is taken over
   int iterations = 0;     // iterations inside those windows
 };

@@ -87,6 +87,23 @@ TEST(SteadyState, IterationsAfterAnEvaluationDoNotCount) {
   }
 }
 
+// compute_s goes the same way as iteration_s: the ranks' mean per iteration,
+// whole-period windows, their median; a run whose lines lack it has none.
+TEST(SteadyState, ComputeIsReducedAsTheIterationTimeIs) {
+  for (int H : {1, 3}) {
+    std::vector<double> times(40);
+    for (std::size_t t = 0; t < times.size(); ++t) times[t] = 0.1 + 0.01 * static_cast<double>(t % 3);
+    Metrics m = run_of(times, 2);
+    EXPECT_FALSE(steady_iteration_time(m, {.warmup = 2, .period = H}).compute);
+    for (IterationLine& l : m.iterations) l.compute = l.iteration / 2 + (l.rank == 0 ? 0.001 : -0.001);
+    const SteadyState s = steady_iteration_time(m, {.warmup = 2, .period = H});
+    ASSERT_TRUE(s.compute) << "H=" << H;
+    EXPECT_NEAR(*s.compute, s.iteration / 2, 1e-12) << "H=" << H;
+    m.iterations.at(m.iterations.size() - 30).compute.reset();  // one steady line without it
+    EXPECT_FALSE(steady_iteration_time(m, {.warmup = 2, .period = H}).compute) << "H=" << H;
+  }
+}
+
 TEST(SteadyState, TooShortARunSaysWhatToChange) {
   try {
     steady_iteration_time(run_of(std::vector<double>(6, 0.1)), {.warmup = 5, .period = 3});

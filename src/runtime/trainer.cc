@@ -427,21 +427,26 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
       const int it = static_cast<int>(t);
       const Batch batch = data->next();
       torch::Tensor x = batch.input;
+      Seconds compute = 0;  // this thread's forward and backward, without its waits for the engine
       for (int l = 0; l < model->num_layers(); ++l) {
         engine.wait_for_forward(l);
         const Seconds start = recorder.now();
         x = model->forward_layer(l, x);
+        const Seconds end = recorder.now();
+        compute += end - start;
         recorder.add({.lane = "compute", .name = "fp " + names[static_cast<size_t>(l)], .start = start,
-                      .end = recorder.now(), .iteration = it, .layer = l});
+                      .end = end, .iteration = it, .layer = l});
       }
+      const Seconds backward_start = recorder.now();
       torch::Tensor loss = model->loss(x, batch.target);
       engine.start_backward();
       loss.backward();
+      compute += recorder.now() - backward_start;
       engine.end_backward();
       const double loss_value = loss.item<double>();
       const Seconds end = recorder.now();
       metrics.write({{"rank", group.rank}, {"iter", t}, {"time_s", end}, {"iteration_s", end - previous_end},
-                     {"loss", loss_value}, {"strategy", options.strategy}});
+                     {"compute_s", compute}, {"loss", loss_value}, {"strategy", options.strategy}});
       previous_end = end;
       progress.update(t + 1, loss_value, end);
       if (leader && options.eval_every > 0 && (t + 1) % options.eval_every == 0 && t + 1 < steps) {
