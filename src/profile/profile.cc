@@ -103,20 +103,20 @@ void validate(const Profile& profile, std::string_view origin) {
     check_time(origin, i, layer, kForward, layer.fp);
     check_time(origin, i, layer, kBackward, layer.bp);
   }
-  for (const auto& [field, value] : {std::pair{"compute_slowdown", profile.compute_slowdown},
-                                     std::pair{"comm_slowdown", profile.comm_slowdown}}) {
+  // The interference and skew fields: each >= 0, and 0 means "none".
+  struct Optional {
+    const char* field;
+    double value;
+    const char* expected;
+  };
+  constexpr const char* kSlowdown = "a number >= 0 (0: compute and communication do not slow each other)";
+  constexpr const char* kSkew = "seconds >= 0 (0: the workers reach every collective together)";
+  for (const auto& [field, value, expected] : {Optional{"compute_slowdown", profile.compute_slowdown, kSlowdown},
+                                               Optional{"comm_slowdown", profile.comm_slowdown, kSlowdown},
+                                               Optional{"skew_s", profile.skew, kSkew},
+                                               Optional{"back_to_back_skew_s", profile.back_to_back_skew, kSkew}}) {
     if (!(value >= 0) || !std::isfinite(value)) {
-      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected a number >= 0 (0: compute and communication "
-                                   "do not slow each other)",
-                                   origin, field, value));
-    }
-  }
-  for (const auto& [field, value] : {std::pair{"skew_s", profile.skew},
-                                     std::pair{"back_to_back_skew_s", profile.back_to_back_skew}}) {
-    if (!(value >= 0) || !std::isfinite(value)) {
-      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected seconds >= 0 (0: the workers reach every "
-                                   "collective together)",
-                                   origin, field, value));
+      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, value, expected));
     }
   }
 }
