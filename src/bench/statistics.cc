@@ -46,7 +46,7 @@ SteadyState steady_iteration_time(const Metrics& metrics, const SteadyStateOptio
   for (std::int64_t w = first_window; (w + 1) * period - 1 <= last_iter; ++w) {
     double sum = 0, compute = 0;
     bool usable = true;
-    for (std::int64_t i = w * period; i < (w + 1) * period && usable; ++i) {
+    for (std::int64_t i = w * period; i < (w + 1) * period; ++i) {
       const auto it = sums.find(i);
       usable = it != sums.end() && !touched.contains(i);
       if (!usable) break;
