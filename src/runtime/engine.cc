@@ -233,6 +233,8 @@ struct Engine::CommState {
   bool finish_requested = false;
   bool stop_received = false;
   bool stop_announced = false;
+  // kLeader and kFollower: completes the announcements' sends and receives.
+  std::unique_ptr<WorkWaiter> announcement_waiter;
 };
 
 // ---------------------------------------------------------------------------
@@ -333,6 +335,20 @@ Engine::Engine(EngineOptions options)
            : rank_ == 0                      ? CommState::Mode::kLeader
                                              : CommState::Mode::kFollower;
   if (c.mode != CommState::Mode::kFollower) c.dispatcher.emplace(schedule);
+  if (c.mode != CommState::Mode::kLocal) {
+    if (!options_.open_announcements) {
+      throw std::logic_error(fmt::format("engine: the {} policy needs rank 0 to announce each message, and "
+                                         "EngineOptions has no open_announcements",
+                                         to_string(schedule.dispatch.kind)));
+    }
+    announcements_ = options_.open_announcements();
+    if (!announcements_ || announcements_->getRank() != rank_ || announcements_->getSize() != world_) {
+      throw std::logic_error(fmt::format("engine: open_announcements must open a group of the same {} ranks, "
+                                         "this one as rank {}",
+                                         world_, rank_));
+    }
+    c.announcement_waiter = std::make_unique<WorkWaiter>();
+  }
 
   // Gradient hooks (Note [Gradient hooks]).
   gradients_missing_.assign(static_cast<size_t>(layers), 0);
@@ -485,6 +501,7 @@ std::string message_of(const std::exception_ptr& error) {
 
 constexpr std::uint64_t kStopSequence = ~std::uint64_t{0};
 constexpr int kHeaderFields = 3;  // sequence, iteration, count; then operation indices
+constexpr int kAnnouncementTag = 0;  // every announcement; the order of sends matches them up
 
 }  // namespace
 
@@ -603,7 +620,6 @@ class Engine::Comm {
       }
       issue(std::move(message), sequence);
       c_.decided.pop_front();
-      post_decision();
     }
   }
 
@@ -629,11 +645,26 @@ class Engine::Comm {
     return h;
   }
 
-  c10::intrusive_ptr<c10::ivalue::Future> broadcast(torch::Tensor h) {
+  // Rank 0 sends `h` to every follower, each directly (a tree broadcast would
+  // make some followers wait for another one to pass it on).
+  c10::intrusive_ptr<c10::ivalue::Future> send_to_followers(torch::Tensor h) {
+    std::vector<c10::intrusive_ptr<c10d::Work>> sends;
+    for (int r = 1; r < e_.world_; ++r) {
+      std::vector<torch::Tensor> tensors{h};
+      sends.push_back(e_.announcements_->send(tensors, r, kAnnouncementTag));
+    }
+    return wait_for(std::move(sends));
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> receive_from_leader(torch::Tensor h) {
     std::vector<torch::Tensor> tensors{std::move(h)};
-    c10d::BroadcastOptions opts;
-    opts.rootRank = 0;
-    return e_.options_.collectives->broadcast(tensors, opts)->getFuture();
+    return wait_for({e_.announcements_->recv(tensors, 0, kAnnouncementTag)});
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> wait_for(std::vector<c10::intrusive_ptr<c10d::Work>> works) {
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+    c_.announcement_waiter->add(std::move(works), done);
+    return done;
   }
 
   void announce(const Message& m, std::uint64_t sequence) {
@@ -647,7 +678,7 @@ class Engine::Comm {
     }
     InFlight f{.role = InFlight::Role::kAnnouncement, .sequence = sequence, .buffer = header(sequence, t, m.ops),
                .started = Clock::now()};
-    f.future = broadcast(f.buffer);
+    f.future = send_to_followers(f.buffer);
     track(std::move(f));
   }
 
@@ -656,14 +687,14 @@ class Engine::Comm {
     InFlight f{.role = InFlight::Role::kAnnouncement, .sequence = kStopSequence,
                .buffer = header(c_.next_sequence, -1, {}), .started = Clock::now()};
     f.buffer.data_ptr<std::int64_t>()[2] = -1;
-    f.future = broadcast(f.buffer);
+    f.future = send_to_followers(f.buffer);
     track(std::move(f));
   }
 
   void post_decision() {
     InFlight f{.role = InFlight::Role::kDecision, .sequence = c_.next_sequence,
                .buffer = torch::empty({kHeaderFields + c_.header_capacity}, torch::kInt64), .started = Clock::now()};
-    f.future = broadcast(f.buffer);
+    f.future = receive_from_leader(f.buffer);
     track(std::move(f));
   }
 
@@ -686,6 +717,10 @@ class Engine::Comm {
       m.bytes += schedule_.ops(op.iteration).at(static_cast<size_t>(op.index)).bytes();
     }
     c_.decided.emplace_back(c_.next_sequence++, std::move(m));
+    // The next decision is listened for at once, not once this one is issued: rank 0
+    // may announce several messages at an instant, and each must arrive while the
+    // data it names is still being computed here.
+    post_decision();
     issue_decided();
   }
 

@@ -6,6 +6,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <gtest/gtest.h>
 
@@ -121,7 +122,12 @@ std::vector<torch::Tensor> train_threads(const Schedule& schedule, int world, in
           return grad;
         };
         {
+          auto open_announcements = [&] {
+            return make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("announcements", store), rank, world,
+                                   timeout, "127.0.0.1", /*threads=*/1);
+          };
           Engine engine({.schedule = &schedule, .layers = net.layers, .optimizer = &optimizer, .collectives = group,
+                         .open_announcements = open_announcements,
                          .gather_below = gather_below});
           for (int t = 0; t < iterations; ++t) {
             auto [x, y] = batch(rank, t, per_rank);
@@ -225,6 +231,30 @@ TEST(Engine, RandomSchedulesOnTwoAndThreeRanksEndAsCombinedBatchTraining) {
     validate(s, profile, world);
     expect_equal_to_reference(train_threads(s, world, 4, 4), reference(world, 4, 4));
   }
+}
+
+// Rank 0's announcements need a group of their own (Note [Collective order]):
+// without one, a credit schedule on two ranks is refused on both, saying what is
+// missing, before anything is sent.
+TEST(Engine, LeaderPolicyWithoutAnnouncementGroupIsRefused) {
+  std::mt19937 rng(3);
+  const Profile profile = Net::make(kWidths, 7).profile();
+  const Schedule s = random_schedule(profile, /*policy=*/1, rng);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto construct = [&](int rank) -> std::string {
+    auto group = make_gloo_group(store, rank, 2, /*timeout=*/10);
+    Net net = Net::make(kWidths, 7);
+    LayerOptimizer optimizer(net.layers, {.kind = "sgd", .lr = kLr});
+    try {
+      Engine engine({.schedule = &s, .layers = net.layers, .optimizer = &optimizer, .collectives = group});
+    } catch (const std::logic_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto other = std::async(std::launch::async, construct, 1);
+  EXPECT_NE(construct(0).find("open_announcements"), std::string::npos);
+  EXPECT_NE(other.get().find("open_announcements"), std::string::npos);
 }
 
 // Messages of up to 100 bytes summed by all-gather, the larger ones by ring

@@ -8,8 +8,6 @@
 #include <thread>
 #include <utility>
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-
 #include <fmt/format.h>
 
 #include "runtime/launcher.h"
@@ -127,9 +125,8 @@ namespace {
 // wait_for() and is rethrown by stop().
 class AllReduceStream {
  public:
-  AllReduceStream(const Group& group, const WorkerEnv& env, Bytes bytes, Seconds timeout)
-      : collectives_(make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("weft/stream", group.store), group.rank,
-                                     group.world, timeout, local_address_towards(env.master_addr))),
+  AllReduceStream(const Group& group, Bytes bytes)
+      : collectives_(open_subgroup(group, "stream", /*threads=*/2)),
         thread_([this, bytes] { run(bytes); }) {}
   AllReduceStream(const AllReduceStream&) = delete;
   AllReduceStream& operator=(const AllReduceStream&) = delete;
@@ -215,10 +212,9 @@ Profile profile_phase(const Group& group, LayerProfilerOptions options, const st
 
 // Note [Measuring interference]: how much slower this rank computes while
 // all-reducing, and all-reduces while computing.
-void measure_interference(const Group& group, const WorkerEnv& env, const LayerProfilerOptions& options,
-                          Seconds timeout, Profile& mine) {
+void measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   constexpr std::size_t kQuietAllReduces = 10;  // after one that warms the connections up
-  AllReduceStream stream(group, env, mine.total_bytes(), timeout);
+  AllReduceStream stream(group, mine.total_bytes());
   stream.wait_for(1 + kQuietAllReduces);
   const std::vector<Seconds> quiet_all_reduces = stream.seconds_between({}, Clock::now());
   if (quiet_all_reduces.size() < 1 + kQuietAllReduces) stream.stop();  // the stream failed: says why
@@ -291,7 +287,7 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   if (group.rank != 0) options.progress = nullptr;
   Profile mine = profile_phase(group, options, "weft/profiled");
   if (job.interference) {
-    measure_interference(group, env, options, job.failure_timeout, mine);
+    measure_interference(group, options, mine);
     measure_skew(group, options, mine);
   }
   const std::string json = to_json(mine);

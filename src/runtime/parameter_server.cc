@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/process_group.h"
+
 namespace weft::runtime {
 namespace {
 
@@ -79,71 +81,6 @@ void unpack(const torch::Tensor& flat, std::vector<std::vector<torch::Tensor>>& 
   }
 }
 
-// Waits, in the order they were started, for each exchange's send and receive,
-// then completes its future. One thread for all exchanges: the server answers a
-// worker's exchanges in the order they were pushed, so waiting in that order
-// delays no completion noticeably.
-class ExchangeWaiter {
- public:
-  ExchangeWaiter() : thread_([this] { loop(); }) {}
-  ~ExchangeWaiter() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-      for (auto& e : queue_) {
-        e.send->abort();
-        e.recv->abort();
-      }
-    }
-    changed_.notify_one();
-    thread_.join();
-  }
-  ExchangeWaiter(const ExchangeWaiter&) = delete;
-  ExchangeWaiter& operator=(const ExchangeWaiter&) = delete;
-
-  void add(Work send, Work recv, c10::intrusive_ptr<c10::ivalue::Future> done) {
-    {
-      std::lock_guard lock(mutex_);
-      queue_.push_back({std::move(send), std::move(recv), std::move(done)});
-    }
-    changed_.notify_one();
-  }
-
- private:
-  struct Exchange {
-    Work send;
-    Work recv;
-    c10::intrusive_ptr<c10::ivalue::Future> done;
-  };
-
-  void loop() {
-    for (;;) {
-      Exchange e;
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
-        e = queue_.front();  // stays queued, so that the destructor can abort it
-      }
-      try {
-        if (!e.send->wait() || !e.recv->wait()) throw std::runtime_error("the exchange was aborted");
-        e.done->markCompleted(c10::IValue());
-      } catch (...) {
-        e.done->setError(std::current_exception());
-      }
-      std::lock_guard lock(mutex_);
-      if (stopping_) return;
-      queue_.pop_front();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<Exchange> queue_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: starts after the members it uses
-};
-
 class ParameterServerExchange : public OpExecutor {
  public:
   explicit ParameterServerExchange(const EngineOptions& options)
@@ -170,7 +107,7 @@ class ParameterServerExchange : public OpExecutor {
     std::vector<torch::Tensor> in{torch::empty_like(packed)};
     Work recv = options_.collectives->recv(in, server, tag);
     auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
-    waiter_.add(std::move(send), std::move(recv), done);
+    waiter_.add({std::move(send), std::move(recv)}, done);
     return {.done = std::move(done), .result = in.front()};
   }
 
@@ -187,7 +124,9 @@ class ParameterServerExchange : public OpExecutor {
 
   const EngineOptions& options_;
   const Easgd easgd_;
-  ExchangeWaiter waiter_;
+  // The server answers a worker's exchanges in the order they were pushed, so
+  // waiting in that order delays no completion noticeably.
+  WorkWaiter waiter_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -47,21 +48,19 @@ std::string local_address_towards(const std::string& host) {
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                       int world, Seconds timeout, const std::string& hostname) {
+                                                       int world, Seconds timeout, const std::string& hostname,
+                                                       int threads) {
   auto options = c10d::ProcessGroupGloo::Options::create(to_millis(timeout));
   const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
   options->devices.push_back(interface != nullptr && interface[0] != '\0'
                                  ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
                                  : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
-  // Two threads: one collective may wait for rank 0's next decision while another
-  // moves data (Note [Collective order] in runtime/engine.h); more would only
-  // compete for the few cores the workers share.
-  options->threads = 2;
+  options->threads = threads;
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
 }
 
 Group connect(const WorkerEnv& env, Seconds timeout) {
-  Group group{.rank = env.rank, .world = env.world};
+  Group group{.rank = env.rank, .world = env.world, .timeout = timeout};
   const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
   try {
     c10d::TCPStoreOptions options;
@@ -77,14 +76,19 @@ Group connect(const WorkerEnv& env, Seconds timeout) {
         where, format_duration(timeout), env.world, e.what()));
   }
   try {
-    group.collectives =
-        make_gloo_group(group.store, env.rank, env.world, timeout, local_address_towards(env.master_addr));
+    group.address = local_address_towards(env.master_addr);
+    group.collectives = make_gloo_group(group.store, env.rank, env.world, timeout, group.address);
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("rank {}: connecting Gloo to the {} other workers (store at {}) failed "
                                          "within {}: {}",
                                          env.rank, env.world - 1, where, format_duration(timeout), e.what()));
   }
   return group;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> open_subgroup(const Group& group, const std::string& name, int threads) {
+  return make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("weft/" + name, group.store), group.rank,
+                         group.world, group.timeout, group.address, threads);
 }
 
 Summing start_sum(c10d::ProcessGroup& group, const torch::Tensor& buffer, Bytes gather_below) {
@@ -108,6 +112,51 @@ torch::Tensor sum_of(const torch::Tensor& result) {
   torch::Tensor sum = result[0].clone();
   for (std::int64_t r = 1; r < result.size(0); ++r) sum.add_(result[r]);
   return sum;
+}
+
+WorkWaiter::WorkWaiter() : thread_([this] { loop(); }) {}
+
+WorkWaiter::~WorkWaiter() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    for (auto& pending : queue_) {
+      for (auto& work : pending.works) work->abort();
+    }
+  }
+  changed_.notify_one();
+  thread_.join();
+}
+
+void WorkWaiter::add(std::vector<c10::intrusive_ptr<c10d::Work>> works, c10::intrusive_ptr<c10::ivalue::Future> done) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({std::move(works), std::move(done)});
+  }
+  changed_.notify_one();
+}
+
+void WorkWaiter::loop() {
+  for (;;) {
+    Pending pending;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      pending = queue_.front();  // stays queued, so that the destructor can abort it
+    }
+    try {
+      for (auto& work : pending.works) {
+        if (!work->wait()) throw std::runtime_error("the transfer was aborted");
+      }
+      pending.done->markCompleted(c10::IValue());
+    } catch (...) {
+      pending.done->setError(std::current_exception());
+    }
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    queue_.pop_front();
+  }
 }
 
 }  // namespace weft::runtime

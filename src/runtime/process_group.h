@@ -32,7 +32,12 @@
 // contract); connect() itself is called once per worker.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -48,6 +53,8 @@ struct Group {
   c10::intrusive_ptr<c10d::ProcessGroup> collectives;
   int rank = 0;
   int world = 1;
+  std::string address;  // the local address Gloo binds
+  Seconds timeout = 0;  // of every blocking step, as given to connect()
 };
 
 // Rendezvous of rank env.rank with the others. THROWS std::runtime_error naming
@@ -56,11 +63,17 @@ struct Group {
 Group connect(const WorkerEnv& env, Seconds timeout);
 
 // A Gloo process group over an existing store, binding `hostname` (an address of
-// this machine). Used by connect() and by tests that run ranks as threads over a
-// c10d::HashStore.
+// this machine), running its collectives on `threads` threads (Gloo runs each one
+// to its end on one of them). Used by connect() and by tests that run ranks as
+// threads over a c10d::HashStore.
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                        int world, Seconds timeout,
-                                                       const std::string& hostname = "127.0.0.1");
+                                                       const std::string& hostname = "127.0.0.1", int threads = 2);
+
+// Another Gloo group of the same ranks, with its own connections and threads, so
+// that what it carries never waits behind `group`'s collectives. `name` keeps its
+// rendezvous keys apart; every rank must open it, with the same name.
+c10::intrusive_ptr<c10d::ProcessGroup> open_subgroup(const Group& group, const std::string& name, int threads);
 
 // An element-wise sum over the ranks of a group, in progress.
 struct Summing {
@@ -77,6 +90,33 @@ Summing start_sum(c10d::ProcessGroup& group, const torch::Tensor& buffer, Bytes 
 // The sum, once the Summing's `done` has completed without error: `result` itself
 // after an all-reduce, the gathered buffers added in rank order after an all-gather.
 torch::Tensor sum_of(const torch::Tensor& result);
+
+// Waits, in the order they were added, for each set of point-to-point works
+// (c10d's Gloo send and recv give no future), then completes the set's future, or
+// fails it with the error. One thread for every set.
+class WorkWaiter {
+ public:
+  WorkWaiter();
+  // Aborts the works still pending; their futures stay incomplete.
+  ~WorkWaiter();
+  WorkWaiter(const WorkWaiter&) = delete;
+  WorkWaiter& operator=(const WorkWaiter&) = delete;
+
+  void add(std::vector<c10::intrusive_ptr<c10d::Work>> works, c10::intrusive_ptr<c10::ivalue::Future> done);
+
+ private:
+  struct Pending {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    c10::intrusive_ptr<c10::ivalue::Future> done;
+  };
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Pending> queue_;  // guarded by mutex_
+  bool stopping_ = false;      // guarded by mutex_
+  std::thread thread_;         // last: starts after the members it uses
+};
 
 // The local IPv4 address used to reach `host` (no packet is sent). THROWS
 // std::runtime_error naming the host if it does not resolve or is unreachable.

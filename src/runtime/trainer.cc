@@ -419,7 +419,9 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
 
   {
     Engine engine({.schedule = &schedule, .layers = layers, .layer_names = names, .optimizer = &optimizer,
-                   .collectives = group.collectives, .workers = workers,
+                   .collectives = group.collectives,
+                   .open_announcements = [&group] { return open_subgroup(group, "announcements", /*threads=*/1); },
+                   .workers = workers,
                    .gather_below = options.cluster.fitted ? options.cluster.fitted->gather_below : 0,
                    .recorder = &recorder, .stall_timeout = 2 * options.failure_timeout});
     Seconds previous_end = recorder.now();
