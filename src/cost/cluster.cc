@@ -196,6 +196,7 @@ Flow allreduce_flow(const Cluster& c, Bytes n) {
     flow.startup = 2.0 * (c.workers - 1) * c.latency;
   } else {
     flow.startup = c.fitted->curve.empty() ? c.fitted->a : curve_startup(*c.fitted, n);
+    flow.weight = static_cast<double>(std::max<Bytes>(n, 1));
   }
   flow.volume = static_cast<double>(n);
   return flow;

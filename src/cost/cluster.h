@@ -33,6 +33,11 @@ struct MeasuredAllReduce {
   Seconds seconds = 0;
 };
 
+// Collectives weft's runtime runs at once: its Gloo group has this many threads,
+// and Gloo runs each collective to its end on one of them
+// (runtime/process_group.cc); the others wait their turn, in order.
+inline constexpr int kRuntimeCollectiveThreads = 2;
+
 // The all-reduce cost from measurements: T(n) = startup(n) + b·n. Without `curve`,
 // startup(n) = a, the least-squares line. With it, startup(n) follows the measured
 // times (Note [Measured all-reduce curve]).
@@ -46,6 +51,9 @@ struct FittedAllReduce {
   // ring all-reduce (Note [Small all-reduces by all-gather] in
   // runtime/process_group.h); the curve's times are those of the algorithm used.
   Bytes gather_below = 0;
+  // Collectives the measured transport runs at once (Note [Collectives in flight]
+  // in sim/simulator.cc): a fit is of weft's own Gloo group. 0 = any number.
+  int concurrent = kRuntimeCollectiveThreads;
 };
 
 // The one rule both executors follow: the runtime picks the algorithm with it, the
@@ -99,12 +107,15 @@ struct Flow {
   double volume = 0;          // bytes crossing each link in `links`, scaled so that
                               // volume / capacity is the transfer time when alone
   std::vector<int> links;     // ids into links_of(cluster)
+  double weight = 1;          // its share of a contended link, relative to the others'
 };
 
 // One ring all-reduce of n bytes: startup 2(P−1)α, volume n on the fabric link
 // whose capacity is B·P / (2(P−1)), so that alone it takes exactly
 // 2(P−1)α + 2(P−1)/P · n/B; with `fitted`, startup a (or the curve's startup(n))
-// and capacity 1/b.
+// and capacity 1/b, and weighted by its size (Note [Collectives in flight] in
+// sim/simulator.cc): a fit is of weft's Gloo group, whose concurrent collectives
+// share its connections step by step.
 // With P = 1 it is free (startup 0, volume 0).
 Flow allreduce_flow(const Cluster& cluster, Bytes n);
 Seconds allreduce_time(const Cluster& cluster, Bytes n);  // the flow, alone

@@ -43,6 +43,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/types.h>
 
+#include "cost/cluster.h"
 #include "runtime/worker_env.h"
 #include "units/units.h"
 
@@ -68,7 +69,8 @@ Group connect(const WorkerEnv& env, Seconds timeout);
 // threads over a c10d::HashStore.
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                        int world, Seconds timeout,
-                                                       const std::string& hostname = "127.0.0.1", int threads = 2);
+                                                       const std::string& hostname = "127.0.0.1",
+                                                       int threads = kRuntimeCollectiveThreads);
 
 // Another Gloo group of the same ranks, with its own connections and threads, so
 // that what it carries never waits behind `group`'s collectives. `name` keeps its

@@ -42,9 +42,9 @@ Network::FlowId Network::start(Flow flow, Seconds now, double stretch) {
         "Network::start at {} s, outside [time {} s, next event {} s]", now, now_, next_event_));
   }
   if (!(flow.startup >= 0) || !(flow.volume >= 0) || !std::isfinite(flow.startup) ||
-      !std::isfinite(flow.volume)) {
-    throw std::logic_error(fmt::format("Network::start: flow with startup {} s, volume {}",
-                                       flow.startup, flow.volume));
+      !std::isfinite(flow.volume) || !(flow.weight > 0) || !std::isfinite(flow.weight)) {
+    throw std::logic_error(fmt::format("Network::start: flow with startup {} s, volume {}, weight {}",
+                                       flow.startup, flow.volume, flow.weight));
   }
   if (flow.links.empty() && flow.volume > 0) {
     throw std::logic_error(fmt::format("Network::start: {} bytes over no link", flow.volume));
@@ -68,6 +68,7 @@ Network::FlowId Network::start(Flow flow, Seconds now, double stretch) {
   f.phase = Phase::kStartup;
   f.startup_end = now + flow.startup * stretch;
   f.stretch = stretch;
+  f.weight = flow.weight;
   f.remaining = flow.volume;
   f.since = now;
   f.rate = 0;
@@ -223,9 +224,11 @@ void Network::compute_rates() {
         s.mark = mark_;
         s.capacity_left = link_set_.capacity[static_cast<size_t>(l)];
         s.unfrozen = 0;
+        s.unfrozen_weight = 0;
         touched_links_.push_back(l);
       }
       ++s.unfrozen;
+      s.unfrozen_weight += f.weight;
     }
   }
   int offset = 0;
@@ -247,8 +250,8 @@ void Network::compute_rates() {
     double share = kNever;
     for (int l : touched_links_) {
       const LinkState& s = links_[static_cast<size_t>(l)];
-      if (s.unfrozen > 0 && s.capacity_left / s.unfrozen < share) {
-        share = s.capacity_left / s.unfrozen;
+      if (s.unfrozen > 0 && s.capacity_left / s.unfrozen_weight < share) {
+        share = s.capacity_left / s.unfrozen_weight;  // per unit of weight
         bottleneck = l;
       }
     }
@@ -261,13 +264,15 @@ void Network::compute_rates() {
       FlowState& f = flows_[static_cast<size_t>(flows_by_link_[static_cast<size_t>(i)])];
       if (f.frozen) continue;
       f.frozen = true;
-      f.rate = share;
-      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch / share;
+      f.rate = share * f.weight;
+      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch / f.rate;
       --unfrozen;
       for (int l : f.links()) {
         LinkState& s = links_[static_cast<size_t>(l)];
-        s.capacity_left = std::max(0.0, s.capacity_left - share);
+        s.capacity_left = std::max(0.0, s.capacity_left - f.rate);
         --s.unfrozen;
+        // Exactly 0 once the last is frozen, whatever the rounding of the sums.
+        s.unfrozen_weight = s.unfrozen == 0 ? 0 : std::max(0.0, s.unfrozen_weight - f.weight);
       }
     }
   }

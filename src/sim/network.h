@@ -2,9 +2,10 @@
 //
 // A flow (cost/cluster.h) first spends its `startup` seconds using no bandwidth, then
 // transfers `volume` bytes across every link in its `links` at one rate. At every
-// instant the rates of the transferring flows are the max-min fair allocation over
-// the link capacities (progressive filling: the most contended link fixes the rate
-// of its flows, which are then removed, and so on). Rates change only when a flow
+// instant the rates of the transferring flows are the weighted max-min fair
+// allocation over the link capacities (progressive filling: the link with the least
+// capacity per unit of weight fixes the rate of its flows, each its weight times
+// that, which are then removed, and so on); with every weight 1, plain max-min. Rates change only when a flow
 // starts transferring or finishes, so the model is exact between those events: no
 // time stepping, and times are computed in closed form.
 //
@@ -42,7 +43,7 @@ class Network {
   // following call to advance(), so callers can start flows while handling a list
   // of finished ones. `stretch` as in set_stretch.
   // REQUIRES: time() <= now <= next_event(); every link id exists; startup and
-  // volume >= 0; stretch >= 1. THROWS std::logic_error naming the values otherwise.
+  // volume >= 0; weight > 0; stretch >= 1. THROWS std::logic_error naming the values otherwise.
   FlowId start(Flow flow, Seconds now, double stretch = 1);
 
   // From `now` on, flow `id` advances `stretch` times slower than the network
@@ -94,6 +95,7 @@ class Network {
     BytesPerSecond rate = 0;
     Seconds finish = kNever;  // at the current rate
     double stretch = 1;       // set_stretch: progress is rate / stretch
+    double weight = 1;
     size_t position = 0;      // index in transferring_, while kTransfer
     bool frozen = false;      // scratch for progressive filling
     int n_links = 0;
@@ -111,10 +113,11 @@ class Network {
     int peak = 0;
     Seconds busy_since = 0;
     Seconds busy_total = 0;
-    // Scratch for progressive filling: remaining capacity, unfrozen flows, and
-    // where this link's flows start in flows_by_link_.
+    // Scratch for progressive filling: remaining capacity, unfrozen flows and
+    // their weight, and where this link's flows start in flows_by_link_.
     double capacity_left = 0;
     int unfrozen = 0;
+    double unfrozen_weight = 0;
     int first = 0;
     int fill = 0;
     std::uint64_t mark = 0;

@@ -153,9 +153,33 @@ TEST(Network, RejectsTimeTravel) {
   EXPECT_THROW(net.start(Flow{.startup = 0, .volume = 1, .links = {3}}, 5), std::logic_error);
 }
 
+// Weighted flows split a link in proportion to their weights; all-reduces under a
+// measured fit are weighted by their size, so started together they end together.
+TEST(Network, WeightsSplitALinkInProportion) {
+  Network net(make_links({8}));
+  const auto a = net.start(Flow{.startup = 0, .volume = 30, .links = {0}, .weight = 3}, 0);
+  const auto b = net.start(Flow{.startup = 0, .volume = 10, .links = {0}, .weight = 1}, 0);
+  EXPECT_DOUBLE_EQ(net.rate(a), 6);
+  EXPECT_DOUBLE_EQ(net.rate(b), 2);
+  const auto done = run_to_end(net);
+  EXPECT_DOUBLE_EQ(done.at(a), 5);
+  EXPECT_DOUBLE_EQ(done.at(b), 5);
+
+  Cluster c;
+  c.workers = 4;
+  c.fitted = FittedAllReduce{.a = 1e-3, .b = 1e-8};
+  Network fabric(links_of(c));
+  const auto large = fabric.start(allreduce_flow(c, 300'000), 0);
+  const auto small = fabric.start(allreduce_flow(c, 100'000), 0);
+  const auto ends = run_to_end(fabric);
+  EXPECT_NEAR(ends.at(large), 1e-3 + 400'000 * 1e-8, 1e-12);
+  EXPECT_NEAR(ends.at(small), ends.at(large), 1e-12);
+}
+
 // Property, on random flows over random links: at every event the rates are
-// feasible and max-min fair (every flow crosses a saturated link on which no flow
-// is faster), and each flow's rate integrated over time equals its volume.
+// feasible and weighted max-min fair (every flow crosses a saturated link on which
+// no flow moves more per unit of its weight), and each flow's rate integrated over
+// time equals its volume. Half the trials weigh every flow 1 (plain max-min).
 TEST(Network, RandomFlowsAreMaxMinFairAndConserveBytes) {
   std::mt19937 rng(42);
   for (int trial = 0; trial < 200; ++trial) {
@@ -178,6 +202,7 @@ TEST(Network, RandomFlowsAreMaxMinFairAndConserveBytes) {
         if (std::uniform_int_distribution(0, 1)(rng)) flow.links.push_back(l);
       }
       if (flow.links.empty()) flow.links.push_back(std::uniform_int_distribution(0, n_links - 1)(rng));
+      if (trial % 2 == 1) flow.weight = std::uniform_real_distribution(0.25, 4.0)(rng);
       plan.push_back({flow, std::uniform_real_distribution(0.0, 5.0)(rng)});
     }
     std::sort(plan.begin(), plan.end(), [](const Started& a, const Started& b) { return a.at < b.at; });
@@ -204,11 +229,11 @@ TEST(Network, RandomFlowsAreMaxMinFairAndConserveBytes) {
       }
       // Fairness of the current allocation (flows in startup have rate 0).
       std::vector<double> load(capacity.size(), 0);
-      std::vector<double> fastest(capacity.size(), 0);
+      std::vector<double> fastest(capacity.size(), 0);  // per unit of weight
       for (const auto& [id, index] : which) {
         for (int l : plan[index].flow.links) {
           load[l] += net.rate(id);
-          fastest[l] = std::max(fastest[l], net.rate(id));
+          fastest[l] = std::max(fastest[l], net.rate(id) / plan[index].flow.weight);
         }
       }
       for (int l = 0; l < n_links; ++l) ASSERT_LE(load[l], capacity[l] * (1 + 1e-9));
@@ -216,7 +241,8 @@ TEST(Network, RandomFlowsAreMaxMinFairAndConserveBytes) {
         if (net.rate(id) == 0) continue;
         bool has_bottleneck = false;
         for (int l : plan[index].flow.links) {
-          has_bottleneck |= load[l] >= capacity[l] * (1 - 1e-9) && net.rate(id) >= fastest[l] * (1 - 1e-9);
+          has_bottleneck |= load[l] >= capacity[l] * (1 - 1e-9) &&
+                            net.rate(id) / plan[index].flow.weight >= fastest[l] * (1 - 1e-9);
         }
         ASSERT_TRUE(has_bottleneck) << "trial " << trial << " flow " << index;
       }

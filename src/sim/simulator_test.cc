@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -215,6 +216,49 @@ TEST(Simulate, CreditRefillsAsMessagesFinishTogether) {
   // outlasts the second round.
   const Seconds expected = p.backward_time() + round + p.forward_time();
   EXPECT_NEAR(t.summary.iteration, std::max(expected, p.backward_time() + 2 * round + 2e-3), 1e-12);
+}
+
+// Note [Collectives in flight]: a measured transport runs two collectives at
+// once; under a credit for all four messages the last two wait for the first two
+// and pay their start-up after them.
+TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
+  const Profile p = make_profile({{1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000},
+                                  {1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000}});
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.fitted = FittedAllReduce{.a = 2e-3, .b = 1e-8};
+  std::vector<CommOp> ops;
+  for (int l = 0; l < p.size(); ++l) {
+    ops.push_back(whole_layers(p, {l}, l));
+    ops.back().ready_after = 0;  // all four leave together
+  }
+  const Schedule s = one_period(ops, {.kind = DispatchPolicy::Kind::kCredit, .credit = 10_MiB, .windows = {}});
+  // Worker 0's message ends in the first iteration, from the instant they left.
+  auto ends = [&](int limit) {
+    c.fitted->concurrent = limit;
+    const Timeline t = simulate(s, p, c, {.iterations = 2, .record_iterations = 1});
+    std::vector<Seconds> out;
+    Seconds left = std::numeric_limits<Seconds>::infinity();
+    for (const Event& e : t.events) {
+      if (e.worker != 0 || !e.lane.starts_with("comm")) continue;
+      out.push_back(e.end);
+      left = std::min(left, e.start);
+    }
+    std::sort(out.begin(), out.end());
+    for (Seconds& e : out) e -= left;
+    return out;
+  };
+  const Flow f = allreduce_flow(c, 400'000);
+  const Seconds alone = f.volume * c.fitted->b;  // one message's bytes at the fabric's rate
+  const Seconds all_at_once = f.startup + 4 * alone;
+  const Seconds pair = f.startup + 2 * alone;
+  const std::vector<Seconds> unlimited = ends(0), two = ends(2);
+  ASSERT_EQ(unlimited.size(), 4u);
+  ASSERT_EQ(two.size(), 4u);
+  for (Seconds e : unlimited) EXPECT_NEAR(e, all_at_once, 1e-12);
+  EXPECT_NEAR(two[0], pair, 1e-12);
+  EXPECT_NEAR(two[1], pair, 1e-12);
+  EXPECT_NEAR(two[2], 2 * pair, 1e-12);
+  EXPECT_NEAR(two[3], 2 * pair, 1e-12);
 }
 
 // (e) Windows fuse the highest-priority ready ops into one message.
