@@ -203,10 +203,10 @@ void Network::release(FlowId id) {
   --in_flight_;
 }
 
-// Progressive filling: repeatedly find the link whose remaining capacity, split
-// equally among its unfrozen flows, is smallest; that share is the max-min fair
-// rate of those flows, which are then frozen and their rate taken off every link
-// they cross. Flows are grouped by link first, so that freezing a bottleneck visits
+// Progressive filling: repeatedly find the link whose remaining capacity per unit
+// of its unfrozen flows' weight is smallest; that share times a flow's weight is
+// the weighted max-min fair rate of each of those flows, which are then frozen and
+// their rate taken off every link they cross. Flows are grouped by link first, so that freezing a bottleneck visits
 // only its own flows.
 void Network::compute_rates() {
   if (transferring_.empty()) return;

@@ -5,9 +5,10 @@
 // instant the rates of the transferring flows are the weighted max-min fair
 // allocation over the link capacities (progressive filling: the link with the least
 // capacity per unit of weight fixes the rate of its flows, each its weight times
-// that, which are then removed, and so on); with every weight 1, plain max-min. Rates change only when a flow
-// starts transferring or finishes, so the model is exact between those events: no
-// time stepping, and times are computed in closed form.
+// that, which are then removed, and so on); with every weight 1 (the default),
+// plain max-min. Rates change only when a flow starts transferring or finishes,
+// so the model is exact between those events: no time stepping, and times are
+// computed in closed form.
 //
 // The network holds a clock but never advances it by itself: its owner (the
 // simulator) asks for the time of the next network event, merges it with its own

@@ -8,7 +8,9 @@
 // worker's release offset; a Dispatcher per worker decides when it leaves.
 //
 // Network: every transfer is a Flow (cost/cluster.h); flows crossing a link share it
-// max-min fairly, recomputed at every start and finish (fluid model). All-reduce
+// max-min fairly by their weights, recomputed at every start and finish (fluid
+// model); under a measured fit, collectives beyond the transport's limit wait
+// (Note [Collectives in flight] in simulator.cc). All-reduce
 // messages are collective: they start when every worker has launched them and end
 // for all at once. Parameter-server operations are, per worker, a push; the server
 // update when all P pushes of that op have arrived (instantaneous); then a pull.
