@@ -7,9 +7,9 @@
 //
 // Every transfer is described as a *flow*: a startup time that uses no bandwidth,
 // then a volume of bytes that crosses one or more links. Flows that cross the same
-// link share it max-min fairly, by their weights (see sim/network.h). That single mechanism models
-// both concurrent all-reduces (fluid processor sharing of one collective fabric)
-// and a parameter server's incast.
+// link share it max-min fairly, by their weights (see sim/network.h). That single
+// mechanism models both concurrent all-reduces (fluid processor sharing of one
+// collective fabric) and a parameter server's incast.
 //
 // Thread-safety: plain data; the functions are pure.
 #pragma once

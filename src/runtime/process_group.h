@@ -95,7 +95,7 @@ torch::Tensor sum_of(const torch::Tensor& result);
 
 // Waits, in the order they were added, for each set of point-to-point works
 // (c10d's Gloo send and recv give no future), then completes the set's future, or
-// fails it with the error. One thread for every set.
+// fails it with the error. One thread waits for every set.
 class WorkWaiter {
  public:
   WorkWaiter();
