@@ -126,7 +126,7 @@ namespace {
 class AllReduceStream {
  public:
   AllReduceStream(const Group& group, Bytes bytes)
-      : collectives_(open_subgroup(group, "stream", /*threads=*/2)),
+      : collectives_(open_subgroup(group, "stream", kRuntimeCollectiveThreads)),
         thread_([this, bytes] { run(bytes); }) {}
   AllReduceStream(const AllReduceStream&) = delete;
   AllReduceStream& operator=(const AllReduceStream&) = delete;

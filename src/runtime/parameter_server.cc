@@ -1,12 +1,9 @@
 #include "runtime/parameter_server.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include <fmt/format.h>
 
