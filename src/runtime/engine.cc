@@ -258,8 +258,13 @@ Engine::Engine(EngineOptions options)
                                        rank_, world_, options_.workers));
   }
   layout_ = std::make_unique<Layout>(options_.layers);
-  for (OpKind kind : {OpKind::kAverageGradients, OpKind::kAverageParameters, OpKind::kParameterServer}) {
-    executors_.push_back(make_executor(kind, options_));
+  // Only the kinds the schedule uses: an executor may start a thread of its own.
+  executors_.resize(static_cast<size_t>(OpKind::kParameterServer) + 1);
+  for (const auto& ops : schedule.iterations) {
+    for (const CommOp& op : ops) {
+      auto& executor = executors_.at(static_cast<size_t>(op.kind));
+      if (!executor) executor = make_executor(op.kind, options_);
+    }
   }
 
   CommState& c = *comm_;
@@ -368,13 +373,26 @@ Engine::Engine(EngineOptions options)
       hooks_.emplace_back(std::move(accumulator), key);
     }
   }
-  thread_ = std::thread([this] { communication_loop(); });
+  inline_ = runs_inline(schedule);
+  if (!inline_) thread_ = std::thread([this] { communication_loop(); });
 }
 
 Engine::~Engine() {
   for (auto& [node, key] : hooks_) node->del_post_hook(key);
-  events_->push({.kind = Event::Kind::kStop});
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    events_->push({.kind = Event::Kind::kStop});
+    thread_.join();
+  }
+}
+
+// Note [One worker inline] in engine.h.
+bool Engine::runs_inline(const Schedule& schedule) const {
+  for (const auto& ops : schedule.iterations) {
+    for (const CommOp& op : ops) {
+      if (!executors_[static_cast<size_t>(op.kind)]->identity() || op.release(rank_) > 0) return false;
+    }
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------
@@ -443,7 +461,7 @@ void Engine::on_gradient(int layer, std::size_t parameter) {
                             .iteration = iteration_, .layer = layer});
     last_gradient_time_ = now;
   }
-  events_->push({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = layer});
+  post({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = layer});
 }
 
 void Engine::end_backward() {
@@ -451,7 +469,7 @@ void Engine::end_backward() {
   for (std::size_t l = 0; l < gradients_missing_.size(); ++l) {
     if (options_.layers[l].empty()) {
       // A layer without parameters has no hook; it is ready when the backward ends.
-      events_->push({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = static_cast<int>(l)});
+      post({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = static_cast<int>(l)});
     } else if (gradients_missing_[l] != 0) {
       throw std::logic_error(fmt::format("engine: in iteration {}, {} of the {} parameters of layer {} got no "
                                          "gradient; every parameter must be used in every forward",
@@ -470,7 +488,7 @@ void Engine::drain() {
 
 void Engine::finish() {
   drain();
-  events_->push({.kind = Event::Kind::kFinish});
+  post({.kind = Event::Kind::kFinish});
   std::unique_lock lock(mutex_);
   wait_until(lock, "the end of the message stream", [&] { return finished_; });
 }
@@ -484,8 +502,8 @@ void Engine::fail(std::exception_ptr error) {
 }
 
 // ---------------------------------------------------------------------------
-// Communication thread. Everything below runs on it, except the future callbacks,
-// which only push an event.
+// Communication thread. Everything below runs on it (on the training thread when
+// the engine runs inline), except the future callbacks, which only push an event.
 
 namespace {
 
@@ -930,6 +948,18 @@ class Engine::Comm {
   CommState& c_;
   const Schedule& schedule_;
 };
+
+void Engine::post(Event event) {
+  if (!inline_) {
+    events_->push(std::move(event));
+    return;
+  }
+  try {
+    Comm(*this).handle(event);
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
 
 void Engine::communication_loop() {
   try {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 #include <random>
 #include <set>
@@ -208,16 +209,52 @@ void expect_equal_to_reference(const std::vector<torch::Tensor>& ranks, const to
   }
 }
 
-TEST(Engine, OneRankInOrderMatchesPlainTraining) {
-  Net net = Net::make(kWidths, 7);
+// wfbp: one operation per layer, in backward order.
+Schedule layer_by_layer(const Net& net) {
   Schedule s{.strategy = "wfbp"};
   s.iterations.emplace_back();
   for (int l = net.size() - 1; l >= 0; --l) {
     const auto bytes = net.profile().layers[static_cast<size_t>(l)].bytes();
     s.iterations[0].push_back({.chunks = {{.layer = l, .offset = 0, .length = bytes}}, .ready_after = l});
   }
+  return s;
+}
+
+TEST(Engine, OneRankInOrderMatchesPlainTraining) {
+  Net net = Net::make(kWidths, 7);
+  const Schedule s = layer_by_layer(net);
   validate(s, net.profile(), 1);
   expect_equal_to_reference(train_threads(s, 1, 3, 8), reference(1, 3, 8));
+}
+
+int threads_of_this_process() {
+  return static_cast<int>(std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                                        std::filesystem::directory_iterator()));
+}
+
+// With one worker nothing travels, so the engine starts no thread and each layer is
+// stepped by the training thread inside the backward (Note [One worker inline]):
+// when backward() returns, every layer already holds its new parameters.
+TEST(Engine, OneWorkerStepsEveryLayerInsideTheBackward) {
+  Net net = Net::make(kWidths, 7);
+  const Schedule s = layer_by_layer(net);
+  validate(s, net.profile(), 1);
+  LayerOptimizer optimizer(net.layers, {.kind = "sgd", .lr = kLr});
+  auto group = make_gloo_group(c10::make_intrusive<c10d::HashStore>(), 0, 1, 30);
+  const int threads_before = threads_of_this_process();
+  Engine engine({.schedule = &s, .layers = net.layers, .optimizer = &optimizer, .collectives = group});
+  EXPECT_EQ(threads_of_this_process(), threads_before);
+
+  auto [x, y] = batch(0, 0, 8);
+  for (int l = 0; l < net.size(); ++l) {
+    engine.wait_for_forward(l);
+    x = net.forward_layer(l, x);
+  }
+  engine.start_backward();
+  torch::mse_loss(x, y).backward();
+  EXPECT_TRUE(torch::equal(net.flat(), reference(1, 1, 8)));
+  engine.end_backward();
+  engine.finish();
 }
 
 TEST(Engine, RandomSchedulesOnTwoAndThreeRanksEndAsCombinedBatchTraining) {
