@@ -16,6 +16,7 @@
 #include "bench/plots.h"
 #include "bench/report.h"
 #include "bench/statistics.h"
+#include "netem/netem.h"
 #include "profile/profile.h"
 #include "schedulers/strategies.h"
 
@@ -441,7 +442,8 @@ BenchResults Bench::run() {
               .warmup = o_.warmup,
               .mode = o_.mode,
               .target_accuracy = o_.target_accuracy,
-              .emulated = o_.links.front().emulated()};
+              .emulated = o_.links.front().emulated(),
+              .mtu = o_.links.front().emulated() ? o_.tools.mtu : 0};
   probe_strategies();
   runs_total_ = static_cast<int>(o_.links.size() * (strategies_.size() + (o_.ddp ? 1 : 0))) * o_.repeats;
   std::vector<std::string> links;
@@ -492,6 +494,7 @@ BenchResults run_bench(const BenchOptions& options, const netem::TerminationSign
                                  options.tools.workers));
   }
   if (options.links.empty()) throw UsageError("--bandwidths: give at least one bandwidth");
+  netem::check_mtu(options.tools.mtu);
   if (options.repeats < 1) {
     throw UsageError(fmt::format("--repeats {}: expected an integer >= 1", options.repeats));
   }

@@ -56,8 +56,8 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
   if (servers > 0) netem = concat(netem, {"--servers", std::to_string(servers)});
   // A generous grace: a rank that lost a peer needs the failure timeout of its
   // collectives to notice, and its own message is worth more than a SIGTERM.
-  netem = concat(netem, {"--bandwidth", exact(link.bandwidth), "--port", std::to_string(tools.port), "--grace",
-                         "30s", "--"});
+  netem = concat(netem, {"--bandwidth", exact(link.bandwidth), "--mtu", std::to_string(tools.mtu), "--port",
+                         std::to_string(tools.port), "--grace", "30s", "--"});
   return concat(netem, argv);
 }
 

@@ -26,6 +26,7 @@ struct Tools {
   std::string ddp_peer;  // bench/ddp_peer.py
   int workers = 1;       // P
   int port = 29500;      // MASTER_PORT
+  int mtu = 1500;        // of the emulated links, bytes (weft netem --mtu)
 };
 
 // The link one round of the bench runs on.

@@ -41,6 +41,7 @@ TEST(Commands, EmulatedRunsGoThroughNetemOncePerWorker) {
   EXPECT_EQ(argv[1], "netem");
   EXPECT_TRUE(has(argv, "--workers", "3"));
   EXPECT_TRUE(has(argv, "--port", "29600"));
+  EXPECT_TRUE(has(argv, "--mtu", std::to_string(kTools.mtu)));
   EXPECT_EQ(parse_bandwidth(argv[std::find(argv.begin(), argv.end(), "--bandwidth") - argv.begin() + 1]), 100_Mbit);
   const auto train = inner(argv);
   EXPECT_EQ(train[0], "/opt/weft");

@@ -106,6 +106,7 @@ class Reader {
     if (!v.is_array()) fail(name, "an array", v);
     for (std::size_t i = 0; i < v.size(); ++i) read(Reader(v[i], fmt::format("{}{}[{}]", prefix(), name, i), origin_));
   }
+  bool has(const std::string& name) const { return object_.contains(name); }
   Reader child(const std::string& name) const { return Reader(get(name), prefix() + name, origin_); }
 
  private:
@@ -201,6 +202,7 @@ json to_json(const BenchResults& results) {
           {"mode", to_string(results.mode)},
           {"target_accuracy", results.mode == Mode::kAccuracy ? json(results.target_accuracy) : json(nullptr)},
           {"emulated", results.emulated},
+          {"mtu_B", results.emulated ? json(results.mtu) : json(nullptr)},
           {"links", links},
           {"profile", results.profile},
           {"runs", runs},
@@ -227,6 +229,9 @@ BenchResults results_from_json(const json& document, std::string_view origin) {
       .mode = parse_mode(top.string("mode"), origin),
       .target_accuracy = top.optional_number("target_accuracy").value_or(0),
       .emulated = top.boolean("emulated"),
+      // Benches before --mtu existed ran 1500-byte frames and did not say so.
+      .mtu = top.has("mtu_B") ? static_cast<int>(top.optional_number("mtu_B").value_or(0))
+                              : (top.boolean("emulated") ? 1500 : 0),
       .links = {},
       .profile = top.string("profile"),
   };

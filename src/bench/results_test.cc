@@ -22,6 +22,7 @@ BenchResults random_results(std::mt19937& rng) {
                  .mode = rng() % 2 ? Mode::kAccuracy : Mode::kIterations, .target_accuracy = 0.85,
                  .emulated = rng() % 2 == 0, .links = {}, .profile = "profile.json"};
   if (r.mode == Mode::kIterations) r.target_accuracy = 0;
+  if (r.emulated) r.mtu = rng() % 2 ? 1500 : 9000;
   const std::vector<std::string> links{"20Mbit", "100Mbit", "1Gbit"};
   const std::vector<std::string> names{"wfbp", "dcredit", "dreamddp", kDdpPeerStrategy};
   for (int l = 0; l < 1 + static_cast<int>(rng() % 3); ++l) {
@@ -89,6 +90,7 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
   while (r.runs.empty());
   const json full = to_json(r);
   for (const auto& [key, value] : full.items()) {
+    if (key == "mtu_B") continue;  // optional: see BenchesBeforeMtuReadAsEthernetFrames
     json broken = full;
     broken.erase(key);
     try {
@@ -108,6 +110,20 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("runs[0]." + key), std::string::npos) << e.what();
     }
+  }
+}
+
+// Benches written before `--mtu` existed ran 1500-byte frames and have no mtu_B.
+TEST(Results, BenchesBeforeMtuReadAsEthernetFrames) {
+  std::mt19937 rng(5);
+  for (const bool emulated : {true, false}) {
+    BenchResults r = random_results(rng);
+    r.emulated = emulated;
+    r.mtu = emulated ? 9000 : 0;
+    json old = to_json(r);
+    old.erase("mtu_B");
+    EXPECT_EQ(results_from_json(old, "bench.json").mtu, emulated ? 1500 : 0);
+    EXPECT_EQ(results_from_json(to_json(r), "bench.json").mtu, r.mtu);
   }
 }
 

@@ -60,6 +60,7 @@ struct BenchFlags {
   std::string ddp_peer;
   std::string trace_strategy;
   int port = 29600;
+  int mtu = 1500;
   std::string run_timeout = "1800s";
 };
 
@@ -76,7 +77,8 @@ bench::BenchOptions to_options(const BenchFlags& f) {
              .python = f.python,
              .ddp_peer = f.ddp_peer.empty() ? default_ddp_peer() : f.ddp_peer,
              .workers = f.workers,
-             .port = f.port};
+             .port = f.port,
+             .mtu = f.mtu};
   if (f.mode != "iterations" && f.mode != "accuracy") {
     throw UsageError(fmt::format("--mode {}: expected iterations or accuracy", f.mode));
   }
@@ -187,6 +189,7 @@ void add_bench(CLI::App& app, int& exit_status) {
                   "keep the predicted and measured traces of this strategy on the first link (default: the "
                   "fastest predicted)");
   cmd->add_option("--port", f->port, "first MASTER_PORT; consecutive runs use the next ones")->capture_default_str();
+  cmd->add_option("--mtu", f->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")->capture_default_str();
   cmd->add_option("--run-timeout", f->run_timeout, "limit of each child run, e.g. 1800s")->capture_default_str();
   cmd->callback([f, &exit_status] { exit_status = run(*f); });
 }

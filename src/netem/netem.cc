@@ -84,10 +84,14 @@ void validate(const NetemOptions& options) {
   if (options.master_port < 1 || options.master_port > 65535) {
     throw UsageError(fmt::format("--port {}: a TCP port is 1..65535", options.master_port));
   }
-  if (options.mtu < 68 || options.mtu > 65535) {
-    throw UsageError(fmt::format("--mtu {}: an IPv4 MTU is 68..65535 bytes (1500 is Ethernet's, "
-                                 "9000 jumbo frames')",
-                                 options.mtu));
+  check_mtu(options.mtu);
+}
+
+void check_mtu(int mtu) {
+  if (mtu < 68 || mtu > 65535) {
+    throw UsageError(fmt::format("--mtu {}: an IPv4 MTU is 68..65535 bytes (1500 is Ethernet's, 9000 jumbo "
+                                 "frames)",
+                                 mtu));
   }
 }
 

@@ -86,6 +86,9 @@ struct Endpoint {
 // out of range.
 void validate(const NetemOptions& options);
 
+// THROWS UsageError naming --mtu unless 68 <= mtu <= 65535 (an IPv4 MTU).
+void check_mtu(int mtu);
+
 class EmulatedNetwork {
  public:
   // Sweeps stale namespaces (sweep_stale_namespaces, netns.h), then builds the
