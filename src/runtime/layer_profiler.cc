@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -214,23 +215,32 @@ Profile profile_phase(const Group& group, LayerProfilerOptions options, const st
 // all-reducing, and all-reduces while computing.
 void measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   constexpr std::size_t kQuietAllReduces = 10;  // after one that warms the connections up
+  constexpr double kAllReducesTimedLoaded = 3;
   AllReduceStream stream(group, mine.total_bytes());
   stream.wait_for(1 + kQuietAllReduces);
   const std::vector<Seconds> quiet_all_reduces = stream.seconds_between({}, Clock::now());
   if (quiet_all_reduces.size() < 1 + kQuietAllReduces) stream.stop();  // the stream failed: says why
+  const std::vector<Seconds> alone(quiet_all_reduces.begin() + 1, quiet_all_reduces.end());
+  // The timed iterations must hold whole all-reduces: at least three all-reduces'
+  // worth, whatever --iterations says, or a model that computes fast beside a long
+  // all-reduce would time none.
+  LayerProfilerOptions loaded_options = options;
+  const Seconds quiet = mine.forward_time() + mine.backward_time();
+  if (quiet > 0) {
+    loaded_options.iterations =
+        std::max(options.iterations, static_cast<int>(std::ceil(kAllReducesTimedLoaded * median(alone) / quiet)));
+  }
   std::pair<Clock::time_point, Clock::time_point> timing;
-  const Profile loaded = profile_phase(group, options, "weft/profiled-communicating", &timing);
+  const Profile loaded = profile_phase(group, loaded_options, "weft/profiled-communicating", &timing);
   stream.stop();
   const std::vector<Seconds> loaded_all_reduces = stream.seconds_between(timing.first, timing.second);
   if (loaded_all_reduces.empty()) {
     throw std::runtime_error(fmt::format(
         "rank {}: measuring interference: no all-reduce ran within the {} timed iterations; raise --iterations",
-        group.rank, options.iterations));
+        group.rank, loaded_options.iterations));
   }
-  const Seconds quiet = mine.forward_time() + mine.backward_time();
   const Seconds communicating = loaded.forward_time() + loaded.backward_time();
   mine.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
-  const std::vector<Seconds> alone(quiet_all_reduces.begin() + 1, quiet_all_reduces.end());
   mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
 }
 

@@ -45,7 +45,8 @@
 // group (so that its collectives never interleave with the first group's
 // barriers), under whatever links the job runs on: first alone, timing ten
 // all-reduces (after one that warms the connections up), then while profiling
-// again. The profile keeps the first phase's layers, and sets compute_slowdown =
+// again, for as many iterations as three of those all-reduces take if that is more
+// than asked (the timed iterations must hold whole all-reduces). The profile keeps the first phase's layers, and sets compute_slowdown =
 // (compute per iteration while all-reducing) / (compute alone) − 1 and
 // comm_slowdown = (median all-reduce while computing) / (median all-reduce alone)
 // − 1, each at least 0: what the simulator needs to slow the layers and messages
