@@ -448,8 +448,9 @@ BenchResults Bench::run() {
   runs_total_ = static_cast<int>(o_.links.size() * (strategies_.size() + (o_.ddp ? 1 : 0))) * o_.repeats;
   std::vector<std::string> links;
   for (const Link& link : o_.links) links.push_back(link.name);
-  say(fmt::format("{} training run{}: {}{} on {}", runs_total_, runs_total_ == 1 ? "" : "s",
-                  fmt::join(strategies_, ", "), o_.ddp ? " and the DDP peer" : "", fmt::join(links, ", ")));
+  say(fmt::format("{} training run{}: {}{} on {}{}", runs_total_, runs_total_ == 1 ? "" : "s",
+                  fmt::join(strategies_, ", "), o_.ddp ? " and the DDP peer" : "", fmt::join(links, ", "),
+                  results_.mtu > 0 ? fmt::format(" ({}-byte frames)", results_.mtu) : ""));
   profile_model();
   save();
 
