@@ -77,10 +77,11 @@ void print_table(const Plan& plan, const Profile& profile) {
                "computing\n",
                100 * profile.compute_slowdown, 100 * profile.comm_slowdown);
   }
-  if ((profile.skew > 0 || profile.back_to_back_skew > 0) && c.arch == Arch::kAllReduce) {
+  if ((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0) && c.arch == Arch::kAllReduce) {
     fmt::print("skew (from the profile): each collective starts {} after its data is ready and {} after it is "
-               "launched\n",
-               format_duration(profile.skew), format_duration(profile.back_to_back_skew));
+               "launched, {} later per second the workers computed apart beyond half an iteration\n",
+               format_duration(profile.skew), format_duration(profile.back_to_back_skew),
+               format_duration(profile.drift));
   }
   fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>9}  {}\n", "strategy", "period", "iteration",
              "compute", "exposed comm", "vs wfbp", "options");

@@ -56,10 +56,11 @@ void print_table(const Profile& profile) {
                100 * profile.compute_slowdown, profile.compute_slowdown, 100 * profile.comm_slowdown,
                profile.comm_slowdown);
   }
-  if (profile.skew > 0 || profile.back_to_back_skew > 0) {
+  if (profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0) {
     fmt::print("in step, the last process reached a collective {} after the average one (skew_s), {} when it "
-               "followed another (back_to_back_skew_s)\n",
-               format_duration(profile.skew), format_duration(profile.back_to_back_skew));
+               "followed another (back_to_back_skew_s); apart, {} further per second computed (drift {:.3f})\n",
+               format_duration(profile.skew), format_duration(profile.back_to_back_skew),
+               format_duration(profile.drift), profile.drift);
   }
 }
 
@@ -132,7 +133,8 @@ void add_profile(CLI::App& app, int& exit_status) {
   cmd->add_flag("--interference", flags->interference,
                 "--model with --nproc K >= 2: then all-reduce back to back, alone and while profiling again, and "
                 "write how much compute and all-reduces slow each other (compute_slowdown, comm_slowdown); then "
-                "train in step and write how late the last process reaches a collective (skew_s, back_to_back_skew_s)");
+                "train in step and apart and write how late the last process reaches a collective (skew_s, "
+                "back_to_back_skew_s, drift)");
   cmd->add_flag("--network", flags->network, "fit the all-reduce cost over real Gloo all-reduces instead");
   cmd->add_option("--nproc", flags->network_options.nproc,
                   "local processes: --model profiles them together, sharing the cores as K workers will (the "

@@ -50,6 +50,13 @@ struct Profile {
   // launched at its predecessor's end starts this much after that end. 0 (the
   // default) where workers keep in step. Measured as `skew` is.
   Seconds back_to_back_skew = 0;
+  // Workers that compute for long without waiting on one another drift further
+  // apart: for every second of compute beyond half an iteration since a worker
+  // last waited on the others' data (S-SGD waits every iteration, full local SGD
+  // every H), the last worker falls `drift` seconds further behind the average,
+  // and `skew` grows by as much. 0 (the default): skew does not grow. Measured
+  // as `skew` is.
+  double drift = 0;
 
   int size() const { return static_cast<int>(layers.size()); }
   std::int64_t total_params() const;
@@ -65,12 +72,12 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 // Checks a profile a user supplied. THROWS UsageError naming `origin` (a file
 // name or "profile"), the layer index and field, for: no layers, an empty name,
 // negative params, bytes_per_param < 1, negative or non-finite fp/bp; or naming
-// the field for a negative or non-finite compute_slowdown, comm_slowdown or skew.
+// the field for a negative or non-finite compute_slowdown, comm_slowdown, skew or drift.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
 // JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
 // the optional top-level `compute_slowdown`, `comm_slowdown`, `skew_s` and
-// `back_to_back_skew_s` to 0.
+// `back_to_back_skew_s` and `drift` to 0.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");

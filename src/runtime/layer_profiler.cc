@@ -245,49 +245,90 @@ void measure_interference(const Group& group, const LayerProfilerOptions& option
 }
 
 // Note [Measuring skew]: how much later than the average process the last one
-// reaches a collective, the processes training in step; sets mine.skew and
-// mine.back_to_back_skew.
+// reaches a collective, the processes training in step, and how much further it
+// falls behind when they compute several iterations apart; sets mine.skew,
+// mine.back_to_back_skew and mine.drift.
 void measure_skew(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
   const Batch batch =
       make_data({.model = options.model, .synthetic = true, .batch = options.batch, .seed = options.seed})->next();
-  std::vector<torch::Tensor> token{torch::zeros({1})};
-  const auto meet = [&] {
-    const auto start = Clock::now();
-    group.collectives->allreduce(token)->wait();
-    return since(start);
-  };
-  // Per iteration: after the forward, after the backward, and right after that.
+  // In step, per iteration: after the forward, after the backward, and right after
+  // that. Apart: after kApart iterations without meeting.
   enum Meeting { kAfterForward, kAfterBackward, kBackToBack, kMeetings };
-  const int n = kMeetings * options.iterations;
-  std::vector<torch::Tensor> waits{torch::zeros({group.world, n}, torch::kDouble)};
-  auto my_waits = waits[0].accessor<double, 2>()[group.rank];
-  meet();
-  for (int i = 0; i < options.warmup + options.iterations; ++i) {
-    Seconds waited[kMeetings];
+  constexpr int kApart = 5;
+  const int in_step = kMeetings * options.iterations;
+  const int apart = std::max(5, options.iterations / kApart);
+  // [0][rank][m]: how long the rank waited in meeting m; [1][rank][m]: how long
+  // it computed between the meeting before and m.
+  std::vector<torch::Tensor> times{torch::zeros({2, group.world, in_step + apart}, torch::kDouble)};
+  auto my_times = times[0].accessor<double, 3>();
+  std::vector<torch::Tensor> token{torch::zeros({1})};
+  auto left = Clock::now();
+  int m = -1;  // the meeting being timed; -1 while warming up
+  const auto meet = [&] {
+    const auto arrived = Clock::now();
+    group.collectives->allreduce(token)->wait();
+    const auto computed = arrived - left;
+    left = Clock::now();
+    if (m < 0) return;
+    my_times[0][group.rank][m] = std::chrono::duration<double>(left - arrived).count();
+    my_times[1][group.rank][m] = std::chrono::duration<double>(computed).count();
+    ++m;
+  };
+  const auto iterate = [&](bool meet_after_forward) {
     torch::Tensor x = batch.input;
     for (int l = 0; l < model->num_layers(); ++l) x = model->forward_layer(l, x);
     const torch::Tensor loss = model->loss(x, batch.target);
-    waited[kAfterForward] = meet();
+    if (meet_after_forward) meet();
     loss.backward();
-    waited[kAfterBackward] = meet();
-    waited[kBackToBack] = meet();
-    if (i < options.warmup) continue;
-    for (int m = 0; m < kMeetings; ++m) my_waits[kMeetings * (i - options.warmup) + m] = waited[m];
+  };
+  meet();
+  for (int i = 0; i < options.warmup + options.iterations; ++i) {
+    if (i == options.warmup) m = 0;
+    iterate(true);
+    meet();
+    meet();
   }
-  group.collectives->allreduce(waits)->wait();  // every rank's row, on every rank
-  const auto all = waits[0].accessor<double, 2>();
-  std::vector<Seconds> from_compute, back_to_back;
-  for (int k = 0; k < n; ++k) {
-    Seconds least = all[0][k], sum = 0;
+  for (int period = 0; period < apart; ++period) {
+    for (int i = 0; i < kApart; ++i) iterate(false);
+    meet();
+  }
+  group.collectives->allreduce(times)->wait();  // every rank's rows, on every rank
+  const auto all = times[0].accessor<double, 3>();
+  // How much later than the average rank the last one reached meeting k, and how
+  // long the ranks computed before it, on average.
+  const auto skew_at = [&](int k) {
+    Seconds least = all[0][0][k], sum = 0;
     for (int r = 0; r < group.world; ++r) {
-      least = std::min(least, all[r][k]);
-      sum += all[r][k];
+      least = std::min(least, all[0][r][k]);
+      sum += all[0][r][k];
     }
-    (k % kMeetings == kBackToBack ? back_to_back : from_compute).push_back(sum / group.world - least);
+    return sum / group.world - least;
+  };
+  const auto computed_before = [&](int k) {
+    Seconds sum = 0;
+    for (int r = 0; r < group.world; ++r) sum += all[1][r][k];
+    return sum / group.world;
+  };
+  std::vector<Seconds> from_compute, back_to_back, from_apart;
+  Seconds computed_in_step = 0, computed_apart = 0;
+  for (int k = 0; k < in_step; ++k) {
+    if (k % kMeetings == kBackToBack) {
+      back_to_back.push_back(skew_at(k));
+    } else {
+      from_compute.push_back(skew_at(k));
+      computed_in_step += computed_before(k) / (in_step - in_step / kMeetings);
+    }
+  }
+  for (int k = in_step; k < in_step + apart; ++k) {
+    from_apart.push_back(skew_at(k));
+    computed_apart += computed_before(k) / apart;
   }
   mine.skew = median(from_compute);
   mine.back_to_back_skew = median(back_to_back);
+  if (computed_apart > computed_in_step) {
+    mine.drift = std::max(0.0, (median(from_apart) - mine.skew) / (computed_apart - computed_in_step));
+  }
 }
 
 // One of the processes of Note [Profiling together].

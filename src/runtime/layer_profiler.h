@@ -68,6 +68,11 @@
 // measured a skew of 2.6–5.4 ms over 20Mbit, 100Mbit, 1Gbit and loopback, after
 // the forward and after the backward alike, and a back-to-back skew of 2.0–2.8 ms
 // over the three links.
+// Last, the processes compute 5 iterations apart (as full local SGD does with
+// H = 5) before each meeting: the median skew there less `skew`, over how much
+// longer they computed before those meetings than before the in-step ones, is
+// `drift` (at least 0): how much further behind the last process falls per
+// second computed apart.
 //
 // Thread-safety: sets LibTorch's global intra-op thread count; run one at a time.
 #pragma once

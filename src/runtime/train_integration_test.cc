@@ -145,6 +145,9 @@ TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
     EXPECT_GT(profile.at(field).get<double>(), 0) << field;
     EXPECT_LT(profile.at(field).get<double>(), 1) << field;
   }
+  const double drift = profile.value("drift", 0.0);  // written when above 0
+  EXPECT_GE(drift, 0);
+  EXPECT_LT(drift, 10);
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;

@@ -58,7 +58,14 @@ namespace weft {
 // one back: a collective starts no earlier than `skew` after the last of its ops
 // became ready, no earlier than `back_to_back_skew` after it was launched, and no
 // earlier than the collective launched before it (the late worker issues them in
-// order). The second bound is for a collective launched at its predecessor's end
+// order). Workers that compute long without waiting on one another drift further
+// apart: `skew` grows by `drift` times the compute beyond half an iteration (where
+// `skew` is measured) that the worker did since it last passed a forward that
+// needed the previous iteration's communication, which is when the workers were
+// last held together. Measured over 5 iterations without an average (full local
+// SGD at H = 5), the last of 4 workers on 2 cores ran 5–20 ms behind the average,
+// where one iteration's skew is 2.7 ms; with `skew` alone, flsgd was predicted
+// 1–18% fast in every bench. The second bound is for a collective launched at its predecessor's end
 // (the link was busy, or the policy sends one message at a time): the workers
 // leave a collective out of step too, and the next one waits for the last of
 // them. In measured traces at 100Mbit (dcredit, wfbp) the last rank issued such a
@@ -171,8 +178,14 @@ class Simulation {
     // unfinished[t % 2][slot]: ops of iteration t not complete on this worker.
     std::vector<int> unfinished[2];
     int collectives_launched = 0;
-    // Note [Skew]: when each op not yet launched became ready, by op_key().
-    std::unordered_map<std::int64_t, Seconds> ready_at;
+    // Note [Skew]: when each op not yet launched became ready, and how long the
+    // worker had been computing out of step then; by op_key().
+    struct Ready {
+      Seconds at;
+      Seconds apart;
+    };
+    std::unordered_map<std::int64_t, Ready> ready_at;
+    Seconds in_step_since = 0;  // Note [Skew]: it last started a forward that needed communication
     std::vector<bool> comm_lane_busy;
     // Note [Interference]
     int messages_in_flight = 0;
@@ -231,6 +244,12 @@ class Simulation {
 
   int worker_id(int w) const { return w; }  // simulated worker w is rank w
   bool forward_may_start(const Worker& w) const;
+  // Whether the forward of `layer` waits for some op of iteration t (the first
+  // layer also for those every layer waits for).
+  bool needs_communication(int t, int layer) const {
+    const auto& needed = needed_[static_cast<size_t>(t % schedule_.period)];
+    return needed[static_cast<size_t>(layer)] > 0 || (layer == 0 && needed[static_cast<size_t>(layers_)] > 0);
+  }
   void try_start(int w, Seconds now);
   // Step s of an iteration's stream (0..2L−1) computes the forward of layer s, then
   // the backward of layer 2L−1−s.
@@ -287,6 +306,7 @@ class Simulation {
   int sim_workers_;  // P, or 1 under Note [Symmetric all-reduce workers]
   bool one_layer_segments_;  // Note [Interference]
   bool skewed_;              // Note [Skew]: some skew, and collectives to delay
+  Seconds half_iteration_;   // Note [Skew]: the compute over which `skew` was measured
   int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
   int measure_end_;
   // needed_[i][slot]: ops of period iteration i per dependency slot.
@@ -333,7 +353,9 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       layers_(profile.size()),
       workers_(cluster.workers),
       one_layer_segments_(profile.compute_slowdown > 0),
-      skewed_((profile.skew > 0 || profile.back_to_back_skew > 0) && cluster.arch == Arch::kAllReduce),
+      skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0) &&
+              cluster.arch == Arch::kAllReduce),
+      half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
       network_(links_of(validated(cluster))) {
   if (layers_ == 0) {
     throw UsageError(fmt::format("profile '{}': no layers to simulate", profile.model));
@@ -517,6 +539,9 @@ void Simulation::end_layer(int wi, Seconds now) {
 // A layer's compute spans [start, end]: its trace event, and after a backward the
 // releases of the ops it makes ready.
 void Simulation::layer_done(int wi, int t, int layer, bool forward, Seconds start, Seconds end) {
+  if (forward && t > 0 && needs_communication(t - 1, layer)) {
+    workers_state_[static_cast<size_t>(wi)].in_step_since = start;  // Note [Skew]
+  }
   if (recording(t)) {
     events_.push_back({.worker = worker_id(wi), .lane = "compute",
                        .name = (forward ? "fp " : "bp ") + profile_.layers[static_cast<size_t>(layer)].name,
@@ -612,7 +637,7 @@ void Simulation::on_backward_end(int wi, int t, int layer, Seconds now) {
 void Simulation::release(int wi, OpRef op, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
   w.dispatcher.ready(op);
-  if (skewed_) w.ready_at[op_key(op)] = now;
+  if (skewed_) w.ready_at[op_key(op)] = {.at = now, .apart = now - w.in_step_since};
 }
 
 void Simulation::pump(int wi, Seconds now) {
@@ -672,17 +697,18 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
 // simulated workers launched at `launched`.
 Seconds Simulation::skew_due(const Collective& c, Seconds launched) {
   if (!skewed_) return 0;
-  Seconds ready = 0;
+  Seconds due = launched + profile_.back_to_back_skew;
   for (int v = 0; v < sim_workers_; ++v) {
     auto& ready_at = workers_state_[static_cast<size_t>(v)].ready_at;
     for (OpRef op : c.messages[static_cast<size_t>(v)].ops) {
       const auto it = ready_at.find(op_key(op));
       if (it == ready_at.end()) throw std::logic_error("simulator: a collective launched an op never made ready");
-      ready = std::max(ready, it->second);
+      const auto [ready, apart] = it->second;
+      due = std::max(due, ready + profile_.skew + profile_.drift * std::max(0.0, apart - half_iteration_));
       ready_at.erase(it);
     }
   }
-  last_due_ = std::max({last_due_, ready + profile_.skew, launched + profile_.back_to_back_skew});
+  last_due_ = std::max(last_due_, due);
   return last_due_;
 }
 

@@ -362,6 +362,29 @@ TEST(Simulate, BackToBackSkewSeparatesCollectivesSentInARow) {
               first_end + p.back_to_back_skew + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
+// Note [Skew]: the skew grows by `drift` for the compute beyond half an iteration
+// since the workers last passed a forward that needed communication: one
+// iteration's under S-SGD, three under local SGD averaging every third iteration.
+TEST(Simulate, DriftGrowsTheSkewWithComputeApart) {
+  Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
+  p.skew = 2e-3;
+  p.drift = 0.1;
+  const Cluster c = ring(4, 1_Gbit, 50_us);
+  const Seconds compute = compute_of(p);
+  const Seconds message = allreduce_time(c, p.total_bytes());
+  const Schedule every = one_period({whole_layers(p, {0, 1})});
+  EXPECT_NEAR(simulate(every, p, c, {.iterations = 6}).summary.iteration,
+              compute + p.skew + p.drift * (compute - compute / 2) + message, 1e-12);
+
+  CommOp op = whole_layers(p, {0, 1});
+  op.kind = OpKind::kAverageParameters;
+  Schedule third = one_period({op});
+  third.period = 3;
+  third.iterations = {{op}, {}, {}};
+  EXPECT_NEAR(simulate(third, p, c, {.iterations = 12}).summary.iteration,
+              compute + (p.skew + p.drift * (3 * compute - compute / 2) + message) / 3, 1e-12);
+}
+
 // Note [Symmetric all-reduce workers]: simulating one representative worker gives
 // what simulating every worker gives. Offsets that differ by 1e-15 s force the full
 // simulation without changing the physics.
@@ -373,6 +396,7 @@ TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
     if (trial % 4 == 3) p.comm_slowdown = 0.7;
     if (trial % 5 >= 3) p.skew = 2e-3;
     if (trial % 5 == 4) p.back_to_back_skew = 1e-3;
+    if (trial % 7 >= 4) p.drift = 0.2;
     const Cluster c = random_ring(rng);
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
