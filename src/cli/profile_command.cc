@@ -16,6 +16,7 @@
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
 #include "runtime/network_profile.h"
+#include "runtime/worker_env.h"
 #include "units/files.h"
 #include "units/units.h"
 
@@ -68,10 +69,13 @@ void print_table(const Profile& profile) {
 // them share a core shifts only every second or so, and over 50 iterations that
 // biased whole profiles (4 processes on 2 cores timed cnn at 26.8–36.1 ms per
 // iteration in eight profiles, at 32.9–35.8 in four of 200; BENCHMARKS.md, "Skew,
-// and each link's own layers").
+// and each link's own layers"). The processes are --nproc's, or those of a job
+// started by hand (torchrun's variables).
 int timed_iterations(const ProfileFlags& flags) {
   if (flags.iterations) return *flags.iterations;
-  return flags.network_options.nproc.value_or(1) > 1 ? 200 : 20;
+  const int processes =
+      flags.network_options.nproc.value_or(runtime::has_worker_env() ? runtime::read_worker_env().world : 1);
+  return processes > 1 ? 200 : 20;
 }
 
 int run_model_profile(const ProfileFlags& flags) {
@@ -125,7 +129,8 @@ void add_profile(CLI::App& app, int& exit_status) {
   cmd->add_option("--model", flags->model, fmt::format("runtime model: {}", fmt::join(runtime::model_names(), ", ")));
   cmd->add_option("--batch", flags->batch, "batch per worker")->capture_default_str();
   cmd->add_option("--iterations,-n", flags->iterations,
-                  "timed iterations (the median is kept); default 20, or 200 with --nproc 2 or more");
+                  "timed iterations (the median is kept); default 20, or 200 with --nproc 2 or more (or "
+                  "WORLD_SIZE >= 2)");
   cmd->add_option("--warmup", flags->warmup, "untimed iterations first")->capture_default_str();
   cmd->add_option("--threads", flags->threads, "LibTorch intra-op threads (1: workers share the cores)")
       ->capture_default_str();

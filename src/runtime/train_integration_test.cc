@@ -8,7 +8,9 @@
 // (train_slow_test.cc: the models learn.)
 #include <cmath>
 #include <fstream>
+#include <memory>
 
+#include "runtime/launcher.h"
 #include "runtime/train_test_util.h"
 
 namespace {
@@ -121,6 +123,21 @@ TEST_F(TrainTest, ProfilingSeveralProcessesTimesMoreIterationsByDefault) {
   ASSERT_EQ(alone.wait(std::chrono::seconds(60)), 0) << alone.stderr_text();
   EXPECT_NE(alone.stderr_text().find("iteration 21/21"), std::string::npos) << alone.stderr_text();
   EXPECT_EQ(alone.stderr_text().find("iteration 201/201"), std::string::npos);
+
+  // A job started by hand, as torchrun starts one: each process knows the others
+  // only from the variables.
+  const std::string port = std::to_string(weft::runtime::free_local_port());
+  std::vector<std::unique_ptr<Weft>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    const fs::path dir = dir_ / fmt::format("rank{}", rank);
+    fs::create_directories(dir);
+    ranks.push_back(std::make_unique<Weft>(
+        std::vector<std::string>{"profile", "--model", "mlp", "--batch", "8", "--warmup", "1"}, dir,
+        std::vector<std::pair<std::string, std::string>>{
+            {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}}));
+  }
+  for (auto& rank : ranks) ASSERT_EQ(rank->wait(std::chrono::seconds(120)), 0) << rank->stderr_text();
+  EXPECT_NE(ranks[0]->stderr_text().find("iteration 201/201"), std::string::npos) << ranks[0]->stderr_text();
 }
 
 // `--interference` (Note [Measuring interference]): a second phase beside an

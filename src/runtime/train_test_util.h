@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,7 +47,10 @@ inline std::vector<float> read_floats(const fs::path& file) {
 // A `weft` process with stdout and stderr sent to files.
 class Weft {
  public:
-  Weft(const std::vector<std::string>& args, const fs::path& dir) : err_(dir / "stderr") {
+  // `env`: variables set in the child, after the job's own are cleared.
+  Weft(const std::vector<std::string>& args, const fs::path& dir,
+       const std::vector<std::pair<std::string, std::string>>& env = {})
+      : err_(dir / "stderr") {
     std::vector<std::string> argv{WEFT_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = ::fork();
@@ -61,6 +65,7 @@ class Weft {
       for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "WEFT_LAUNCHED_WORKER"}) {
         ::unsetenv(v);
       }
+      for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
       ::execv(p[0], p.data());
       ::_exit(127);
     }
