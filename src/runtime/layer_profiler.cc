@@ -253,11 +253,11 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   const Batch batch =
       make_data({.model = options.model, .synthetic = true, .batch = options.batch, .seed = options.seed})->next();
   // In step, per iteration: after the forward, after the backward, and right after
-  // that. Apart: after kApart iterations without meeting.
+  // that. Apart: after kApart iterations without meeting, at least 5 times.
   enum Meeting { kAfterForward, kAfterBackward, kBackToBack, kMeetings };
   constexpr int kApart = 5;
   const int in_step = kMeetings * options.iterations;
-  const int apart = std::max(5, options.iterations / kApart);
+  const int apart = std::max(5, options.iterations / kApart);  // meetings
   // [0][rank][m]: how long the rank waited in meeting m; [1][rank][m]: how long
   // it computed between the meeting before and m.
   std::vector<torch::Tensor> times{torch::zeros({2, group.world, in_step + apart}, torch::kDouble)};
@@ -311,24 +311,23 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
     return sum / group.world;
   };
   std::vector<Seconds> from_compute, back_to_back, from_apart;
-  Seconds computed_in_step = 0, computed_apart = 0;
+  Seconds computed_in_step = 0, computed_apart = 0;  // summed over the meetings
   for (int k = 0; k < in_step; ++k) {
     if (k % kMeetings == kBackToBack) {
       back_to_back.push_back(skew_at(k));
     } else {
       from_compute.push_back(skew_at(k));
-      computed_in_step += computed_before(k) / (in_step - in_step / kMeetings);
+      computed_in_step += computed_before(k);
     }
   }
   for (int k = in_step; k < in_step + apart; ++k) {
     from_apart.push_back(skew_at(k));
-    computed_apart += computed_before(k) / apart;
+    computed_apart += computed_before(k);
   }
   mine.skew = median(from_compute);
   mine.back_to_back_skew = median(back_to_back);
-  if (computed_apart > computed_in_step) {
-    mine.drift = std::max(0.0, (median(from_apart) - mine.skew) / (computed_apart - computed_in_step));
-  }
+  const Seconds longer = computed_apart / apart - computed_in_step / static_cast<double>(from_compute.size());
+  if (longer > 0) mine.drift = std::max(0.0, (median(from_apart) - mine.skew) / longer);
 }
 
 // One of the processes of Note [Profiling together].
