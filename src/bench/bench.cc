@@ -378,6 +378,7 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
   if (prediction) {
     run.predicted_iteration = prediction->iteration;
     run.predicted_compute = prediction->compute;
+    run.predicted_slowed_compute = prediction->slowed_compute;
     run.predicted_speedup_vs_wfbp = prediction->speedup_vs_wfbp;
   }
   say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}{}",
@@ -385,8 +386,12 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                   run.predicted_iteration ? format_duration(*run.predicted_iteration) : "none",
                   run.error_pct() ? fmt::format(" ({:+.1f}%)", *run.error_pct()) : "",
                   run.measured_compute && run.predicted_compute
-                      ? fmt::format("; computing {} against the profile's {}", format_duration(*run.measured_compute),
-                                    format_duration(*run.predicted_compute))
+                      ? fmt::format("; computing {} against the profile's {}{}", format_duration(*run.measured_compute),
+                                    format_duration(*run.predicted_compute),
+                                    run.predicted_slowed_compute
+                                        ? fmt::format(" ({} slowed by its messages)",
+                                                      format_duration(*run.predicted_slowed_compute))
+                                        : "")
                       : "",
                   run.time_to_accuracy ? fmt::format("; {:.3g}% after {}", 100 * o_.target_accuracy,
                                                      format_duration(*run.time_to_accuracy))

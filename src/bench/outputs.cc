@@ -27,6 +27,8 @@ std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_
       predictions[s.at("name").get<std::string>()] = {
           .iteration = s.at("iteration_s").get<double>(),
           .compute = s.at("compute_s").get<double>(),
+          .slowed_compute = s.contains("slowed_compute_s") ? std::optional(s.at("slowed_compute_s").get<double>())
+                                                           : std::nullopt,
           .period = s.at("period").get<int>(),
           .speedup_vs_wfbp = s.at("speedup_vs_wfbp").get<double>(),
           .options = s.contains("options") ? s.at("options") : json::object(),

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,7 @@ namespace weft::bench {
 struct Prediction {
   Seconds iteration = 0;   // iteration_s
   Seconds compute = 0;     // compute_s: the profile's forward + backward
+  std::optional<Seconds> slowed_compute;  // slowed_compute_s: as simulated, with interference
   int period = 1;
   double speedup_vs_wfbp = 0;
   nlohmann::json options = nlohmann::json::object();

@@ -35,6 +35,7 @@ json to_json(const RunResult& r) {
           {"error_pct", optional_number(r.error_pct())},
           {"measured_compute_s", optional_number(r.measured_compute)},
           {"predicted_compute_s", optional_number(r.predicted_compute)},
+          {"predicted_slowed_compute_s", optional_number(r.predicted_slowed_compute)},
           {"speedup_vs_wfbp", optional_number(r.speedup_vs_wfbp)},
           {"predicted_speedup_vs_wfbp", optional_number(r.predicted_speedup_vs_wfbp)},
           {"steady_iterations", r.steady_iterations},
@@ -139,6 +140,9 @@ RunResult read_run(const Reader& r) {
       .predicted_iteration = r.optional_number("predicted_iteration_s"),
       .measured_compute = r.optional_number("measured_compute_s"),
       .predicted_compute = r.optional_number("predicted_compute_s"),
+      // Written since the simulator reports it; absent before.
+      .predicted_slowed_compute =
+          r.has("predicted_slowed_compute_s") ? r.optional_number("predicted_slowed_compute_s") : std::nullopt,
       .speedup_vs_wfbp = r.optional_number("speedup_vs_wfbp"),
       .predicted_speedup_vs_wfbp = r.optional_number("predicted_speedup_vs_wfbp"),
       .steady_iterations = static_cast<int>(r.integer("steady_iterations")),

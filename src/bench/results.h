@@ -15,6 +15,7 @@
 //              "measured_iteration_s": 0.21, "measured_iteration_runs_s": [0.22, 0.21, 0.20],
 //              "predicted_iteration_s": 0.19,
 //              "error_pct": 10.5, "measured_compute_s": 0.09, "predicted_compute_s": 0.08,
+//              "predicted_slowed_compute_s": 0.085,
 //              "speedup_vs_wfbp": 1.3,
 //              "predicted_speedup_vs_wfbp": 1.4, "steady_iterations": 55,
 //              "steps": 60, "final_loss": 0.61, "options": {...},
@@ -34,7 +35,11 @@
 // `measured_compute_s` is the run's forward + backward per iteration, its waits
 // for communication left out, and `predicted_compute_s` the profile's: a run
 // whose compute differs from its profile's ran on a machine faster or slower
-// than the one profiled, whatever the network did. Quantities
+// than the one profiled, whatever the network did; `predicted_slowed_compute_s`
+// is the planner's for this strategy, the layers slowed where they overlap its
+// messages (Note [Interference], sim/simulator.cc; absent in files written before
+// it): against it, the measured compute tells how well the interference was
+// predicted. Quantities
 // that could not be had (no wfbp run, accuracy never reached) are null. With
 // `--repeats N` a strategy is trained N times: `measured_iteration_runs_s` holds
 // each run's steady-state iteration time, in the order run, and the other fields
@@ -86,6 +91,8 @@ struct RunResult {
   // does not report it).
   std::optional<Seconds> measured_compute;
   std::optional<Seconds> predicted_compute;
+  // The plan's compute as simulated, slowed where it overlapped communication.
+  std::optional<Seconds> predicted_slowed_compute;
   std::optional<double> speedup_vs_wfbp;
   std::optional<double> predicted_speedup_vs_wfbp;
   int steady_iterations = 0;

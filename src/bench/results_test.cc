@@ -35,7 +35,8 @@ BenchResults random_results(std::mt19937& rng) {
                     .period = s == "dreamddp" ? 5 : 1, .measured_iteration = u(rng),
                     .measured_iterations = {u(rng), u(rng), u(rng)},
                     .predicted_iteration = maybe(rng, u(rng)), .measured_compute = maybe(rng, u(rng)),
-                    .predicted_compute = maybe(rng, u(rng)), .speedup_vs_wfbp = maybe(rng, u(rng)),
+                    .predicted_compute = maybe(rng, u(rng)), .predicted_slowed_compute = maybe(rng, u(rng)),
+                    .speedup_vs_wfbp = maybe(rng, u(rng)),
                     .predicted_speedup_vs_wfbp = maybe(rng, u(rng)), .steady_iterations = 50,
                     .steps = 60, .final_loss = u(rng), .options = {{"partition_B", 65536}},
                     .metrics = "runs/" + links[l] + "-" + s + ".jsonl"};
@@ -102,6 +103,7 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
     }
   }
   for (const auto& [key, value] : full.at("runs")[0].items()) {
+    if (key == "predicted_slowed_compute_s") continue;  // optional: see BenchesBeforeSlowedComputeReadNone
     json broken = full;
     broken["runs"][0].erase(key);
     try {
@@ -124,6 +126,19 @@ TEST(Results, BenchesBeforeMtuReadAsEthernetFrames) {
     old.erase("mtu_B");
     EXPECT_EQ(results_from_json(old, "bench.json").mtu, emulated ? 1500 : 0);
     EXPECT_EQ(results_from_json(to_json(r), "bench.json").mtu, r.mtu);
+  }
+}
+
+// Benches written before the simulator reported its slowed compute have none.
+TEST(Results, BenchesBeforeSlowedComputeReadNone) {
+  std::mt19937 rng(6);
+  BenchResults r = random_results(rng);
+  for (RunResult& run : r.runs) run.predicted_slowed_compute = 0.02;
+  json old = to_json(r);
+  for (json& run : old["runs"]) run.erase("predicted_slowed_compute_s");
+  for (const RunResult& run : results_from_json(old, "bench.json").runs) EXPECT_FALSE(run.predicted_slowed_compute);
+  for (const RunResult& run : results_from_json(to_json(r), "bench.json").runs) {
+    EXPECT_EQ(run.predicted_slowed_compute, 0.02);
   }
 }
 

@@ -98,6 +98,7 @@ std::string plan_json(const Plan& plan) {
                           {"period", s.schedule.period},
                           {"iteration_s", sum.iteration},
                           {"compute_s", sum.compute},
+                          {"slowed_compute_s", sum.slowed_compute},
                           {"exposed_comm_s", sum.exposed_comm},
                           {"speedup_vs_wfbp", s.speedup_vs_wfbp},
                           {"options", nlohmann::json::parse(s.schedule.options_json.empty()

@@ -41,7 +41,8 @@ TEST(Planner, JsonHasExactlyTheFieldsOfTheSpec) {
   EXPECT_EQ(j["arch"], "allreduce");
   ASSERT_EQ(j["strategies"].size(), 2u);
   const auto& row = j["strategies"][0];
-  for (const char* key : {"name", "period", "iteration_s", "compute_s", "exposed_comm_s", "speedup_vs_wfbp", "options"}) {
+  for (const char* key : {"name", "period", "iteration_s", "compute_s", "slowed_compute_s", "exposed_comm_s",
+                          "speedup_vs_wfbp", "options"}) {
     EXPECT_TRUE(row.contains(key)) << key;
   }
   EXPECT_EQ(row["name"], "wfbp");

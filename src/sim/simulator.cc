@@ -340,6 +340,7 @@ class Simulation {
   std::vector<Seconds> busy_at_warmup_end_;
   std::vector<Seconds> busy_at_measure_end_;
   int finished_workers_ = 0;
+  Seconds measured_compute_ = 0;  // the simulated workers' layers in the measured span
   std::vector<std::string> lane_names_;
   std::vector<Event> events_;
 };
@@ -539,6 +540,7 @@ void Simulation::end_layer(int wi, Seconds now) {
 // A layer's compute spans [start, end]: its trace event, and after a backward the
 // releases of the ops it makes ready.
 void Simulation::layer_done(int wi, int t, int layer, bool forward, Seconds start, Seconds end) {
+  if (t >= warmup_end_ && t < measure_end_) measured_compute_ += end - start;
   if (forward && t > 0 && needs_communication(t - 1, layer)) {
     workers_state_[static_cast<size_t>(wi)].in_step_since = start;  // Note [Skew]
   }
@@ -956,6 +958,7 @@ Summary Simulation::summarise() const {
   const Seconds span = iteration_start_[static_cast<size_t>(measure_end_)] - begin;
   s.iteration = s.iterations > 0 ? span / s.iterations : 0;
   s.exposed_comm = s.iteration - s.compute;
+  if (s.iterations > 0) s.slowed_compute = measured_compute_ / (s.iterations * sim_workers_);
   if (span > 0) {
     const LinkSet& links = network_.links();
     for (size_t l = 0; l < links.capacity.size(); ++l) {

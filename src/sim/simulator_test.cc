@@ -522,6 +522,10 @@ TEST(Simulate, CommunicationSlowsTheLayersItOverlaps) {
   const Seconds bp0 = p.layers[0].bp - m / 1.5 + m;  // m at 1/1.5 speed, the rest at full speed
   EXPECT_NEAR(t.summary.iteration, p.forward_time() + p.layers[1].bp + bp0 + m, 1e-12);
   EXPECT_NEAR(t.summary.compute, compute_of(p), 1e-12);  // the profile's, unstretched
+  EXPECT_NEAR(t.summary.slowed_compute, compute_of(p) + m - m / 1.5, 1e-12);  // as run
+  p.compute_slowdown = 0;
+  EXPECT_NEAR(simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4}).summary.slowed_compute,
+              compute_of(p), 1e-12);
   const auto bp_layer0 = std::find_if(t.events.begin(), t.events.end(),
                                       [](const Event& e) { return e.name == "bp layer0"; });
   ASSERT_NE(bp_layer0, t.events.end());

@@ -97,6 +97,7 @@ std::string summary_json(const Summary& s) {
     j["peak_server_incast"] = s.peak_server_incast;
     j["server_busy"] = s.server_busy;
   }
+  if (s.slowed_compute > 0) j["slowed_compute_s"] = s.slowed_compute;
   if (s.collective_skew > 0) j["collective_skew_s"] = s.collective_skew;
   return j.dump();
 }
