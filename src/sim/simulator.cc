@@ -58,14 +58,7 @@ namespace weft {
 // one back: a collective starts no earlier than `skew` after the last of its ops
 // became ready, no earlier than `back_to_back_skew` after it was launched, and no
 // earlier than the collective launched before it (the late worker issues them in
-// order). Workers that compute long without waiting on one another drift further
-// apart: `skew` grows by `drift` times the compute beyond half an iteration (where
-// `skew` is measured) that the worker did since it last passed a forward that
-// needed the previous iteration's communication, which is when the workers were
-// last held together. Measured over 5 iterations without an average (full local
-// SGD at H = 5), the last of 4 workers on 2 cores ran 5–20 ms behind the average,
-// where one iteration's skew is 2.7 ms; with `skew` alone, flsgd was predicted
-// 1–18% fast in every bench. The second bound is for a collective launched at its predecessor's end
+// order). The second bound is for a collective launched at its predecessor's end
 // (the link was busy, or the policy sends one message at a time): the workers
 // leave a collective out of step too, and the next one waits for the last of
 // them. In measured traces at 100Mbit (dcredit, wfbp) the last rank issued such a
@@ -75,6 +68,15 @@ namespace weft {
 // measured trace does; the wait uses no bytes and no cores (Note [Interference]
 // starts with the transfer). Parameter-server transfers are point to point and
 // not delayed.
+//
+// Workers that compute long without waiting on one another drift further apart:
+// `skew` grows by `drift` times the compute beyond half an iteration (over which
+// `skew` is measured) that the worker did since it last started a forward that
+// needed the previous iteration's communication, when the workers were last held
+// together. Over 5 iterations without an average (full local SGD at H = 5), the
+// last of 4 workers on 2 cores ran 8–20 ms behind the average, where one
+// iteration's skew is 2.7 ms; with `skew` alone, flsgd was predicted 1–18% fast
+// in every bench.
 
 // Note [Collectives in flight]
 // ----------------------------
