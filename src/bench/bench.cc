@@ -389,7 +389,7 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                       ? fmt::format("; computing {} against the profile's {}{}", format_duration(*run.measured_compute),
                                     format_duration(*run.predicted_compute),
                                     run.predicted_slowed_compute
-                                        ? fmt::format(" ({} slowed by its messages)",
+                                        ? fmt::format(" and the plan's {} (slowed where it overlaps messages)",
                                                       format_duration(*run.predicted_slowed_compute))
                                         : "")
                       : "",
