@@ -16,7 +16,6 @@
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
 #include "runtime/network_profile.h"
-#include "runtime/worker_env.h"
 #include "units/files.h"
 #include "units/units.h"
 
@@ -73,9 +72,7 @@ void print_table(const Profile& profile) {
 // started by hand (torchrun's variables).
 int timed_iterations(const ProfileFlags& flags) {
   if (flags.iterations) return *flags.iterations;
-  const int processes =
-      flags.network_options.nproc.value_or(runtime::has_worker_env() ? runtime::read_worker_env().world : 1);
-  return processes > 1 ? 200 : 20;
+  return runtime::profiled_processes(flags.network_options.nproc) > 1 ? 200 : 20;
 }
 
 int run_model_profile(const ProfileFlags& flags) {

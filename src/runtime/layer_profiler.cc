@@ -357,19 +357,24 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   return 0;
 }
 
+// One process of a job: launched by weft, or started by hand with the torchrun variables.
+bool in_a_job(std::optional<int> nproc) { return is_launched_worker() || (has_worker_env() && !nproc); }
+
 }  // namespace
+
+int profiled_processes(std::optional<int> nproc) {
+  return in_a_job(nproc) ? read_worker_env().world : nproc.value_or(1);
+}
 
 int run_model_profile(const ModelProfileJob& job) {
   if (job.nproc && *job.nproc < 1) {
     throw UsageError(fmt::format("--nproc {}: expected an integer >= 1", *job.nproc));
   }
-  // One process of a job: launched by weft, or started by hand with the torchrun variables.
-  const bool in_a_job = is_launched_worker() || (has_worker_env() && !job.nproc);
-  if (job.interference && (in_a_job ? read_worker_env().world : job.nproc.value_or(1)) < 2) {
+  if (job.interference && profiled_processes(job.nproc) < 2) {
     throw UsageError("--interference times the layers while the processes all-reduce: give --nproc 2 or more "
                      "(or run inside a job of 2 or more workers)");
   }
-  if (in_a_job) return profile_together(job, read_worker_env());
+  if (in_a_job(job.nproc)) return profile_together(job, read_worker_env());
   if (job.nproc && *job.nproc > 1) return launch({.nproc = *job.nproc, .failure_timeout = job.failure_timeout});
   job.report(profile_model(job.profiler));
   return 0;

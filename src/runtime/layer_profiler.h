@@ -121,6 +121,11 @@ struct ModelProfileJob {
 };
 int run_model_profile(const ModelProfileJob& job);
 
+// How many processes a profile with `nproc` (--nproc) runs on: those of the job
+// this process is one of (launched by weft, or started by hand with the torchrun
+// variables), else nproc, else 1. THROWS UsageError for invalid job variables.
+int profiled_processes(std::optional<int> nproc);
+
 // Builds `options.model` and a synthetic batch of its shape and measures it.
 // THROWS UsageError for an unknown model, a batch, warmup, iterations or threads
 // out of range (naming the field and what is accepted).
