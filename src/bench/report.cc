@@ -1,5 +1,8 @@
 #include "bench/report.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace weft::bench {
@@ -11,7 +14,81 @@ std::string or_dash(const std::optional<double>& v, const char* format) {
 
 std::string duration_or_dash(const std::optional<Seconds>& t) { return t ? format_duration(*t) : "-"; }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The fastest and slowest of a run's repeats (the median alone when the file has
+// no repeats).
+std::pair<Seconds, Seconds> spread(const RunResult& run) {
+  if (run.measured_iterations.empty()) return {run.measured_iteration, run.measured_iteration};
+  const auto [low, high] = std::minmax_element(run.measured_iterations.begin(), run.measured_iterations.end());
+  return {*low, *high};
+}
+
+bool overlap(const RunResult& a, const RunResult& b) {
+  const auto [a_low, a_high] = spread(a);
+  const auto [b_low, b_high] = spread(b);
+  return a_low <= b_high && b_low <= a_high;
+}
+
+Agreement agreement_of(const std::string& link, const std::vector<const RunResult*>& runs) {
+  Agreement g{.link = link, .runs = static_cast<int>(runs.size())};
+  std::vector<double> errors;
+  for (const RunResult* run : runs) {
+    errors.push_back(std::abs(*run->error_pct()));
+    if (errors.back() <= kTolerancePct) ++g.within_tolerance;
+  }
+  g.median_abs_error_pct = median(errors);
+  for (const RunResult* a : runs) {
+    for (const RunResult* b : runs) {
+      // Each pair once, as (predicted faster, predicted slower).
+      if (*a->predicted_iteration * (1 + kTiePct / 100) >= *b->predicted_iteration) continue;
+      ++g.ordered_pairs;
+      if (a->measured_iteration <= b->measured_iteration) continue;
+      g.swapped.push_back({.predicted_faster = a->strategy, .predicted_slower = b->strategy,
+                           .measured_gap_pct = 100 * (a->measured_iteration / b->measured_iteration - 1),
+                           .runs_overlap = overlap(*a, *b)});
+    }
+  }
+  std::stable_sort(g.swapped.begin(), g.swapped.end(),
+                   [](const SwappedPair& x, const SwappedPair& y) { return x.measured_gap_pct > y.measured_gap_pct; });
+  return g;
+}
+
+std::string format_agreement(const Agreement& g) {
+  const int swapped = static_cast<int>(g.swapped.size());
+  const int apart = static_cast<int>(std::count_if(g.swapped.begin(), g.swapped.end(),
+                                                   [](const SwappedPair& s) { return !s.runs_overlap; }));
+  std::string out = fmt::format("{:<9} {} of {} predictions within {:g}% (median |error| {:.1f}%)", g.link,
+                                g.within_tolerance, g.runs, kTolerancePct, g.median_abs_error_pct);
+  if (g.ordered_pairs == 0) return out + "\n";
+  out += swapped == 0 ? fmt::format("; all {} pairs it orders measured in its order\n", g.ordered_pairs)
+                      : fmt::format("; {} of {} pairs it orders measured in its order, {} swapped beyond their runs' "
+                                    "spread\n",
+                                    g.ordered_pairs - swapped, g.ordered_pairs, apart);
+  for (const SwappedPair& s : g.swapped) {
+    out += fmt::format("{:<9}   {} predicted faster than {}, measured {:.1f}% slower{}\n", "", s.predicted_faster,
+                       s.predicted_slower, s.measured_gap_pct, s.runs_overlap ? " (their runs overlap)" : "");
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<Agreement> agreement(const BenchResults& results) {
+  std::vector<Agreement> out;
+  for (const LinkResult& link : results.links) {
+    std::vector<const RunResult*> runs;
+    for (const RunResult& run : results.runs) {
+      if (run.link == link.link && run.kind == "weft" && run.error_pct()) runs.push_back(&run);
+    }
+    if (!runs.empty()) out.push_back(agreement_of(link.link, runs));
+  }
+  return out;
+}
 
 std::string format_table(const BenchResults& r) {
   const bool accuracy = r.mode == Mode::kAccuracy;
@@ -41,6 +118,9 @@ std::string format_table(const BenchResults& r) {
   }
   for (const FailedRun& f : r.failed) out += fmt::format("failed: {} on {}: {} (log: {})\n", f.strategy, f.link, f.message, f.log);
   for (const SkippedStrategy& s : r.skipped) out += fmt::format("skipped: {}: {}\n", s.strategy, s.reason);
+  const std::vector<Agreement> agreements = agreement(r);
+  if (!agreements.empty()) out += "agreement with the planner (weft's runs):\n";
+  for (const Agreement& g : agreements) out += format_agreement(g);
   return out;
 }
 

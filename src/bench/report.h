@@ -1,17 +1,51 @@
-// The table `weft bench` prints at the end: per link, per strategy (and the DDP
-// peer), the measured and predicted steady-state iteration time, the prediction's
-// error, and the measured (and predicted) speed-up over wfbp; in accuracy mode also
-// the time to the target accuracy. Failed and skipped runs are listed below it.
+// What `weft bench` prints at the end.
 //
-// Thread-safety: pure function.
+// The table: per link, per strategy (and the DDP peer), the measured and predicted
+// steady-state iteration time, the prediction's error, and the measured (and
+// predicted) speed-up over wfbp; in accuracy mode also the time to the target
+// accuracy. Failed and skipped runs are listed below it.
+//
+// The agreement (issue 7's criteria): per link, how many of weft's predictions lie
+// within kTolerancePct of their measurement, and whether the measured order of
+// the strategies is the predicted one: every pair of strategies the plan orders
+// (their predictions more than kTiePct apart) is checked, and a pair measured the other way round is called out, with whether
+// the two strategies' repeated runs overlap (then the bench cannot tell them
+// apart) or not (then the plan is wrong about them).
+//
+// Thread-safety: pure functions.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bench/results.h"
 
 namespace weft::bench {
 
+inline constexpr double kTolerancePct = 10;
+inline constexpr double kTiePct = 1;
+
+struct SwappedPair {
+  std::string predicted_faster;  // the plan has it faster than `predicted_slower` ...
+  std::string predicted_slower;
+  double measured_gap_pct = 0;   // ... yet it measured this much slower: 100·(its time / the other's − 1) > 0
+  bool runs_overlap = false;     // one's [fastest, slowest] run meets the other's
+};
+
+struct Agreement {
+  std::string link;
+  int runs = 0;              // weft runs with a prediction
+  int within_tolerance = 0;  // of them, |error| <= kTolerancePct
+  double median_abs_error_pct = 0;
+  int ordered_pairs = 0;     // pairs of those runs whose predictions are more than kTiePct apart
+  std::vector<SwappedPair> swapped;  // those measured the other way round, by gap, largest first
+};
+
+// One per link with at least one weft run that has a prediction, in the order of
+// results.links.
+std::vector<Agreement> agreement(const BenchResults& results);
+
+// The table, then the agreement.
 std::string format_table(const BenchResults& results);
 
 }  // namespace weft::bench

@@ -1,5 +1,7 @@
 #include "bench/report.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace weft::bench {
@@ -23,9 +25,67 @@ TEST(Report, EveryRunFailureAndSkipHasALine) {
   EXPECT_NE(table.find("40s"), std::string::npos) << table;
   EXPECT_NE(table.find("failed: dcredit on 100Mbit: exited with status 134 (log: logs/x.log)"), std::string::npos);
   EXPECT_NE(table.find("skipped: ps: --strategy ps"), std::string::npos);
-  int mentions = 0;  // the link is named once for its group of runs, once by the failure
+  int mentions = 0;  // the link is named once for its group of runs, once by the failure, once by the agreement
   for (auto at = table.find("100Mbit"); at != std::string::npos; at = table.find("100Mbit", at + 1)) ++mentions;
-  EXPECT_EQ(mentions, 2) << table;
+  EXPECT_EQ(mentions, 3) << table;
+}
+
+RunResult run(std::string strategy, Seconds predicted, std::vector<Seconds> measured) {
+  RunResult r{.strategy = std::move(strategy), .link = "100Mbit", .measured_iteration = measured[measured.size() / 2],
+              .measured_iterations = measured, .predicted_iteration = predicted};
+  return r;
+}
+
+TEST(Agreement, CountsPredictionsWithinTheToleranceAndTheirMedianError) {
+  BenchResults r;
+  r.links = {{.link = "100Mbit"}, {.link = "1Gbit"}};
+  r.runs = {run("ssgd", 0.100, {0.105}), run("wfbp", 0.100, {0.088}), run("dcredit", 0.100, {0.110})};
+  RunResult peer = run(kDdpPeerStrategy, 0.100, {0.150});  // the peer is not weft's prediction
+  peer.kind = kDdpPeerStrategy;
+  r.runs.push_back(peer);
+  RunResult unpredicted = run("ps", 0, {0.3});
+  unpredicted.predicted_iteration.reset();
+  r.runs.push_back(unpredicted);
+
+  const std::vector<Agreement> all = agreement(r);
+  ASSERT_EQ(all.size(), 1u);  // 1Gbit has no runs
+  EXPECT_EQ(all[0].link, "100Mbit");
+  EXPECT_EQ(all[0].runs, 3);
+  EXPECT_EQ(all[0].within_tolerance, 2);  // +5% and +10%, not −12%
+  EXPECT_NEAR(all[0].median_abs_error_pct, 10, 1e-9);
+  EXPECT_EQ(all[0].ordered_pairs, 0);  // equal predictions order nothing
+}
+
+TEST(Agreement, SwappedPairsSayWhetherTheirRunsOverlap) {
+  BenchResults r;
+  r.links = {{.link = "100Mbit"}};
+  r.runs = {run("flsgd", 0.030, {0.031, 0.032, 0.033}),   // fastest, as predicted
+            run("mgwfbp", 0.060, {0.064, 0.066, 0.070}),  // predicted faster than ssgd, measured slower
+            run("ssgd", 0.070, {0.063, 0.065, 0.067}),    //   within each other's runs
+            run("dcredit", 0.0605, {0.059, 0.0592, 0.0595}),  // a tie with mgwfbp: not ordered
+            run("wfbp", 0.080, {0.050, 0.055, 0.058})};   // predicted slowest, measured faster than every other
+                                                          //   but flsgd, beyond their runs
+  const Agreement g = agreement(r).at(0);
+  EXPECT_EQ(g.ordered_pairs, 9);  // 10 pairs less the tie
+  ASSERT_EQ(g.swapped.size(), 4u);
+  // Largest gap first: mgwfbp (66) over wfbp (55).
+  EXPECT_EQ(g.swapped[0].predicted_faster, "mgwfbp");
+  EXPECT_EQ(g.swapped[0].predicted_slower, "wfbp");
+  EXPECT_NEAR(g.swapped[0].measured_gap_pct, 20, 1e-9);
+  EXPECT_FALSE(g.swapped[0].runs_overlap);
+  const auto mgwfbp_ssgd = std::find_if(g.swapped.begin(), g.swapped.end(), [](const SwappedPair& s) {
+    return s.predicted_faster == "mgwfbp" && s.predicted_slower == "ssgd";
+  });
+  ASSERT_NE(mgwfbp_ssgd, g.swapped.end());
+  EXPECT_TRUE(mgwfbp_ssgd->runs_overlap);
+
+  const std::string table = format_table(r);
+  EXPECT_NE(table.find("5 of 9 pairs it orders measured in its order, 3 swapped beyond their runs' spread"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("mgwfbp predicted faster than ssgd, measured 1.5% slower (their runs overlap)"),
+            std::string::npos)
+      << table;
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "bench/results.h"
 
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -267,6 +269,23 @@ BenchResults results_from_json(const json& document, std::string_view origin) {
 
 void write_results(const BenchResults& results, const std::filesystem::path& file) {
   write_file_atomically(file, to_json(results).dump(2) + "\n");
+}
+
+BenchResults read_results(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) {
+    throw UsageError(fmt::format("{}: cannot be read; expected the bench.json that `weft bench --out DIR` writes",
+                                 file.string()));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  json document;
+  try {
+    document = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw UsageError(fmt::format("{}: not JSON: {}", file.string(), e.what()));
+  }
+  return results_from_json(document, file.string());
 }
 
 void compute_speedups(BenchResults& results) {

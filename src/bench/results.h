@@ -157,6 +157,10 @@ nlohmann::json to_json(const BenchResults& results);
 // schema other than kResultsSchema.
 BenchResults results_from_json(const nlohmann::json& document, std::string_view origin);
 
+// Reads `file` (a bench.json). THROWS UsageError naming the file when it cannot be
+// read, is not JSON, or as results_from_json.
+BenchResults read_results(const std::filesystem::path& file);
+
 // Writes to_json(results) to `file` atomically (a temporary beside it, renamed), so
 // a reader never sees half a file. THROWS std::runtime_error naming the file.
 void write_results(const BenchResults& results, const std::filesystem::path& file);

@@ -196,9 +196,26 @@ TEST(Results, WriteIsAtomicAndReadable) {
   write_results(r, dir / "bench.json");
   write_results(r, dir / "bench.json");  // over an existing file
   EXPECT_FALSE(std::filesystem::exists(dir / "bench.json.tmp"));
-  std::ifstream in(dir / "bench.json");
-  EXPECT_EQ(to_json(results_from_json(json::parse(in), "bench.json")), to_json(r));
+  EXPECT_EQ(to_json(read_results(dir / "bench.json")), to_json(r));
   EXPECT_THROW(write_results(r, dir / "no such folder" / "bench.json"), std::runtime_error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Results, ReadingSaysWhichFileIsMissingOrNotJson) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("weft_results_read_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto message_of = [](const std::filesystem::path& file) {
+    try {
+      read_results(file);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message_of(dir / "absent.json").find("absent.json: cannot be read"), std::string::npos);
+  std::ofstream(dir / "truncated.json") << "{\"schema\": \"weft-bench/1\", \"runs\": [";
+  EXPECT_NE(message_of(dir / "truncated.json").find("truncated.json: not JSON"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -62,6 +62,7 @@ struct BenchFlags {
   int port = 29600;
   int mtu = 1500;
   std::string run_timeout = "1800s";
+  std::string report;
 };
 
 // The peer script beside the sources: bench/ddp_peer.py of the working tree we
@@ -123,7 +124,15 @@ bench::BenchOptions to_options(const BenchFlags& f) {
   return o;
 }
 
+// --report: an earlier bench's table and agreement, from its bench.json.
+int report(const std::string& where) {
+  const fs::path file = fs::is_directory(where) ? fs::path(where) / "bench.json" : fs::path(where);
+  std::cout << bench::format_table(bench::read_results(file));
+  return 0;
+}
+
 int run(const BenchFlags& flags) {
+  if (!flags.report.empty()) return report(flags.report);
   const bench::BenchOptions options = to_options(flags);
   netem::TerminationSignals signals;
   try {
@@ -191,6 +200,9 @@ void add_bench(CLI::App& app, int& exit_status) {
   cmd->add_option("--port", f->port, "first MASTER_PORT; consecutive runs use the next ones")->capture_default_str();
   cmd->add_option("--mtu", f->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")->capture_default_str();
   cmd->add_option("--run-timeout", f->run_timeout, "limit of each child run, e.g. 1800s")->capture_default_str();
+  cmd->add_option("--report", f->report,
+                  "print the table and the agreement with the planner of an earlier bench (its --out folder or "
+                  "bench.json) and exit; runs nothing");
   cmd->callback([f, &exit_status] { exit_status = run(*f); });
 }
 
