@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "netem/shaping.h"
 #include "schedulers/strategies.h"
 
 namespace weft::bench {
@@ -19,15 +20,20 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
+// The bandwidth the planner is given: the emulated link's rate, except that
+// parameter-server costs, which use the bandwidth alone, get what TCP delivers
+// over it; all-reduce costs follow the fit (1 Gbit/s on loopback only so that the
+// flag has a valid value).
+std::string planned_bandwidth(const Tools& tools, const Link& link, int servers) {
+  if (!link.emulated()) return "1Gbit";
+  return exact(servers > 0 ? netem::payload_rate(link.bandwidth, tools.mtu) : link.bandwidth);
+}
+
 // `servers` > 0: a parameter-server cluster, each server's link the workers'.
 std::vector<std::string> cluster_flags(const Tools& tools, const Link& link, const std::string& network,
                                        int servers) {
-  // The fit replaces bandwidth and latency for all-reduce costs; the bandwidth is
-  // given all the same, as the link the fit was measured on (1 Gbit/s on loopback,
-  // only so that the flag has a valid value). Parameter-server costs use the
-  // bandwidth alone.
   std::vector<std::string> flags{"--workers", std::to_string(tools.workers), "--bandwidth",
-                                 link.emulated() ? exact(link.bandwidth) : "1Gbit", "--network", network};
+                                 planned_bandwidth(tools, link, servers), "--network", network};
   if (servers > 0) flags = concat(flags, {"--arch", "ps", "--servers", std::to_string(servers)});
   return flags;
 }
@@ -140,7 +146,7 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
   argv = concat(argv, {"--H", std::to_string(training.H)});
   argv = concat(argv, strategy_flags(options));
   argv = concat(argv, {"--profile", profile, "--network", network, "--metrics", metrics, "--no-progress"});
-  if (link.emulated()) argv = concat(argv, {"--bandwidth", exact(link.bandwidth)});
+  if (link.emulated()) argv = concat(argv, {"--bandwidth", planned_bandwidth(tools, link, servers)});
   if (!trace.empty()) argv = concat(argv, {"--trace", trace});
   if (link.emulated()) return under_netem(tools, link, argv, servers);
   return concat(argv, {"--nproc", std::to_string(tools.workers)});

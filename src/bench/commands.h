@@ -81,7 +81,9 @@ std::vector<std::string> network_profile_command(const Tools& tools, const Link&
 // `weft plan --profile F --network N --workers P --bandwidth Q --H h --json
 // --strategy s...`. The strategies share one architecture (the planner plans one
 // at a time): all-reduce ones get wfbp and ddp added, for the references;
-// parameter-server ones get `--arch ps --servers S` instead. REQUIRES !strategies
+// parameter-server ones get `--arch ps --servers S` instead, and for bandwidth what
+// TCP delivers over the emulated link (netem::payload_rate), as their costs use
+// the bandwidth alone. REQUIRES !strategies
 // .empty() and one architecture (THROWS std::logic_error naming the two otherwise).
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
                                       const std::string& profile, const std::string& network,

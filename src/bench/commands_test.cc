@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <random>
 
+#include "netem/shaping.h"
+
 namespace weft::bench {
 namespace {
 
@@ -110,6 +112,27 @@ TEST(Commands, RatesAreHandedOnExactly) {
     ASSERT_NE(it, argv.end());
     EXPECT_EQ(parse_bandwidth(*(it + 1)), link.bandwidth);
   }
+}
+
+// The parameter server's transfers are costed from the bandwidth alone, so its
+// plan, and the schedule its run builds, get the link's payload rate; the link
+// itself is emulated at the rate asked for.
+TEST(Commands, ParameterServerPlansGetWhatTcpDeliversOverTheLink) {
+  const auto value_of = [](const std::vector<std::string>& argv, const std::string& flag) {
+    const auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? std::string("(none)") : *(it + 1);
+  };
+  const double payload = netem::payload_rate(100_Mbit, kTools.mtu);
+  EXPECT_NEAR(payload / 100_Mbit, 1448.0 / 1514.0, 1e-12);
+  const Training training{.servers = 1};
+  EXPECT_EQ(parse_bandwidth(value_of(plan_command(kTools, kEmulated, training, "p", "n", {"ps-interleaved"}),
+                                     "--bandwidth")),
+            payload);
+  EXPECT_EQ(parse_bandwidth(value_of(plan_command(kTools, kEmulated, training, "p", "n", {"dcredit"}), "--bandwidth")),
+            100_Mbit);
+  const auto run = train_command(kTools, kEmulated, training, "ps-interleaved", {}, "p", "n", "m", "");
+  EXPECT_EQ(parse_bandwidth(value_of(run, "--bandwidth")), 100_Mbit);         // netem's
+  EXPECT_EQ(parse_bandwidth(value_of(inner(run), "--bandwidth")), payload);  // the run's plan
 }
 
 TEST(Commands, PlanAlwaysHasTheReferencesOnce) {

@@ -30,6 +30,14 @@ TokenBucket token_bucket_for(BytesPerSecond rate, int mtu) {
   return bucket;
 }
 
+BytesPerSecond payload_rate(BytesPerSecond rate, int mtu) {
+  constexpr int kIpTcpHeaders = 20 + 20 + 12;  // IPv4, TCP, TCP timestamps
+  if (mtu <= kIpTcpHeaders) {
+    throw std::logic_error(fmt::format("payload_rate: an MTU of {} bytes leaves no room for TCP's payload", mtu));
+  }
+  return rate * (mtu - kIpTcpHeaders) / (mtu + kEthernetHeader);
+}
+
 std::string tc_rate(BytesPerSecond rate) { return fmt::format("{}bit", std::llround(rate * 8)); }
 
 std::vector<std::vector<std::string>> shaping_commands(const std::string& netns,

@@ -8,8 +8,10 @@
 //  - rate: the configured rate, counted on Ethernet frames (IP and TCP headers
 //    included), as a real NIC's rate is. TCP over a 1500-byte MTU therefore delivers
 //    about 1448/1514 = 95.6% of it as payload, as on real Ethernet; a 9000-byte MTU
-//    delivers 99.3%. The planner's fitted bandwidth (`weft profile --network`)
-//    measures what applications get, so it absorbs the difference.
+//    delivers 99.3%. The planner's fitted all-reduce times (`weft profile
+//    --network`) measure what applications get, so they absorb the difference;
+//    its parameter-server transfers, costed from the bandwidth alone, are given
+//    payload_rate by `weft bench`.
 //  - burst = max(2 frames, rate × 1 ms). tbf cannot send a frame larger than the
 //    bucket, so it must hold at least one; two let the next frame start as soon as
 //    the previous one leaves. The 1 ms of tokens covers the time the dequeue timer
@@ -47,6 +49,13 @@ struct TokenBucket {
 // interfaces have an MTU of `mtu` bytes. REQUIRES: rate > 0 and mtu > 0 (THROWS
 // std::logic_error naming them otherwise).
 TokenBucket token_bucket_for(BytesPerSecond rate, int mtu);
+
+// What TCP delivers as payload over a link of `rate` counted on frames of an
+// `mtu`-byte MTU (Note [Token bucket parameters]): each frame carries mtu − 52
+// bytes of payload (IPv4, TCP and its timestamp option) in mtu + 14 bytes (the
+// Ethernet header): 95.6% of the rate at 1500, 99.3% at 9000.
+// REQUIRES: mtu > 52 (THROWS std::logic_error naming it otherwise).
+BytesPerSecond payload_rate(BytesPerSecond rate, int mtu);
 
 // `rate` in tc's syntax: whole bits per second, "10000000bit". A rate under half a
 // bit per second comes out as "0bit", which tc rejects.

@@ -44,6 +44,12 @@ TEST(TokenBucket, RejectsNonPositiveInputs) {
   EXPECT_THROW(token_bucket_for(1e6, 0), std::logic_error);
 }
 
+TEST(PayloadRate, IsTcpsPayloadPerEthernetFrame) {
+  EXPECT_NEAR(payload_rate(10e6, 1500), 10e6 * 1448 / 1514, 1e-6);
+  EXPECT_NEAR(payload_rate(10e6, 9000), 10e6 * 8948 / 9014, 1e-6);
+  EXPECT_THROW(payload_rate(10e6, 52), std::logic_error);
+}
+
 TEST(TcRate, IsWholeBitsPerSecond) {
   EXPECT_EQ(tc_rate(10_Mbit), "10000000bit");
   EXPECT_EQ(tc_rate(1_Gbit), "1000000000bit");
