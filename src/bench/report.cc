@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -20,19 +21,16 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// The fastest and slowest of a run's repeats (the median alone when the file has
-// no repeats).
-std::pair<Seconds, Seconds> spread(const RunResult& run) {
-  if (run.measured_iterations.empty()) return {run.measured_iteration, run.measured_iteration};
-  const auto [low, high] = std::minmax_element(run.measured_iterations.begin(), run.measured_iterations.end());
-  return {*low, *high};
+// Whether a's and b's repeated runs lie apart: each ran more than once, and the
+// ranges [fastest, slowest] of the two do not meet.
+bool runs_apart(const RunResult& a, const RunResult& b) {
+  if (a.measured_iterations.size() < 2 || b.measured_iterations.size() < 2) return false;
+  const auto [a_low, a_high] = std::minmax_element(a.measured_iterations.begin(), a.measured_iterations.end());
+  const auto [b_low, b_high] = std::minmax_element(b.measured_iterations.begin(), b.measured_iterations.end());
+  return *a_high < *b_low || *b_high < *a_low;
 }
 
-bool overlap(const RunResult& a, const RunResult& b) {
-  const auto [a_low, a_high] = spread(a);
-  const auto [b_low, b_high] = spread(b);
-  return a_low <= b_high && b_low <= a_high;
-}
+bool repeated(const RunResult& run) { return run.measured_iterations.size() >= 2; }
 
 Agreement agreement_of(const std::string& link, const std::vector<const RunResult*>& runs) {
   Agreement g{.link = link, .runs = static_cast<int>(runs.size())};
@@ -50,7 +48,7 @@ Agreement agreement_of(const std::string& link, const std::vector<const RunResul
       if (a->measured_iteration <= b->measured_iteration) continue;
       g.swapped.push_back({.predicted_faster = a->strategy, .predicted_slower = b->strategy,
                            .measured_gap_pct = 100 * (a->measured_iteration / b->measured_iteration - 1),
-                           .runs_overlap = overlap(*a, *b)});
+                           .beyond_spread = runs_apart(*a, *b)});
     }
   }
   std::stable_sort(g.swapped.begin(), g.swapped.end(),
@@ -58,22 +56,33 @@ Agreement agreement_of(const std::string& link, const std::vector<const RunResul
   return g;
 }
 
-std::string format_agreement(const Agreement& g) {
+std::string format_agreement(const Agreement& g, const std::map<std::string, const RunResult*>& runs) {
   const int swapped = static_cast<int>(g.swapped.size());
-  const int apart = static_cast<int>(std::count_if(g.swapped.begin(), g.swapped.end(),
-                                                   [](const SwappedPair& s) { return !s.runs_overlap; }));
+  const int beyond = static_cast<int>(std::count_if(g.swapped.begin(), g.swapped.end(),
+                                                    [](const SwappedPair& s) { return s.beyond_spread; }));
   std::string out = fmt::format("{:<9} {} of {} predictions within {:g}% (median |error| {:.1f}%)", g.link,
                                 g.within_tolerance, g.runs, kTolerancePct, g.median_abs_error_pct);
   if (g.ordered_pairs == 0) return out + "\n";
   out += swapped == 0 ? fmt::format("; all {} pairs it orders measured in its order\n", g.ordered_pairs)
                       : fmt::format("; {} of {} pairs it orders measured in its order, {} swapped beyond their runs' "
                                     "spread\n",
-                                    g.ordered_pairs - swapped, g.ordered_pairs, apart);
+                                    g.ordered_pairs - swapped, g.ordered_pairs, beyond);
   for (const SwappedPair& s : g.swapped) {
+    const bool once = !repeated(*runs.at(s.predicted_faster)) || !repeated(*runs.at(s.predicted_slower));
     out += fmt::format("{:<9}   {} predicted faster than {}, measured {:.1f}% slower{}\n", "", s.predicted_faster,
-                       s.predicted_slower, s.measured_gap_pct, s.runs_overlap ? " (their runs overlap)" : "");
+                       s.predicted_slower, s.measured_gap_pct,
+                       s.beyond_spread ? "" : once ? " (run once: no spread to tell by)" : " (their runs overlap)");
   }
   return out;
+}
+
+// The weft runs of `link` that have a prediction.
+std::vector<const RunResult*> predicted_runs(const BenchResults& results, const std::string& link) {
+  std::vector<const RunResult*> runs;
+  for (const RunResult& run : results.runs) {
+    if (run.link == link && run.kind == "weft" && run.error_pct()) runs.push_back(&run);
+  }
+  return runs;
 }
 
 }  // namespace
@@ -81,10 +90,7 @@ std::string format_agreement(const Agreement& g) {
 std::vector<Agreement> agreement(const BenchResults& results) {
   std::vector<Agreement> out;
   for (const LinkResult& link : results.links) {
-    std::vector<const RunResult*> runs;
-    for (const RunResult& run : results.runs) {
-      if (run.link == link.link && run.kind == "weft" && run.error_pct()) runs.push_back(&run);
-    }
+    const std::vector<const RunResult*> runs = predicted_runs(results, link.link);
     if (!runs.empty()) out.push_back(agreement_of(link.link, runs));
   }
   return out;
@@ -120,7 +126,11 @@ std::string format_table(const BenchResults& r) {
   for (const SkippedStrategy& s : r.skipped) out += fmt::format("skipped: {}: {}\n", s.strategy, s.reason);
   const std::vector<Agreement> agreements = agreement(r);
   if (!agreements.empty()) out += "agreement with the planner (weft's runs):\n";
-  for (const Agreement& g : agreements) out += format_agreement(g);
+  for (const Agreement& g : agreements) {
+    std::map<std::string, const RunResult*> by_strategy;
+    for (const RunResult* run : predicted_runs(r, g.link)) by_strategy[run->strategy] = run;
+    out += format_agreement(g, by_strategy);
+  }
   return out;
 }
 

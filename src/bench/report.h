@@ -7,10 +7,11 @@
 //
 // The agreement (issue 7's criteria): per link, how many of weft's predictions lie
 // within kTolerancePct of their measurement, and whether the measured order of
-// the strategies is the predicted one: every pair of strategies the plan orders
-// (their predictions more than kTiePct apart) is checked, and a pair measured the other way round is called out, with whether
-// the two strategies' repeated runs overlap (then the bench cannot tell them
-// apart) or not (then the plan is wrong about them).
+// the strategies is the predicted one. Every pair of strategies the plan orders
+// (their predictions more than kTiePct apart) is checked; a pair measured the
+// other way round is called out, with whether it lies beyond the two strategies'
+// spread of repeated runs (then the plan is wrong about them) or not (then the
+// bench cannot tell them apart).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -29,7 +30,9 @@ struct SwappedPair {
   std::string predicted_faster;  // the plan has it faster than `predicted_slower` ...
   std::string predicted_slower;
   double measured_gap_pct = 0;   // ... yet it measured this much slower: 100·(its time / the other's − 1) > 0
-  bool runs_overlap = false;     // one's [fastest, slowest] run meets the other's
+  // Both ran more than once, and no run of one lies within the other's range
+  // [fastest, slowest]: a swap the machine's noise does not explain.
+  bool beyond_spread = false;
 };
 
 struct Agreement {
