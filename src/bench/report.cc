@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -21,16 +20,12 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// Whether a's and b's repeated runs lie apart: each ran more than once, and the
-// ranges [fastest, slowest] of the two do not meet.
-bool runs_apart(const RunResult& a, const RunResult& b) {
-  if (a.measured_iterations.size() < 2 || b.measured_iterations.size() < 2) return false;
+Spread spread_of(const RunResult& a, const RunResult& b) {
+  if (a.measured_iterations.size() < 2 || b.measured_iterations.size() < 2) return Spread::kRunOnce;
   const auto [a_low, a_high] = std::minmax_element(a.measured_iterations.begin(), a.measured_iterations.end());
   const auto [b_low, b_high] = std::minmax_element(b.measured_iterations.begin(), b.measured_iterations.end());
-  return *a_high < *b_low || *b_high < *a_low;
+  return *a_high < *b_low || *b_high < *a_low ? Spread::kApart : Spread::kOverlapping;
 }
-
-bool repeated(const RunResult& run) { return run.measured_iterations.size() >= 2; }
 
 Agreement agreement_of(const std::string& link, const std::vector<const RunResult*>& runs) {
   Agreement g{.link = link, .runs = static_cast<int>(runs.size())};
@@ -48,7 +43,7 @@ Agreement agreement_of(const std::string& link, const std::vector<const RunResul
       if (a->measured_iteration <= b->measured_iteration) continue;
       g.swapped.push_back({.predicted_faster = a->strategy, .predicted_slower = b->strategy,
                            .measured_gap_pct = 100 * (a->measured_iteration / b->measured_iteration - 1),
-                           .beyond_spread = runs_apart(*a, *b)});
+                           .spread = spread_of(*a, *b)});
     }
   }
   std::stable_sort(g.swapped.begin(), g.swapped.end(),
@@ -56,22 +51,23 @@ Agreement agreement_of(const std::string& link, const std::vector<const RunResul
   return g;
 }
 
-std::string format_agreement(const Agreement& g, const std::map<std::string, const RunResult*>& runs) {
+std::string format_agreement(const Agreement& g) {
   const int swapped = static_cast<int>(g.swapped.size());
-  const int beyond = static_cast<int>(std::count_if(g.swapped.begin(), g.swapped.end(),
-                                                    [](const SwappedPair& s) { return s.beyond_spread; }));
+  const int apart = static_cast<int>(std::count_if(g.swapped.begin(), g.swapped.end(),
+                                                   [](const SwappedPair& s) { return s.spread == Spread::kApart; }));
   std::string out = fmt::format("{:<9} {} of {} predictions within {:g}% (median |error| {:.1f}%)", g.link,
                                 g.within_tolerance, g.runs, kTolerancePct, g.median_abs_error_pct);
   if (g.ordered_pairs == 0) return out + "\n";
   out += swapped == 0 ? fmt::format("; all {} pairs it orders measured in its order\n", g.ordered_pairs)
                       : fmt::format("; {} of {} pairs it orders measured in its order, {} swapped beyond their runs' "
                                     "spread\n",
-                                    g.ordered_pairs - swapped, g.ordered_pairs, beyond);
+                                    g.ordered_pairs - swapped, g.ordered_pairs, apart);
   for (const SwappedPair& s : g.swapped) {
-    const bool once = !repeated(*runs.at(s.predicted_faster)) || !repeated(*runs.at(s.predicted_slower));
     out += fmt::format("{:<9}   {} predicted faster than {}, measured {:.1f}% slower{}\n", "", s.predicted_faster,
                        s.predicted_slower, s.measured_gap_pct,
-                       s.beyond_spread ? "" : once ? " (run once: no spread to tell by)" : " (their runs overlap)");
+                       s.spread == Spread::kApart         ? ""
+                       : s.spread == Spread::kOverlapping ? " (their runs overlap)"
+                                                          : " (run once: no spread to tell by)");
   }
   return out;
 }
@@ -126,11 +122,7 @@ std::string format_table(const BenchResults& r) {
   for (const SkippedStrategy& s : r.skipped) out += fmt::format("skipped: {}: {}\n", s.strategy, s.reason);
   const std::vector<Agreement> agreements = agreement(r);
   if (!agreements.empty()) out += "agreement with the planner (weft's runs):\n";
-  for (const Agreement& g : agreements) {
-    std::map<std::string, const RunResult*> by_strategy;
-    for (const RunResult* run : predicted_runs(r, g.link)) by_strategy[run->strategy] = run;
-    out += format_agreement(g, by_strategy);
-  }
+  for (const Agreement& g : agreements) out += format_agreement(g);
   return out;
 }
 

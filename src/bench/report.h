@@ -26,13 +26,16 @@ namespace weft::bench {
 inline constexpr double kTolerancePct = 10;
 inline constexpr double kTiePct = 1;
 
+// How two strategies' repeated runs lie: apart (each ran more than once, and
+// their ranges [fastest, slowest] do not meet: a swap the machine's noise does
+// not explain), overlapping, or not known (one of them ran once).
+enum class Spread { kApart, kOverlapping, kRunOnce };
+
 struct SwappedPair {
   std::string predicted_faster;  // the plan has it faster than `predicted_slower` ...
   std::string predicted_slower;
   double measured_gap_pct = 0;   // ... yet it measured this much slower: 100·(its time / the other's − 1) > 0
-  // Both ran more than once, and no run of one lies within the other's range
-  // [fastest, slowest]: a swap the machine's noise does not explain.
-  bool beyond_spread = false;
+  Spread spread = Spread::kRunOnce;
 };
 
 struct Agreement {

@@ -72,12 +72,12 @@ TEST(Agreement, SwappedPairsSayWhetherTheirRunsOverlap) {
   EXPECT_EQ(g.swapped[0].predicted_faster, "mgwfbp");
   EXPECT_EQ(g.swapped[0].predicted_slower, "wfbp");
   EXPECT_NEAR(g.swapped[0].measured_gap_pct, 20, 1e-9);
-  EXPECT_TRUE(g.swapped[0].beyond_spread);
+  EXPECT_EQ(g.swapped[0].spread, Spread::kApart);
   const auto mgwfbp_ssgd = std::find_if(g.swapped.begin(), g.swapped.end(), [](const SwappedPair& s) {
     return s.predicted_faster == "mgwfbp" && s.predicted_slower == "ssgd";
   });
   ASSERT_NE(mgwfbp_ssgd, g.swapped.end());
-  EXPECT_FALSE(mgwfbp_ssgd->beyond_spread);
+  EXPECT_EQ(mgwfbp_ssgd->spread, Spread::kOverlapping);
 
   const std::string table = format_table(r);
   EXPECT_NE(table.find("5 of 9 pairs it orders measured in its order, 3 swapped beyond their runs' spread"),
@@ -94,7 +94,7 @@ TEST(Agreement, ASwapBetweenSingleRunsIsNeverBeyondTheirSpread) {
   r.runs = {run("dcredit", 0.060, {0.0725}), run("wfbp", 0.070, {0.0722})};
   const Agreement g = agreement(r).at(0);
   ASSERT_EQ(g.swapped.size(), 1u);
-  EXPECT_FALSE(g.swapped[0].beyond_spread);
+  EXPECT_EQ(g.swapped[0].spread, Spread::kRunOnce);
   const std::string table = format_table(r);
   EXPECT_NE(table.find("1 pairs it orders measured in its order, 0 swapped beyond"), std::string::npos) << table;
   EXPECT_NE(table.find("(run once: no spread to tell by)"), std::string::npos) << table;
