@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "units/units.h"
+
 namespace weft::bench {
 namespace {
 
@@ -13,12 +15,6 @@ std::string or_dash(const std::optional<double>& v, const char* format) {
 }
 
 std::string duration_or_dash(const std::optional<Seconds>& t) { return t ? format_duration(*t) : "-"; }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 Spread spread_of(const RunResult& a, const RunResult& b) {
   if (a.measured_iterations.size() < 2 || b.measured_iterations.size() < 2) return Spread::kRunOnce;
