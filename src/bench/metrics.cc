@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "units/files.h"
+
 namespace weft::bench {
 namespace {
 
@@ -119,11 +121,7 @@ Metrics parse_metrics(std::string_view text, std::string_view origin) {
 }
 
 Metrics load_metrics(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot read the metrics file", file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_metrics(text.str(), file.string());
+  return parse_metrics(read_input(file, "the metrics file"), file.string());
 }
 
 Metrics MetricsTail::poll() {

@@ -1,8 +1,6 @@
 #include "bench/results.h"
 
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -272,16 +270,10 @@ void write_results(const BenchResults& results, const std::filesystem::path& fil
 }
 
 BenchResults read_results(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) {
-    throw UsageError(fmt::format("{}: cannot be read; expected the bench.json that `weft bench --out DIR` writes",
-                                 file.string()));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input(file, "the bench.json that `weft bench --out DIR` writes");
   json document;
   try {
-    document = json::parse(text.str());
+    document = json::parse(text);
   } catch (const json::parse_error& e) {
     throw UsageError(fmt::format("{}: not JSON: {}", file.string(), e.what()));
   }

@@ -1,13 +1,9 @@
 #include "profile/profile.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -279,16 +275,7 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
 }
 
 Profile load_profile(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    throw UsageError(
-        fmt::format("{}: cannot read the profile ({}); expected a readable profile "
-                    "JSON file",
-                    file.string(), std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_profile(text.str(), file.string());
+  return parse_profile(read_input(file, "the profile (a profile JSON file)"), file.string());
 }
 
 std::string to_json(const Profile& profile) {

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -70,6 +72,14 @@ class TempFile {
 };
 
 }  // namespace
+
+std::string read_input(const std::filesystem::path& file, std::string_view what) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("{}: cannot read {} ({})", file.string(), what, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 void write_file_atomically(const std::filesystem::path& file, std::string_view text) {
   TempFile temporary(file);

@@ -5,9 +5,14 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace weft {
+
+// The whole of `file`, which the user gave as input; `what` says what it should
+// be ("the profile"). THROWS UsageError "FILE: cannot read WHAT (REASON)".
+std::string read_input(const std::filesystem::path& file, std::string_view what);
 
 // Writes `text` to `file`: into a new temporary file beside it (the same
 // directory, hence the same file system), flushed to disk, then renamed over

@@ -36,6 +36,19 @@ std::string contents(const fs::path& file) {
   return text.str();
 }
 
+TEST_F(WriteFile, AnInputIsReadWholeOrNamedWithWhatItShouldBe) {
+  const fs::path file = dir_ / "in.json";
+  write_file_atomically(file, std::string("{\"a\": 1}\n\0binary", 16));
+  EXPECT_EQ(read_input(file, "a profile"), std::string("{\"a\": 1}\n\0binary", 16));
+  try {
+    read_input(dir_ / "absent.json", "a profile");
+    FAIL() << "a missing input was read";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("absent.json: cannot read a profile (No such file"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(WriteFile, ReplacesTheOldContentsAndLeavesNoTemporary) {
   const fs::path file = dir_ / "out.json";
   { std::ofstream(file) << "old contents, longer than the new"; }
