@@ -62,6 +62,12 @@ void print_table(const Profile& profile) {
                format_duration(profile.skew), format_duration(profile.back_to_back_skew),
                format_duration(profile.drift), profile.drift);
   }
+  if (profile.pair_slowdown > 0) {
+    fmt::print("two small all-reduces issued together took {:.2f}x one alone while computing (pair_slowdown "
+               "{:.3f}: {})\n",
+               1 + profile.pair_slowdown, profile.pair_slowdown,
+               collectives_run_in_turn(profile) ? "they run one after the other" : "they run at once");
+  }
 }
 
 // 20 timed iterations for one process; 200 for several sharing the cores: which of

@@ -108,11 +108,13 @@ void validate(const Profile& profile, std::string_view origin) {
   constexpr const char* kSlowdown = "a number >= 0 (0: compute and communication do not slow each other)";
   constexpr const char* kSkew = "seconds >= 0 (0: the workers reach every collective together)";
   constexpr const char* kDrift = "a number >= 0 (0: the workers do not drift apart as they compute)";
+  constexpr const char* kPair = "a number >= 0 (0: collectives issued together run at once)";
   for (const auto& [field, value, expected] : {Optional{"compute_slowdown", profile.compute_slowdown, kSlowdown},
                                                Optional{"comm_slowdown", profile.comm_slowdown, kSlowdown},
                                                Optional{"skew_s", profile.skew, kSkew},
                                                Optional{"back_to_back_skew_s", profile.back_to_back_skew, kSkew},
-                                               Optional{"drift", profile.drift, kDrift}}) {
+                                               Optional{"drift", profile.drift, kDrift},
+                                               Optional{"pair_slowdown", profile.pair_slowdown, kPair}}) {
     if (!(value >= 0) || !std::isfinite(value)) {
       throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, value, expected));
     }
@@ -240,6 +242,7 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "skew_s", "seconds >= 0", origin, profile.skew);
   read_optional(root, "back_to_back_skew_s", "seconds >= 0", origin, profile.back_to_back_skew);
   read_optional(root, "drift", "a number >= 0", origin, profile.drift);
+  read_optional(root, "pair_slowdown", "a number >= 0", origin, profile.pair_slowdown);
 
   auto layers = root.find("layers");
   if (layers == root.end()) {
@@ -289,6 +292,7 @@ std::string to_json(const Profile& profile) {
   if (profile.skew != 0) root["skew_s"] = profile.skew;
   if (profile.back_to_back_skew != 0) root["back_to_back_skew_s"] = profile.back_to_back_skew;
   if (profile.drift != 0) root["drift"] = profile.drift;
+  if (profile.pair_slowdown != 0) root["pair_slowdown"] = profile.pair_slowdown;
   auto& layers = root["layers"] = nlohmann::ordered_json::array();
   for (const Layer& layer : profile.layers) {
     layers.push_back({{kName, layer.name},
@@ -329,19 +333,21 @@ Profile median_profile(const std::vector<Profile>& profiles) {
     merged.layers[l].fp = median(fp);
     merged.layers[l].bp = median(bp);
   }
-  std::vector<double> compute, comm, skew, back_to_back_skew, drift;
+  std::vector<double> compute, comm, skew, back_to_back_skew, drift, pair;
   for (const Profile& p : profiles) {
     compute.push_back(p.compute_slowdown);
     comm.push_back(p.comm_slowdown);
     skew.push_back(p.skew);
     back_to_back_skew.push_back(p.back_to_back_skew);
     drift.push_back(p.drift);
+    pair.push_back(p.pair_slowdown);
   }
   merged.compute_slowdown = median(compute);
   merged.comm_slowdown = median(comm);
   merged.skew = median(skew);
   merged.back_to_back_skew = median(back_to_back_skew);
   merged.drift = median(drift);
+  merged.pair_slowdown = median(pair);
   if (profiles.size() > 1) merged.device = fmt::format("{}, median of {} processes", merged.device, profiles.size());
   return merged;
 }

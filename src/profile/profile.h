@@ -57,6 +57,12 @@ struct Profile {
   // and `skew` grows by as much. 0 (the default): skew does not grow. Measured
   // as `skew` is.
   double drift = 0;
+  // How much longer two small collectives issued together take than one alone,
+  // less 1, while the workers compute: 0 (the default) where they run at once,
+  // their start-ups overlapping; about 1 where they run one after the other, as
+  // when every core is busy (Note [Collectives in flight], sim/simulator.cc).
+  // Measured by `weft profile --interference`.
+  double pair_slowdown = 0;
 
   int size() const { return static_cast<int>(layers.size()); }
   std::int64_t total_params() const;
@@ -65,6 +71,11 @@ struct Profile {
   Seconds backward_time() const;  // sum of bp
 };
 
+// Whether collectives issued together run one after the other on the profiled
+// machine: a pair that took 1.5x one alone or more is nearer to in turn (2x)
+// than at once (1x).
+inline bool collectives_run_in_turn(const Profile& profile) { return profile.pair_slowdown >= 0.5; }
+
 // Backward-pass timing: bp_end[l] is the time, from the start of the backward
 // pass, at which layer l's backward ends (layers run L-1 down to 0).
 std::vector<Seconds> backward_end_times(const Profile& profile);
@@ -72,12 +83,13 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 // Checks a profile a user supplied. THROWS UsageError naming `origin` (a file
 // name or "profile"), the layer index and field, for: no layers, an empty name,
 // negative params, bytes_per_param < 1, negative or non-finite fp/bp; or naming
-// the field for a negative or non-finite compute_slowdown, comm_slowdown, skew or drift.
+// the field for a negative or non-finite compute_slowdown, comm_slowdown, skew, drift or
+// pair_slowdown.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
 // JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
 // the optional top-level `compute_slowdown`, `comm_slowdown`, `skew_s` and
-// `back_to_back_skew_s` and `drift` to 0.
+// `back_to_back_skew_s`, `drift` and `pair_slowdown` to 0.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");

@@ -33,6 +33,7 @@ Profile random_profile(std::mt19937_64& rng) {
     p.skew = seconds(rng);
     p.back_to_back_skew = seconds(rng);
     p.drift = std::uniform_real_distribution<double>(0, 0.5)(rng);
+    p.pair_slowdown = std::uniform_real_distribution<double>(0, 1.2)(rng);
   }
   int layers = count(rng);
   for (int l = 0; l < layers; ++l) {
@@ -54,6 +55,7 @@ void expect_same(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.skew, b.skew);
   EXPECT_EQ(a.back_to_back_skew, b.back_to_back_skew);
   EXPECT_EQ(a.drift, b.drift);
+  EXPECT_EQ(a.pair_slowdown, b.pair_slowdown);
   ASSERT_EQ(a.size(), b.size());
   for (int l = 0; l < a.size(); ++l) {
     EXPECT_EQ(a.layers[l].name, b.layers[l].name);
@@ -124,11 +126,15 @@ TEST(MedianProfile, EachLayerTakesTheMedianOfItsTimes) {
   slowed[0].back_to_back_skew = 3e-3;
   slowed[0].drift = 0.2;
   slowed[1].drift = 0.1;
+  slowed[0].pair_slowdown = 0.9;
+  slowed[1].pair_slowdown = 0.7;
+  slowed[2].pair_slowdown = 0.2;
   EXPECT_DOUBLE_EQ(median_profile(slowed).compute_slowdown, 0.3);
   EXPECT_DOUBLE_EQ(median_profile(slowed).comm_slowdown, 0);
   EXPECT_DOUBLE_EQ(median_profile(slowed).skew, 4e-3);
   EXPECT_DOUBLE_EQ(median_profile(slowed).back_to_back_skew, 0);
   EXPECT_DOUBLE_EQ(median_profile(slowed).drift, 0.1);
+  EXPECT_DOUBLE_EQ(median_profile(slowed).pair_slowdown, 0.7);
   const Profile even = median_profile({two_layers(1, 1, 1, 1), two_layers(3, 5, 1, 1)});
   EXPECT_DOUBLE_EQ(even.layers[0].fp, 2);
   EXPECT_DOUBLE_EQ(even.layers[0].bp, 3);
@@ -199,6 +205,8 @@ TEST(ProfileJson, InformativeFieldsAreOptional) {
   EXPECT_EQ(p.skew, 0);
   EXPECT_EQ(p.back_to_back_skew, 0);
   EXPECT_EQ(p.drift, 0);
+  EXPECT_EQ(p.pair_slowdown, 0);
+  EXPECT_FALSE(collectives_run_in_turn(p));
   EXPECT_EQ(p.size(), 1);
 }
 
@@ -212,7 +220,8 @@ TEST(ProfileJson, SlowdownsAndSkewAreNonNegativeNumbers) {
       {"comm_slowdown", {"a number >= 0", &Profile::comm_slowdown}},
       {"skew_s", {"seconds >= 0", &Profile::skew}},
       {"back_to_back_skew_s", {"seconds >= 0", &Profile::back_to_back_skew}},
-      {"drift", {"a number >= 0", &Profile::drift}}};
+      {"drift", {"a number >= 0", &Profile::drift}},
+      {"pair_slowdown", {"a number >= 0", &Profile::pair_slowdown}}};
   for (const auto& [field, accepts] : accepted) {
     const std::string& form = accepts.form;
     const auto with = [&](const std::string& value) {

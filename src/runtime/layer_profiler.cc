@@ -121,14 +121,16 @@ Profile profile_model(const LayerProfilerOptions& options) {
 
 namespace {
 
-// All-reduces of `bytes` back to back on their own Gloo group until stop(), each
-// timed (Note [Measuring interference]). A collective error ends the stream, wakes
+// Rounds of all-reduces back to back on their own Gloo group until stop(), each
+// round timed (Notes [Measuring interference] and [Measuring collectives at
+// once]). Round k issues one all-reduce per size of rounds[k % rounds.size()], all
+// at once, and ends when they all have. A collective error ends the stream, wakes
 // wait_for() and is rethrown by stop().
 class AllReduceStream {
  public:
-  AllReduceStream(const Group& group, Bytes bytes)
+  AllReduceStream(const Group& group, std::vector<std::vector<Bytes>> rounds)
       : collectives_(open_subgroup(group, "stream", kRuntimeCollectiveThreads)),
-        thread_([this, bytes] { run(bytes); }) {}
+        thread_([this, rounds = std::move(rounds)] { run(rounds); }) {}
   AllReduceStream(const AllReduceStream&) = delete;
   AllReduceStream& operator=(const AllReduceStream&) = delete;
   ~AllReduceStream() {
@@ -136,18 +138,21 @@ class AllReduceStream {
     if (thread_.joinable()) thread_.join();
   }
 
-  // Blocks until `count` all-reduces have completed (or the stream failed).
+  // Blocks until `count` rounds have completed (or the stream failed).
   void wait_for(std::size_t count) {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return timed_.size() >= count || ended_; });
   }
 
-  // The times of the all-reduces that started at or after `from` and ended by `to`.
-  std::vector<Seconds> seconds_between(Clock::time_point from, Clock::time_point to) const {
+  // The times of the rounds of kind `kind` (an index into the rounds given) that
+  // started at or after `from` and ended by `to`.
+  std::vector<Seconds> seconds_between(Clock::time_point from, Clock::time_point to, std::size_t kind = 0) const {
     std::lock_guard lock(mutex_);
     std::vector<Seconds> out;
-    for (const auto& [start, end] : timed_) {
-      if (start >= from && end <= to) out.push_back(std::chrono::duration<double>(end - start).count());
+    for (const Round& round : timed_) {
+      if (round.kind == kind && round.start >= from && round.end <= to) {
+        out.push_back(std::chrono::duration<double>(round.end - round.start).count());
+      }
     }
     return out;
   }
@@ -159,19 +164,41 @@ class AllReduceStream {
   }
 
  private:
-  void run(Bytes bytes) {
+  struct Round {
+    std::size_t kind;
+    Clock::time_point start, end;
+  };
+
+  void run(const std::vector<std::vector<Bytes>>& rounds) {
     try {
-      // The data (zeros, so sums stay finite) and, last, the flag.
-      std::vector<torch::Tensor> buffer{torch::zeros({std::max<Bytes>(bytes / 4, 1) + 1})};
-      float* flag = buffer[0].data_ptr<float>() + (buffer[0].numel() - 1);
-      for (bool last = false; !last;) {
+      // Per round, one buffer per all-reduce (zeros, so sums stay finite), and
+      // last in the first buffer a flag: every rank stops after the same round.
+      std::vector<std::vector<torch::Tensor>> buffers;
+      for (const std::vector<Bytes>& sizes : rounds) {
+        auto& round = buffers.emplace_back();
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          round.push_back(torch::zeros({std::max<Bytes>(sizes[i] / 4, 1) + (i == 0 ? 1 : 0)}));
+        }
+      }
+      for (std::size_t k = 0;; ++k) {
+        const std::size_t kind = k % rounds.size();
+        std::vector<torch::Tensor>& round = buffers[kind];
+        float* flag = round[0].data_ptr<float>() + (round[0].numel() - 1);
         *flag = stop_ ? 1 : 0;
         const auto start = Clock::now();
-        collectives_->allreduce(buffer)->wait();
-        last = *flag > 0;
-        std::lock_guard lock(mutex_);
-        timed_.emplace_back(start, Clock::now());
-        changed_.notify_all();
+        std::vector<c10::intrusive_ptr<c10d::Work>> works;
+        for (torch::Tensor& buffer : round) {
+          std::vector<torch::Tensor> one{buffer};
+          works.push_back(collectives_->allreduce(one));
+        }
+        for (const auto& work : works) work->wait();
+        const bool last = *flag > 0;
+        {
+          std::lock_guard lock(mutex_);
+          timed_.push_back({kind, start, Clock::now()});
+          changed_.notify_all();
+        }
+        if (last) break;
       }
     } catch (...) {
       error_ = std::current_exception();
@@ -185,8 +212,8 @@ class AllReduceStream {
   std::atomic<bool> stop_ = false;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<std::pair<Clock::time_point, Clock::time_point>> timed_;  // guarded by mutex_
-  bool ended_ = false;                                                  // guarded by mutex_
+  std::vector<Round> timed_;  // guarded by mutex_
+  bool ended_ = false;        // guarded by mutex_
   std::exception_ptr error_;
   std::thread thread_;  // last: starts once the rest is built
 };
@@ -216,7 +243,7 @@ Profile profile_phase(const Group& group, LayerProfilerOptions options, const st
 void measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   constexpr std::size_t kQuietAllReduces = 10;  // after one that warms the connections up
   constexpr double kAllReducesTimedLoaded = 3;
-  AllReduceStream stream(group, mine.total_bytes());
+  AllReduceStream stream(group, {{mine.total_bytes()}});
   stream.wait_for(1 + kQuietAllReduces);
   const std::vector<Seconds> quiet_all_reduces = stream.seconds_between({}, Clock::now());
   if (quiet_all_reduces.size() < 1 + kQuietAllReduces) stream.stop();  // the stream failed: says why
@@ -242,6 +269,30 @@ void measure_interference(const Group& group, const LayerProfilerOptions& option
   const Seconds communicating = loaded.forward_time() + loaded.backward_time();
   mine.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
   mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
+}
+
+// Note [Measuring collectives at once]: how much longer two small all-reduces
+// issued together take than one alone, while this rank computes; sets
+// mine.pair_slowdown, the same on every rank.
+void measure_collectives_at_once(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
+  constexpr Bytes kSmall = 256;  // all start-up: its bytes take 0.2 ms even behind 20 Mbit/s
+  AllReduceStream stream(group, {{kSmall}, {kSmall, kSmall}});
+  std::pair<Clock::time_point, Clock::time_point> timing;
+  profile_phase(group, options, "weft/profiled-pairing", &timing);
+  stream.stop();
+  const std::vector<Seconds> alone = stream.seconds_between(timing.first, timing.second, 0);
+  const std::vector<Seconds> together = stream.seconds_between(timing.first, timing.second, 1);
+  if (alone.empty() || together.empty()) {
+    throw std::runtime_error(fmt::format(
+        "rank {}: measuring collectives at once: no pair of all-reduces ran within the {} timed iterations; "
+        "raise --iterations",
+        group.rank, options.iterations));
+  }
+  // Every rank's medians, averaged on every rank, so that all write the same.
+  std::vector<torch::Tensor> medians{torch::tensor({median(alone), median(together)}, torch::kDouble)};
+  group.collectives->allreduce(medians)->wait();
+  const auto sums = medians[0].accessor<double, 1>();
+  mine.pair_slowdown = std::max(0.0, sums[1] / sums[0] - 1);
 }
 
 // Note [Measuring skew]: how much later than the average process the last one
@@ -338,6 +389,7 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   Profile mine = profile_phase(group, options, "weft/profiled");
   if (job.interference) {
     measure_interference(group, options, mine);
+    measure_collectives_at_once(group, options, mine);
     measure_skew(group, options, mine);
   }
   const std::string json = to_json(mine);

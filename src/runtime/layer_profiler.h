@@ -54,6 +54,20 @@
 // rank asks, in a flag summed with the data, so every rank runs the same number
 // of all-reduces.
 //
+// Note [Measuring collectives at once]
+// Next, still with ModelProfileJob::interference, the processes profile once more
+// beside a stream on the second group that alternates one all-reduce of 256 bytes
+// with two issued together (the group has the runtime's threads, so the two can
+// run at once), timing each round from issue to the end of its last all-reduce.
+// The profile's `pair_slowdown` is the mean over the ranks of the median pair's
+// time over the median single's, less 1: about 0 where the two start-ups overlap,
+// about 1 where they are paid one after the other, as when every core is busy
+// (256 bytes move in 0.2 ms even behind 20 Mbit/s: the times are start-ups). 4
+// processes on 2 cores measured 0.60–0.88 behind 20Mbit, 100Mbit and 1Gbit links,
+// where two smallest sums issued together on idle cores (`weft profile --network`)
+// had taken 1.26–2.05 times one: how collectives share the cores is decided by
+// what else runs on them. The layers of this phase are not kept.
+//
 // Note [Measuring skew]
 // Then, still with ModelProfileJob::interference, the processes train in step as
 // S-SGD does: forward, an all-reduce of one float, backward, another, and a third
@@ -115,7 +129,7 @@ struct LayerProfilerOptions {
 struct ModelProfileJob {
   LayerProfilerOptions profiler;
   std::optional<int> nproc;
-  bool interference = false;  // Notes [Measuring interference] and [Measuring skew]; 2 or more processes
+  bool interference = false;  // Notes [Measuring interference] to [Measuring skew]; 2 or more processes
   Seconds failure_timeout = 60;  // as TrainOptions::failure_timeout
   std::function<void(const Profile&)> report;
 };

@@ -141,7 +141,8 @@ TEST_F(TrainTest, ProfilingSeveralProcessesTimesMoreIterationsByDefault) {
 }
 
 // `--interference` (Note [Measuring interference]): a second phase beside an
-// all-reduce stream on its own group, then a third in step that times the skews
+// all-reduce stream on its own group, a third beside pairs of small ones (Note
+// [Measuring collectives at once]), then a fourth in step that times the skews
 // (Note [Measuring skew]); both groups' processes end with the job.
 TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   const fs::path out = dir_ / "slowdown.json";
@@ -165,6 +166,9 @@ TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   const double drift = profile.value("drift", 0.0);  // written when above 0
   EXPECT_GE(drift, 0);
   EXPECT_LT(drift, 10);
+  const double pair = profile.value("pair_slowdown", 0.0);  // written when above 0
+  EXPECT_GE(pair, 0);
+  EXPECT_LT(pair, 10);
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;

@@ -97,6 +97,16 @@ namespace weft {
 // collective by its bytes (Network's weighted max-min). Its trace event shows the
 // wait inside it, as the measured trace does. The α–β model, for other
 // transports, keeps plain fair sharing and no limit.
+// Whether the collectives the transport could run together do run together is the
+// machine's, though: their start-ups (a few ms with 4 workers on 2 cores, mostly
+// waiting for a core) overlap only where a core is free. Measured beside the
+// layers (Profile::pair_slowdown, Note [Measuring collectives at once] in
+// runtime/layer_profiler.h), two small all-reduces issued together took
+// 1.60–1.88× one alone behind 20Mbit, 100Mbit and 1Gbit links: one after the
+// other. Where a profile says so (collectives_run_in_turn), one collective moves
+// at a time, whatever the transport's threads: re-simulating the benches so
+// brought bytescheduler, the strategy with most in flight, closer in 15 of 16
+// link-benches (BENCHMARKS.md, "Agreement with the planner").
 
 // Note [Symmetric all-reduce workers]
 // -----------------------------------
@@ -365,6 +375,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
   }
   validate(schedule, profile, cluster.workers);
   if (cluster.fitted) collective_limit_ = cluster.fitted->concurrent;
+  if (collectives_run_in_turn(profile)) collective_limit_ = 1;
   if (options.iterations < 0 || options.record_iterations < 0) {
     throw UsageError(fmt::format("--iterations {} / record {}: need >= 0", options.iterations,
                                  options.record_iterations));

@@ -220,9 +220,10 @@ TEST(Simulate, CreditRefillsAsMessagesFinishTogether) {
 
 // Note [Collectives in flight]: a measured transport runs two collectives at
 // once; under a credit for all four messages the last two wait for the first two
-// and pay their start-up after them.
+// and pay their start-up after them. On a machine whose profile says a pair of
+// collectives runs in turn, each waits for the one before.
 TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
-  const Profile p = make_profile({{1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000},
+  Profile p = make_profile({{1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000},
                                   {1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000}});
   Cluster c = ring(4, 1_Gbit, 50_us);
   c.fitted = FittedAllReduce{.a = 2e-3, .b = 1e-8};
@@ -259,6 +260,15 @@ TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
   EXPECT_NEAR(two[1], pair, 1e-12);
   EXPECT_NEAR(two[2], 2 * pair, 1e-12);
   EXPECT_NEAR(two[3], 2 * pair, 1e-12);
+
+  p.pair_slowdown = 0.4;  // nearer to at once: the transport's two
+  EXPECT_EQ(ends(2), two);
+  p.pair_slowdown = 0.8;  // nearer to in turn: one at a time, also where the transport has no limit
+  for (int limit : {0, 2}) {
+    const std::vector<Seconds> in_turn = ends(limit);
+    ASSERT_EQ(in_turn.size(), 4u);
+    for (int k = 0; k < 4; ++k) EXPECT_NEAR(in_turn[k], (k + 1) * (f.startup + alone), 1e-12) << limit << " " << k;
+  }
 }
 
 // (e) Windows fuse the highest-priority ready ops into one message.
