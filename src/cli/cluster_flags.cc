@@ -1,13 +1,11 @@
 #include "cli/cluster_flags.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "profile/zoo.h"
+#include "units/files.h"
 
 namespace weft::cli {
 
@@ -58,12 +56,9 @@ Profile load_model(const ModelFlags& flags) {
 
 namespace {
 FittedAllReduce load_fit(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw UsageError(fmt::format("--network {}: cannot read the file", file));
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input(file, "the all-reduce fit given to --network");
   try {
-    const auto j = nlohmann::json::parse(text.str());
+    const auto j = nlohmann::json::parse(text);
     FittedAllReduce fit;
     if (j.contains("points")) {  // the measured times themselves (Note [Measured all-reduce curve])
       std::vector<MeasuredAllReduce> points;

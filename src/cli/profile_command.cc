@@ -63,9 +63,9 @@ void print_table(const Profile& profile) {
                format_duration(profile.drift), profile.drift);
   }
   if (profile.pair_slowdown > 0) {
-    fmt::print("two small all-reduces issued together took {:.2f}x one alone while computing (pair_slowdown "
-               "{:.3f}: {})\n",
-               1 + profile.pair_slowdown, profile.pair_slowdown,
+    fmt::print("of two small all-reduces issued together while computing, the second took {:.0f}% of one's own "
+               "time more (pair_slowdown {:.3f}: {})\n",
+               100 * profile.pair_slowdown, profile.pair_slowdown,
                collectives_run_in_turn(profile) ? "they run one after the other" : "they run at once");
   }
 }

@@ -57,10 +57,11 @@ struct Profile {
   // and `skew` grows by as much. 0 (the default): skew does not grow. Measured
   // as `skew` is.
   double drift = 0;
-  // How much longer two small collectives issued together take than one alone,
-  // less 1, while the workers compute: 0 (the default) where they run at once,
-  // their start-ups overlapping; about 1 where they run one after the other, as
-  // when every core is busy (Note [Collectives in flight], sim/simulator.cc).
+  // Of two small collectives issued together while the workers compute, how much
+  // longer the pair takes than one alone, over one's own time (without the wait
+  // for the last worker): 0 (the default) where they run at once, their
+  // start-ups overlapping; about 1 where they run one after the other, as when
+  // every core is busy (Note [Collectives in flight], sim/simulator.cc).
   // Measured by `weft profile --interference`.
   double pair_slowdown = 0;
 
@@ -72,8 +73,8 @@ struct Profile {
 };
 
 // Whether collectives issued together run one after the other on the profiled
-// machine: a pair that took 1.5x one alone or more is nearer to in turn (2x)
-// than at once (1x).
+// machine: a pair_slowdown of 0.5 or more is nearer to in turn (1) than at once
+// (0).
 inline bool collectives_run_in_turn(const Profile& profile) { return profile.pair_slowdown >= 0.5; }
 
 // Backward-pass timing: bp_end[l] is the time, from the start of the backward

@@ -271,10 +271,14 @@ void measure_interference(const Group& group, const LayerProfilerOptions& option
   mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
 }
 
-// Note [Measuring collectives at once]: how much longer two small all-reduces
-// issued together take than one alone, while this rank computes; sets
-// mine.pair_slowdown, the same on every rank.
-void measure_collectives_at_once(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
+// Note [Measuring collectives at once]: one small all-reduce, and two issued
+// together, while this rank computes; the medians, averaged over the ranks so
+// that every rank has the same.
+struct PairTimes {
+  Seconds single = 0;
+  Seconds pair = 0;
+};
+PairTimes time_pairs(const Group& group, const LayerProfilerOptions& options) {
   constexpr Bytes kSmall = 256;  // all start-up: its bytes take 0.2 ms even behind 20 Mbit/s
   AllReduceStream stream(group, {{kSmall}, {kSmall, kSmall}});
   std::pair<Clock::time_point, Clock::time_point> timing;
@@ -288,11 +292,10 @@ void measure_collectives_at_once(const Group& group, const LayerProfilerOptions&
         "raise --iterations",
         group.rank, options.iterations));
   }
-  // Every rank's medians, averaged on every rank, so that all write the same.
   std::vector<torch::Tensor> medians{torch::tensor({median(alone), median(together)}, torch::kDouble)};
   group.collectives->allreduce(medians)->wait();
   const auto sums = medians[0].accessor<double, 1>();
-  mine.pair_slowdown = std::max(0.0, sums[1] / sums[0] - 1);
+  return {.single = sums[0] / group.world, .pair = sums[1] / group.world};
 }
 
 // Note [Measuring skew]: how much later than the average process the last one
@@ -389,8 +392,9 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   Profile mine = profile_phase(group, options, "weft/profiled");
   if (job.interference) {
     measure_interference(group, options, mine);
-    measure_collectives_at_once(group, options, mine);
+    const PairTimes pairs = time_pairs(group, options);
     measure_skew(group, options, mine);
+    mine.pair_slowdown = pair_slowdown(pairs.single, pairs.pair, mine.back_to_back_skew);
   }
   const std::string json = to_json(mine);
   group.store->set(fmt::format("weft/profile/{}", group.rank), std::vector<std::uint8_t>(json.begin(), json.end()));
@@ -413,6 +417,11 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
 bool in_a_job(std::optional<int> nproc) { return is_launched_worker() || (has_worker_env() && !nproc); }
 
 }  // namespace
+
+double pair_slowdown(Seconds single, Seconds pair, Seconds back_to_back_skew) {
+  const Seconds own = single > back_to_back_skew ? single - back_to_back_skew : single;
+  return own > 0 ? std::max(0.0, (pair - single) / own) : 0;
+}
 
 int profiled_processes(std::optional<int> nproc) {
   return in_a_job(nproc) ? read_worker_env().world : nproc.value_or(1);

@@ -58,15 +58,22 @@
 // Next, still with ModelProfileJob::interference, the processes profile once more
 // beside a stream on the second group that alternates one all-reduce of 256 bytes
 // with two issued together (the group has the runtime's threads, so the two can
-// run at once), timing each round from issue to the end of its last all-reduce.
-// The profile's `pair_slowdown` is the mean over the ranks of the median pair's
-// time over the median single's, less 1: about 0 where the two start-ups overlap,
-// about 1 where they are paid one after the other, as when every core is busy
-// (256 bytes move in 0.2 ms even behind 20 Mbit/s: the times are start-ups). 4
-// processes on 2 cores measured 0.60–0.88 behind 20Mbit, 100Mbit and 1Gbit links,
-// where two smallest sums issued together on idle cores (`weft profile --network`)
-// had taken 1.26–2.05 times one: how collectives share the cores is decided by
-// what else runs on them. The layers of this phase are not kept.
+// run at once), timing each round from issue to the end of its last all-reduce;
+// the medians are averaged over the ranks. 256 bytes move in 0.2 ms even behind
+// 20 Mbit/s: the times are start-ups, a, plus the wait for the last rank, which
+// both rounds pay once and which the skew measurement below times as
+// `back_to_back_skew` (the rounds follow one another). One round takes
+// skew + a; two start-ups that overlap take about as long, two paid in turn
+// skew + 2a. So the profile's `pair_slowdown` is (pair − single) / (single −
+// back_to_back_skew): about 0 where they overlap, about 1 where they are paid
+// one after the other, as when every core is busy. 4 processes on 2 cores,
+// beside cnn's layers behind 1Gbit links: single 6.8–7.3 ms, pair 11.8–13.1,
+// back-to-back skew 1.4–1.5: 0.91–0.97. (The plain ratio, pair / single, was
+// 1.49–1.88 in nine such profiles over 20Mbit, 100Mbit and 1Gbit, and 1.49 sat on
+// the wrong side of the midpoint 1.5 though that bench's runs said "in turn" too.)
+// Two smallest sums timed on idle cores (`weft profile --network`) had taken
+// 1.26–2.05 times one: how collectives share the cores is decided by what else
+// runs on them. The layers of this phase are not kept.
 //
 // Note [Measuring skew]
 // Then, still with ModelProfileJob::interference, the processes train in step as
@@ -139,6 +146,11 @@ int run_model_profile(const ModelProfileJob& job);
 // this process is one of (launched by weft, or started by hand with the torchrun
 // variables), else nproc, else 1. THROWS UsageError for invalid job variables.
 int profiled_processes(std::optional<int> nproc);
+
+// Note [Measuring collectives at once]: (pair − single) / (single −
+// back_to_back_skew), at least 0; over `single` alone where the skew is not less
+// than it, and 0 where single is not positive.
+double pair_slowdown(Seconds single, Seconds pair, Seconds back_to_back_skew);
 
 // Builds `options.model` and a synthetic batch of its shape and measures it.
 // THROWS UsageError for an unknown model, a batch, warmup, iterations or threads
