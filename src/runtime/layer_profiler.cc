@@ -121,15 +121,15 @@ Profile profile_model(const LayerProfilerOptions& options) {
 
 namespace {
 
-// Rounds of all-reduces back to back on their own Gloo group until stop(), each
-// round timed (Notes [Measuring interference] and [Measuring collectives at
+// Rounds of all-reduces back to back on their own Gloo group, opened under `name`
+// (one no other group of the job has used), until stop(), each round timed (Notes [Measuring interference] and [Measuring collectives at
 // once]). Round k issues one all-reduce per size of rounds[k % rounds.size()], all
 // at once, and ends when they all have. A collective error ends the stream, wakes
 // wait_for() and is rethrown by stop().
 class AllReduceStream {
  public:
-  AllReduceStream(const Group& group, std::vector<std::vector<Bytes>> rounds)
-      : collectives_(open_subgroup(group, "stream", kRuntimeCollectiveThreads)),
+  AllReduceStream(const Group& group, const std::string& name, std::vector<std::vector<Bytes>> rounds)
+      : collectives_(open_subgroup(group, name, kRuntimeCollectiveThreads)),
         thread_([this, rounds = std::move(rounds)] { run(rounds); }) {}
   AllReduceStream(const AllReduceStream&) = delete;
   AllReduceStream& operator=(const AllReduceStream&) = delete;
@@ -239,16 +239,17 @@ Profile profile_phase(const Group& group, LayerProfilerOptions options, const st
 }
 
 // Note [Measuring interference]: how much slower this rank computes while
-// all-reducing, and all-reduces while computing.
-void measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
+// all-reducing, and all-reduces while computing. Returns how many iterations it
+// timed while all-reducing.
+int measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   constexpr std::size_t kQuietAllReduces = 10;  // after one that warms the connections up
-  constexpr double kAllReducesTimedLoaded = 3;
-  AllReduceStream stream(group, {{mine.total_bytes()}});
+  constexpr double kAllReducesTimedLoaded = 10;
+  AllReduceStream stream(group, "stream", {{mine.total_bytes()}});
   stream.wait_for(1 + kQuietAllReduces);
   const std::vector<Seconds> quiet_all_reduces = stream.seconds_between({}, Clock::now());
   if (quiet_all_reduces.size() < 1 + kQuietAllReduces) stream.stop();  // the stream failed: says why
   const std::vector<Seconds> alone(quiet_all_reduces.begin() + 1, quiet_all_reduces.end());
-  // The timed iterations must hold whole all-reduces: at least three all-reduces'
+  // The timed iterations must hold whole all-reduces: at least ten quiet all-reduces'
   // worth, whatever --iterations says, or a model that computes fast beside a long
   // all-reduce would time none.
   LayerProfilerOptions loaded_options = options;
@@ -269,6 +270,7 @@ void measure_interference(const Group& group, const LayerProfilerOptions& option
   const Seconds communicating = loaded.forward_time() + loaded.backward_time();
   mine.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
   mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
+  return loaded_options.iterations;
 }
 
 // Note [Measuring collectives at once]: one small all-reduce, and two issued
@@ -280,7 +282,7 @@ struct PairTimes {
 };
 PairTimes time_pairs(const Group& group, const LayerProfilerOptions& options) {
   constexpr Bytes kSmall = 256;  // all start-up: its bytes take 0.2 ms even behind 20 Mbit/s
-  AllReduceStream stream(group, {{kSmall}, {kSmall, kSmall}});
+  AllReduceStream stream(group, "pairs", {{kSmall}, {kSmall, kSmall}});
   std::pair<Clock::time_point, Clock::time_point> timing;
   profile_phase(group, options, "weft/profiled-pairing", &timing);
   stream.stop();
@@ -391,8 +393,11 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   if (group.rank != 0) options.progress = nullptr;
   Profile mine = profile_phase(group, options, "weft/profiled");
   if (job.interference) {
-    measure_interference(group, options, mine);
-    const PairTimes pairs = time_pairs(group, options);
+    // The pairs are timed for as long as the model's all-reduces were, which is
+    // at least ten small pairs' worth.
+    LayerProfilerOptions loaded = options;
+    loaded.iterations = measure_interference(group, options, mine);
+    const PairTimes pairs = time_pairs(group, loaded);
     measure_skew(group, options, mine);
     mine.pair_slowdown = pair_slowdown(pairs.single, pairs.pair, mine.back_to_back_skew);
   }
@@ -420,7 +425,7 @@ bool in_a_job(std::optional<int> nproc) { return is_launched_worker() || (has_wo
 
 double pair_slowdown(Seconds single, Seconds pair, Seconds back_to_back_skew) {
   const Seconds own = single > back_to_back_skew ? single - back_to_back_skew : single;
-  return own > 0 ? std::max(0.0, (pair - single) / own) : 0;
+  return own > 0 ? std::clamp((pair - single) / own, 0.0, 1.0) : 0;
 }
 
 int profiled_processes(std::optional<int> nproc) {

@@ -45,8 +45,10 @@
 // group (so that its collectives never interleave with the first group's
 // barriers), under whatever links the job runs on: first alone, timing ten
 // all-reduces (after one that warms the connections up), then while profiling
-// again, for as many iterations as three of those all-reduces take if that is more
-// than asked (the timed iterations must hold whole all-reduces). The profile keeps the first phase's layers, and sets compute_slowdown =
+// again, for as many iterations as ten of those all-reduces take if that is more
+// than asked (the timed iterations must hold whole all-reduces, which take longer
+// while computing: with three, mlp's 2-process profile held none in 2 of 11 runs).
+// The profile keeps the first phase's layers, and sets compute_slowdown =
 // (compute per iteration while all-reducing) / (compute alone) − 1 and
 // comm_slowdown = (median all-reduce while computing) / (median all-reduce alone)
 // − 1, each at least 0: what the simulator needs to slow the layers and messages
@@ -55,8 +57,9 @@
 // of all-reduces.
 //
 // Note [Measuring collectives at once]
-// Next, still with ModelProfileJob::interference, the processes profile once more
-// beside a stream on the second group that alternates one all-reduce of 256 bytes
+// Next, still with ModelProfileJob::interference, the processes profile once more,
+// for as many iterations as the phase before, beside a stream on a third group
+// that alternates one all-reduce of 256 bytes
 // with two issued together (the group has the runtime's threads, so the two can
 // run at once), timing each round from issue to the end of its last all-reduce;
 // the medians are averaged over the ranks. 256 bytes move in 0.2 ms even behind
@@ -148,8 +151,10 @@ int run_model_profile(const ModelProfileJob& job);
 int profiled_processes(std::optional<int> nproc);
 
 // Note [Measuring collectives at once]: (pair − single) / (single −
-// back_to_back_skew), at least 0; over `single` alone where the skew is not less
-// than it, and 0 where single is not positive.
+// back_to_back_skew), within [0, 1]; over `single` alone where the skew is not
+// less than it, and 0 where single is not positive. Beyond 1 is noise: the skew,
+// timed in another phase, can be nearly all of a round (2 processes on 2 cores
+// measured 20.9), and in turn is the most the simulator models.
 double pair_slowdown(Seconds single, Seconds pair, Seconds back_to_back_skew);
 
 // Builds `options.model` and a synthetic batch of its shape and measures it.

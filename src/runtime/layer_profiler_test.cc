@@ -73,6 +73,7 @@ TEST(PairSlowdown, IsTheSecondCollectivesExtraTimeOverOnesOwn) {
   EXPECT_NEAR(pair_slowdown(6.5e-3, 9.75e-3, 1.5e-3), 0.65, 1e-12);
   EXPECT_DOUBLE_EQ(pair_slowdown(6.5e-3, 6.0e-3, 1.5e-3), 0.0);  // a faster pair is noise
   EXPECT_DOUBLE_EQ(pair_slowdown(1e-3, 2e-3, 3e-3), 1.0);        // skew above single: over single
+  EXPECT_DOUBLE_EQ(pair_slowdown(6.5e-3, 9e-3, 6.4e-3), 1.0);    // a skew of nearly all the round: at most 1
   EXPECT_DOUBLE_EQ(pair_slowdown(0, 2e-3, 0), 0.0);
 }
 

@@ -74,7 +74,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<
 
 // Another Gloo group of the same ranks, with its own connections and threads, so
 // that what it carries never waits behind `group`'s collectives. `name` keeps its
-// rendezvous keys apart; every rank must open it, with the same name.
+// rendezvous keys apart; every rank must open it, with the same name, and no other
+// group of the job may have used that name: the keys outlive the group, and a
+// second group under them would read the first one's closed addresses.
 c10::intrusive_ptr<c10d::ProcessGroup> open_subgroup(const Group& group, const std::string& name, int threads);
 
 // An element-wise sum over the ranks of a group, in progress.

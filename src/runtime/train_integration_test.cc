@@ -168,7 +168,7 @@ TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   EXPECT_LT(drift, 10);
   const double pair = profile.value("pair_slowdown", 0.0);  // written when above 0
   EXPECT_GE(pair, 0);
-  EXPECT_LT(pair, 10);
+  EXPECT_LE(pair, 1);
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
