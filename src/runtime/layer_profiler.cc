@@ -239,24 +239,26 @@ Profile profile_phase(const Group& group, LayerProfilerOptions options, const st
 }
 
 // Note [Measuring interference]: how much slower this rank computes while
-// all-reducing, and all-reduces while computing. Returns how many iterations it
-// timed while all-reducing.
-int measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
+// all-reducing, and all-reduces while computing. Returns the options it timed
+// the layers with while all-reducing.
+LayerProfilerOptions measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   constexpr std::size_t kQuietAllReduces = 10;  // after one that warms the connections up
   constexpr double kAllReducesTimedLoaded = 10;
+  constexpr Seconds kTimedLoadedAtLeast = 0.5;  // mlp computes 40 iterations in ~15 ms
   AllReduceStream stream(group, "stream", {{mine.total_bytes()}});
   stream.wait_for(1 + kQuietAllReduces);
   const std::vector<Seconds> quiet_all_reduces = stream.seconds_between({}, Clock::now());
   if (quiet_all_reduces.size() < 1 + kQuietAllReduces) stream.stop();  // the stream failed: says why
   const std::vector<Seconds> alone(quiet_all_reduces.begin() + 1, quiet_all_reduces.end());
-  // The timed iterations must hold whole all-reduces: at least ten quiet all-reduces'
-  // worth, whatever --iterations says, or a model that computes fast beside a long
-  // all-reduce would time none.
+  // The timed iterations must hold whole all-reduces, which take longer while
+  // computing: at least ten quiet all-reduces' worth and half a second, whatever
+  // --iterations says, or a model that computes fast beside a long all-reduce
+  // would time none.
   LayerProfilerOptions loaded_options = options;
   const Seconds quiet = mine.forward_time() + mine.backward_time();
   if (quiet > 0) {
-    loaded_options.iterations =
-        std::max(options.iterations, static_cast<int>(std::ceil(kAllReducesTimedLoaded * median(alone) / quiet)));
+    const Seconds at_least = std::max(kTimedLoadedAtLeast, kAllReducesTimedLoaded * median(alone));
+    loaded_options.iterations = std::max(options.iterations, static_cast<int>(std::ceil(at_least / quiet)));
   }
   std::pair<Clock::time_point, Clock::time_point> timing;
   const Profile loaded = profile_phase(group, loaded_options, "weft/profiled-communicating", &timing);
@@ -270,7 +272,7 @@ int measure_interference(const Group& group, const LayerProfilerOptions& options
   const Seconds communicating = loaded.forward_time() + loaded.backward_time();
   mine.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
   mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
-  return loaded_options.iterations;
+  return loaded_options;
 }
 
 // Note [Measuring collectives at once]: one small all-reduce, and two issued
@@ -395,9 +397,7 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   if (job.interference) {
     // The pairs are timed for as long as the model's all-reduces were, which is
     // at least ten small pairs' worth.
-    LayerProfilerOptions loaded = options;
-    loaded.iterations = measure_interference(group, options, mine);
-    const PairTimes pairs = time_pairs(group, loaded);
+    const PairTimes pairs = time_pairs(group, measure_interference(group, options, mine));
     measure_skew(group, options, mine);
     mine.pair_slowdown = pair_slowdown(pairs.single, pairs.pair, mine.back_to_back_skew);
   }

@@ -45,9 +45,10 @@
 // group (so that its collectives never interleave with the first group's
 // barriers), under whatever links the job runs on: first alone, timing ten
 // all-reduces (after one that warms the connections up), then while profiling
-// again, for as many iterations as ten of those all-reduces take if that is more
-// than asked (the timed iterations must hold whole all-reduces, which take longer
-// while computing: with three, mlp's 2-process profile held none in 2 of 11 runs).
+// again, for as many iterations as ten of those all-reduces take, and half a
+// second, if that is more than asked (the timed iterations must hold whole
+// all-reduces, which take longer while computing: with three all-reduces' worth,
+// mlp's 2-process profile held none in 2 of 11 runs, with ten in 1 of 14).
 // The profile keeps the first phase's layers, and sets compute_slowdown =
 // (compute per iteration while all-reducing) / (compute alone) − 1 and
 // comm_slowdown = (median all-reduce while computing) / (median all-reduce alone)

@@ -102,11 +102,11 @@ namespace weft {
 // waiting for a core) overlap only where a core is free. Measured beside the
 // layers (Profile::pair_slowdown, Note [Measuring collectives at once] in
 // runtime/layer_profiler.h), the second of two small all-reduces issued together
-// added 0.6–1.0 of one's own time behind 1Gbit links (the plain ratio was
-// 1.49–1.88 behind 20Mbit, 100Mbit and 1Gbit): one after the other. Where a profile says so (collectives_run_in_turn), one collective moves
-// at a time, whatever the transport's threads: re-simulating the benches so
-// brought bytescheduler, the strategy with most in flight, closer in 15 of 16
-// link-benches (BENCHMARKS.md, "Agreement with the planner").
+// added 0.52–0.97 of one's own time behind 20Mbit, 100Mbit and 1Gbit links: one
+// after the other. Where a profile says so (collectives_run_in_turn), one
+// collective moves at a time, whatever the transport's threads: re-simulating the
+// benches so brought bytescheduler, the strategy with most in flight, closer in
+// 15 of 16 link-benches (BENCHMARKS.md, "Agreement with the planner").
 
 // Note [Symmetric all-reduce workers]
 // -----------------------------------
