@@ -170,7 +170,9 @@ class Server {
 
   void run() {
     // Receives are posted one iteration ahead, so that a worker's pushes of the
-    // next iteration land as soon as it sends them.
+    // next iteration land as soon as it sends them. Exchanges are served in the
+    // schedule's order, which the simulator models (Note [Parameter-server
+    // transport] in sim/simulator.cc).
     if (o_.iterations > 0) post(0);
     for (std::int64_t t = 0; t < o_.iterations; ++t) {
       if (t + 1 < o_.iterations) post(t + 1);

@@ -54,9 +54,11 @@
 // cur = end_comp and, having no group idx+1+T, next = end_comp + 0.5·(end_comp −
 // cur) = end_comp, so s[N−1] = 0 and all P workers push it at once. That is also
 // what its deadline asks: group N−1 holds layer 0, whose forward is the first
-// thing the next iteration does, so it has no slack to stagger into. The peak
-// incast of ps-interleaved is therefore still P; what interleaving lowers is the
-// volume per iteration and the concurrency of the other groups.
+// thing the next iteration does, so it has no slack to stagger into. The schedule
+// therefore does not stagger it (the server's answers, which leave one after
+// another, do: Note [Parameter-server transport] in sim/simulator.cc); what
+// interleaving lowers is the volume per iteration and the concurrency of the
+// other groups.
 //
 // Thread-safety: pure functions.
 #pragma once

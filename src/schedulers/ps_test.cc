@@ -395,12 +395,14 @@ TEST(PsSimulation, SimultaneousPushesIntoOneServerTakePTimesOnePush) {
   const auto push_seconds = [&](int workers, BytesPerSecond server_bandwidth) {
     Cluster c = ps_cluster(workers, B);
     c.server_bandwidth = server_bandwidth;
-    const Timeline t = simulate(make_ps(p, c, {}), p, c, {.iterations = 3, .record_iterations = 3});
+    // The first iteration's: the answers leave one after another (Note [Parameter-server
+    // transport]), so later iterations' pushes start apart.
+    const Timeline t = simulate(make_ps(p, c, {}), p, c, {.iterations = 1, .record_iterations = 1});
     std::vector<Seconds> durations;
     for (const Event& e : t.events) {
       if (is_push(e)) durations.push_back(e.end - e.start);
     }
-    EXPECT_EQ(durations.size(), static_cast<size_t>(3 * workers));
+    EXPECT_EQ(durations.size(), static_cast<size_t>(workers));
     EXPECT_EQ(t.summary.peak_server_incast, workers);
     // All P pushes start together and end together.
     const auto [lo, hi] = std::minmax_element(durations.begin(), durations.end());
@@ -435,24 +437,27 @@ TEST(PsSimulation, RandomSchedulesRunToTheEnd) {
 }
 
 // The seed's claim, in the model: on resnet50 with 8 workers and one server,
-// interleaving lowers the peak incast and does not slow the iteration, both where
-// the network is the bottleneck (1 Gbit) and where it is not (100 Gbit).
+// interleaving lowers the incast and does not slow the iteration, both where the
+// network is the bottleneck (1 Gbit) and where it is not (100 Gbit). A worker's
+// pushes to a server take turns (Note [Parameter-server transport]), so the peak
+// is P for both where pushes last long (1 Gbit); the mean is lower.
 TEST(PsSimulation, InterleavedLowersIncastOnResnet50WithoutSlowingIt) {
   const Profile p = zoo_profile("resnet50");
   for (BytesPerSecond bw : {1_Gbit, 100_Gbit}) {
     const Cluster c = ps_cluster(8, bw);
-    const Timeline plain = simulate(make_ps(p, c, {}), p, c);
-    const Timeline interleaved = simulate(make_ps_interleaved(p, c, {}), p, c);  // T = 3
-    EXPECT_LT(interleaved.summary.peak_server_incast, plain.summary.peak_server_incast) << bw;
+    const SimOptions options{.iterations = 9, .record_iterations = 9};
+    const Timeline plain = simulate(make_ps(p, c, {}), p, c, options);
+    const Timeline interleaved = simulate(make_ps_interleaved(p, c, {}), p, c, options);  // T = 3
+    EXPECT_LT(mean_incast(interleaved), mean_incast(plain)) << bw;
+    EXPECT_LE(interleaved.summary.peak_server_incast, plain.summary.peak_server_incast) << bw;
     EXPECT_LE(interleaved.summary.iteration, plain.summary.iteration) << bw;
   }
 }
 
 // Intra-iteration staggering alone, against the same interleaved schedule without
 // release offsets: fewer pushes in flight at once where a slot is long enough for
-// a push (100 Gbit; measured 1.5 against 8.6 on average, peak 8 against 16). The
-// peak stays P: the last group has no slot (Note [Release offsets from
-// Algorithm 1] in ps.h).
+// a push (100 Gbit; measured 1.4 against 7.0 on average, peak 6 against 8: a
+// worker's pushes take turns, Note [Parameter-server transport]).
 TEST(PsSimulation, SlotsLowerTheConcurrencyOfPushes) {
   const Profile p = zoo_profile("resnet50");
   const Cluster c = ps_cluster(8, 100_Gbit);
@@ -466,7 +471,7 @@ TEST(PsSimulation, SlotsLowerTheConcurrencyOfPushes) {
   const Timeline b = simulate(together, p, c, options);
   EXPECT_LT(mean_incast(a), mean_incast(b));
   EXPECT_LT(a.summary.peak_server_incast, b.summary.peak_server_incast);
-  EXPECT_EQ(a.summary.peak_server_incast, c.workers);
+  EXPECT_EQ(b.summary.peak_server_incast, c.workers);
 }
 
 // Every group is pushed and pulled by every worker exactly once per period, in the

@@ -108,6 +108,28 @@ namespace weft {
 // benches so brought bytescheduler, the strategy with most in flight, closer in
 // 15 of 16 link-benches (BENCHMARKS.md, "Agreement with the planner").
 
+// Note [Parameter-server transport]
+// ----------------------------------
+// Gloo joins each pair of processes by one connection, and the runtime's server
+// (runtime/parameter_server.cc) serves its exchanges in the schedule's order: it
+// waits for all P pushes of one, updates, sends the answers to workers 0..P−1,
+// then turns to the next. So:
+// - a worker's pushes to one server take turns, in the order sent (one
+//   connection; those to different servers share its link);
+// - a server answers its ops in the schedule's order, an op once all P pushes of
+//   it have arrived and the ops before it are answered;
+// - its answers leave one after another, in the order it sent them. An answer
+//   that fits the connection's window enters the server link's queue (tbf is one
+//   FIFO) whole, before the next is sent. Measured (ps-interleaved, 4 workers,
+//   20Mbit, traced): answers of 57 KiB ended at 0.25, 0.48, 0.74 and 1.00 of the
+//   span to workers 0..3; of 228 KiB, which interleave in part, at 0.64–0.73,
+//   0.76–0.84, 0.88–0.96, 1.00, against 1.00 for all four under fair sharing.
+// In turn is nearer, and it matters: a worker answered early computes and pushes
+// again while the others are answered. Fair sharing predicted ps-interleaved
+// 14–17% slow at 20 and 100Mbit in every bench; in turn, 4–9%, and ps within 3%
+// as before (BENCHMARKS.md, "The parameter server answers in turn").
+// Each message pays its own start-up after the one before it.
+
 // Note [Symmetric all-reduce workers]
 // -----------------------------------
 // In an all-reduce cluster every worker runs the same profile, and a collective
@@ -242,7 +264,12 @@ class Simulation {
   };
   struct ServerOp {
     int pushes = 0;
-    std::vector<int> waiting_parts;
+    std::vector<int> waiting_parts;  // every worker's part holding it
+  };
+  // Note [Parameter-server transport]: messages that take turns, in order.
+  struct Channel {
+    std::deque<int> queued;  // parts
+    bool busy = false;
   };
 
   struct FlowTag {
@@ -291,7 +318,14 @@ class Simulation {
   void start_collective(int seq, Seconds now);
   void on_collective_done(int seq, Seconds now);
   void launch_ps(int w, Message message, Seconds now);
+  Channel& push_channel(const Part& part);
+  Channel& answer_channel(const Part& part);
+  void send(Channel& channel, int part, void (Simulation::*start)(int, Seconds), Seconds now);
+  void next_in_turn(Channel& channel, void (Simulation::*start)(int, Seconds), Seconds now);
+  void start_push(int part, Seconds now);
   void on_push_done(int part, Seconds now);
+  void answer_in_order(int server, Seconds now);
+  OpRef next_op_of(int server, OpRef op) const;
   void start_pull(int part, Seconds now);
   void on_pull_done(int part, Seconds now);
 
@@ -346,6 +380,9 @@ class Simulation {
   std::vector<Part> parts_;
   std::vector<int> free_parts_;
   std::vector<std::vector<ServerOp>> server_ops_;  // [global iteration][op index]
+  std::vector<OpRef> next_answer_;          // [server]: the op it answers next
+  std::vector<Channel> push_channels_;      // [worker × servers + server]
+  std::vector<Channel> answer_channels_;    // [server]
 
   std::vector<Seconds> iteration_start_;  // max over workers
   std::vector<int> started_;              // workers that started each iteration
@@ -420,6 +457,9 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
   started_.assign(static_cast<size_t>(iterations_) + 1, 0);
   if (cluster.arch == Arch::kParameterServer) {
     server_ops_.resize(static_cast<size_t>(iterations_));
+    push_channels_.resize(static_cast<size_t>(workers_) * static_cast<size_t>(cluster.servers));
+    answer_channels_.resize(static_cast<size_t>(cluster.servers));
+    for (int s = 0; s < cluster.servers; ++s) next_answer_.push_back(next_op_of(s, {.iteration = 0, .index = -1}));
   }
 }
 
@@ -811,18 +851,55 @@ void Simulation::launch_ps(int wi, Message message, Seconds now) {
     parts_[static_cast<size_t>(p)].bytes += comm.bytes();
   }
   for (int p : part_of_server) {
-    if (p < 0) continue;
-    Part& part = parts_[static_cast<size_t>(p)];
-    part.flow = network_.start(push_flow(cluster_, worker_id(wi), part.server, part.bytes), now, message_stretch(wi));
-    tag_flow(part.flow, {FlowTag::Kind::kPush, p});
+    if (p >= 0) send(push_channel(parts_[static_cast<size_t>(p)]), p, &Simulation::start_push, now);
   }
 }
 
+Simulation::Channel& Simulation::push_channel(const Part& part) {
+  const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
+  return push_channels_[static_cast<size_t>(worker * cluster_.servers + part.server)];
+}
+
+Simulation::Channel& Simulation::answer_channel(const Part& part) {
+  return answer_channels_[static_cast<size_t>(part.server)];
+}
+
+// A part goes on the network at once if its channel is free, else after those
+// sent before it.
+void Simulation::send(Channel& channel, int p, void (Simulation::*start)(int, Seconds), Seconds now) {
+  if (channel.busy) {
+    channel.queued.push_back(p);
+    return;
+  }
+  channel.busy = true;
+  (this->*start)(p, now);
+}
+
+void Simulation::next_in_turn(Channel& channel, void (Simulation::*start)(int, Seconds), Seconds now) {
+  if (channel.queued.empty()) {
+    channel.busy = false;
+    return;
+  }
+  const int next = channel.queued.front();
+  channel.queued.pop_front();
+  (this->*start)(next, now);
+}
+
+void Simulation::start_push(int p, Seconds now) {
+  Part& part = parts_[static_cast<size_t>(p)];
+  const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
+  part.flow = network_.start(push_flow(cluster_, worker_id(worker), part.server, part.bytes), now,
+                             message_stretch(worker));
+  tag_flow(part.flow, {FlowTag::Kind::kPush, p});
+}
+
 // The server updates an op once all P pushes of it have arrived (instantly, SPEC
-// §1.2); a worker's pull of a part starts when every op in it is updated.
+// §1.2) and it has answered the ops before it; a worker's pull of a part starts
+// when every op in it is answered.
 void Simulation::on_push_done(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   part.flow = -1;
+  next_in_turn(push_channel(part), &Simulation::start_push, now);
   const PsMessage& m = ps_messages_[static_cast<size_t>(part.message)];
   if (recording(part.ops.front().iteration)) {
     record(m.worker, lane_name(m.lane), fmt::format("push {} to server {}", describe(m.message), part.server),
@@ -830,22 +907,48 @@ void Simulation::on_push_done(int p, Seconds now) {
   }
   for (OpRef op : part.ops) {
     ServerOp& s = server_op(op);
-    if (++s.pushes < workers_) {
-      ++part.waiting;
-      s.waiting_parts.push_back(p);
-      continue;
-    }
+    ++s.pushes;
+    ++part.waiting;
+    s.waiting_parts.push_back(p);
+  }
+  answer_in_order(part.server, now);
+}
+
+// Note [Parameter-server transport]: the server answers its ops in the schedule's
+// order, each to workers 0..P−1.
+void Simulation::answer_in_order(int server, Seconds now) {
+  OpRef& next = next_answer_[static_cast<size_t>(server)];
+  while (next.iteration < iterations_) {
+    ServerOp& s = server_op(next);
+    if (s.pushes < workers_) return;
+    std::ranges::sort(s.waiting_parts, {}, [&](int q) {
+      return ps_messages_[static_cast<size_t>(parts_[static_cast<size_t>(q)].message)].worker;
+    });
     for (int q : s.waiting_parts) {
-      if (--parts_[static_cast<size_t>(q)].waiting == 0) start_pull(q, now);
+      Part& part = parts_[static_cast<size_t>(q)];
+      if (--part.waiting > 0) continue;
+      part.start = now;
+      send(answer_channel(part), q, &Simulation::start_pull, now);
     }
     s.waiting_parts = {};
+    next = next_op_of(server, next);
   }
-  if (part.waiting == 0) start_pull(p, now);
+}
+
+// The op of `server` after `op`, in the schedule's order; one past the last
+// iteration when there is none.
+OpRef Simulation::next_op_of(int server, OpRef op) const {
+  for (int t = op.iteration, k = op.index + 1; t < iterations_; ++t, k = 0) {
+    const auto& ops = schedule_.ops(t);
+    for (; k < static_cast<int>(ops.size()); ++k) {
+      if (ops[static_cast<size_t>(k)].server == server) return {.iteration = t, .index = k};
+    }
+  }
+  return {.iteration = iterations_, .index = 0};
 }
 
 void Simulation::start_pull(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
-  part.start = now;
   const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
   part.flow = network_.start(pull_flow(cluster_, part.server, worker_id(worker), part.bytes), now,
                              message_stretch(worker));
@@ -862,6 +965,7 @@ void Simulation::on_pull_done(int p, Seconds now) {
     record(wi, lane_name(m.lane), fmt::format("pull {} from server {}", describe(m.message), part.server),
            part.start, now, Message{part.ops, part.bytes});
   }
+  next_in_turn(answer_channel(part), &Simulation::start_pull, now);
   const std::vector<OpRef> ops = std::move(part.ops);
   free_parts_.push_back(p);
   if (m.parts_left == 1) count_in_flight(wi, -1, now);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -69,6 +70,9 @@ std::vector<int> all_layers(const Profile& p) {
   std::iota(layers.begin(), layers.end(), 0);
   return layers;
 }
+
+// Every ready op launched at once.
+const DispatchPolicy kAnyNumber{.kind = DispatchPolicy::Kind::kCredit, .credit = Bytes{1} << 60};
 
 Schedule one_period(std::vector<CommOp> ops, DispatchPolicy dispatch = {}) {
   Schedule s;
@@ -452,29 +456,95 @@ CommOp ps_op(const Profile& p, std::vector<int> layers) {
   return op;
 }
 
-// (g) Simultaneous pushes into one server share its link (incast); staggering them
-// by one push time each removes the incast.
+// (g) Simultaneous pushes into one server share its link (incast); the answers
+// leave it one after another, to workers 0..P−1 (Note [Parameter-server
+// transport]). Staggering the pushes by one push time each removes the incast.
 TEST(Simulate, ParameterServerIncastAndStaggering) {
   const Profile p = make_profile({{1e-3, 2e-3, 250'000}});
   const int workers = 4;
   const Cluster c = parameter_server(workers, 1_Gbit, 50_us);
   const Seconds one = 1e6 / c.bandwidth;  // one transfer of the layer, alone
+  const auto first_iteration = [&](const CommOp& op) {
+    return simulate(one_period({op}), p, c, {.iterations = 1, .record_iterations = 1});
+  };
+  const auto ends = [](const Timeline& t, std::string_view kind) {
+    std::vector<Seconds> out(4, -1);
+    for (const Event& e : t.events) {
+      if (e.name.starts_with(kind)) out[static_cast<size_t>(e.worker)] = e.end;
+    }
+    return out;
+  };
 
-  const Timeline together = simulate(one_period({ps_op(p, {0})}), p, c, {.iterations = 4});
+  const Timeline together = first_iteration(ps_op(p, {0}));
   EXPECT_EQ(together.summary.peak_server_incast, workers);
-  // Pushes share the server's downlink, pulls its uplink.
-  EXPECT_NEAR(together.summary.iteration, compute_of(p) + 2 * (c.latency + workers * one), 1e-12);
+  const Seconds pushed = compute_of(p) + c.latency + workers * one;
+  for (int w = 0; w < workers; ++w) {
+    EXPECT_NEAR(ends(together, "push")[static_cast<size_t>(w)], pushed, 1e-12) << w;
+    EXPECT_NEAR(ends(together, "pull")[static_cast<size_t>(w)], pushed + (w + 1) * (c.latency + one), 1e-12) << w;
+  }
 
   CommOp staggered = ps_op(p, {0});
   for (int w = 0; w < workers; ++w) staggered.release_offset.push_back(w * (c.latency + one));
-  const Timeline apart = simulate(one_period({staggered}), p, c, {.iterations = 4});
+  const Timeline apart = first_iteration(staggered);
   EXPECT_EQ(apart.summary.peak_server_incast, 1);
-  // The server updates once the last push has arrived; then all pulls leave at once.
-  EXPECT_NEAR(apart.summary.iteration,
-              compute_of(p) + workers * (c.latency + one) + c.latency + workers * one, 1e-12);
-  EXPECT_LT(apart.summary.peak_server_incast, together.summary.peak_server_incast);
-  EXPECT_GT(apart.summary.server_busy, 0);
-  EXPECT_LE(apart.summary.server_busy, 1);
+  for (int w = 0; w < workers; ++w) {
+    EXPECT_NEAR(ends(apart, "push")[static_cast<size_t>(w)], compute_of(p) + (w + 1) * (c.latency + one), 1e-12) << w;
+  }
+  // The server updates once the last push has arrived.
+  EXPECT_NEAR(ends(apart, "pull")[0], compute_of(p) + (workers + 1) * (c.latency + one), 1e-12);
+
+  // Over many iterations the answers' order staggers the pushes by itself: each
+  // worker computes and pushes while the next is answered.
+  const Timeline steady = simulate(one_period({ps_op(p, {0})}), p, c, {.iterations = 8});
+  EXPECT_NEAR(steady.summary.iteration, compute_of(p) + (workers + 1) * (c.latency + one), 1e-12);
+  EXPECT_GT(steady.summary.server_busy, 0);
+  EXPECT_LE(steady.summary.server_busy, 1);
+}
+
+// Note [Parameter-server transport]: a worker's pushes to one server take turns,
+// in the order sent.
+TEST(Simulate, PushesToOneServerTakeTurns) {
+  const Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
+  const Cluster c = parameter_server(1, 1_Gbit, 50_us);
+  std::vector<CommOp> ops{ps_op(p, {1}), ps_op(p, {0})};
+  for (CommOp& op : ops) op.ready_after = 0;  // both leave after the whole backward
+  const Timeline t = simulate(one_period(ops, kAnyNumber), p, c, {.iterations = 1, .record_iterations = 1});
+  const Seconds one = c.latency + 1e6 / c.bandwidth;
+  std::vector<Seconds> push_ends;
+  for (const Event& e : t.events) {
+    if (e.name.starts_with("push")) push_ends.push_back(e.end);
+  }
+  std::ranges::sort(push_ends);
+  ASSERT_EQ(push_ends.size(), 2u);
+  EXPECT_NEAR(push_ends[0], compute_of(p) + one, 1e-12);
+  EXPECT_NEAR(push_ends[1], compute_of(p) + 2 * one, 1e-12);  // not both at 2 · one − latency
+}
+
+// Note [Parameter-server transport]: the server answers its ops in the schedule's
+// order, even one whose pushes all arrived first.
+TEST(Simulate, TheServerAnswersInTheSchedulesOrder) {
+  const Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 2'500}});
+  const Cluster c = parameter_server(2, 1_Gbit, 50_us);
+  // Op 0 (layer 0) is ready at the end of the backward, op 1 (layer 1) 2 ms before.
+  const Timeline t = simulate(one_period({ps_op(p, {0}), ps_op(p, {1})}, kAnyNumber), p, c,
+                              {.iterations = 1, .record_iterations = 1});
+  // The last end of each op's pushes, the first start and end of its pulls, the last end.
+  struct Ends {
+    Seconds pushed = 0, first_answer = 1e9, first_answered = 1e9, last_answered = 0;
+  };
+  std::array<Ends, 2> op;
+  for (const Event& e : t.events) {
+    Ends& o = op[e.name.find("layer1") != std::string::npos ? 1 : 0];
+    if (e.name.starts_with("push")) o.pushed = std::max(o.pushed, e.end);
+    if (e.name.starts_with("pull")) {
+      o.first_answer = std::min(o.first_answer, e.start);
+      o.first_answered = std::min(o.first_answered, e.end);
+      o.last_answered = std::max(o.last_answered, e.end);
+    }
+  }
+  EXPECT_LT(op[1].pushed, op[0].pushed);
+  EXPECT_NEAR(op[1].first_answer, op[0].pushed, 1e-12);  // answered when op 0 is
+  EXPECT_GT(op[1].first_answered, op[0].last_answered);  // and after it
 }
 
 TEST(Simulate, ParameterServerRecordsPushAndPull) {
