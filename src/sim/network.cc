@@ -84,8 +84,11 @@ Network::FlowId Network::start(Flow flow, Seconds now, double stretch) {
   // A flow without startup begins transferring at once, so that the rates of the
   // others change now rather than at a separate event.
   if (flow.startup == 0 && flow.volume > 0) {
-    begin_transfer(id);
-    compute_rates();
+    if (begin_transfer(id)) {
+      compute_rates();
+    } else {
+      move_alone(id);
+    }
     update_next_event();
   } else {
     // The rates, hence the other flows' finish times, are unchanged.
@@ -111,8 +114,10 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
     if (flows_[static_cast<size_t>(id)].finish <= t) finished_.push_back(id);
   }
   bool changed = !finished_.empty();
-  for (FlowId id : finished_) end_transfer(id);
+  bool shared = false;  // whether another flow's rate may change (Note [Flows alone])
+  for (FlowId id : finished_) shared |= end_transfer(id);
 
+  begun_.clear();
   for (size_t i = 0; i < starting_.size();) {
     const FlowId id = starting_[i];
     if (flows_[static_cast<size_t>(id)].startup_end > t) {
@@ -125,12 +130,17 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
     if (flows_[static_cast<size_t>(id)].remaining == 0) {
       finished_.push_back(id);  // nothing to send: done when its startup ends
     } else {
-      begin_transfer(id);
+      shared |= begin_transfer(id);
+      begun_.push_back(id);
     }
   }
   for (FlowId id : finished_) release(id);
   if (changed) {
-    compute_rates();
+    if (shared) {
+      compute_rates();
+    } else {
+      for (FlowId id : begun_) move_alone(id);
+    }
     update_next_event();
   }
   return finished_;
@@ -168,30 +178,47 @@ Seconds Network::busy_time(int link, Seconds at) const {
   return s.busy_total + (s.transferring > 0 ? at - s.busy_since : 0.0);
 }
 
-void Network::begin_transfer(FlowId id) {
+bool Network::begin_transfer(FlowId id) {
   FlowState& f = flows_[static_cast<size_t>(id)];
   f.phase = Phase::kTransfer;
   f.since = now_;
   f.position = transferring_.size();
   transferring_.push_back(id);
+  bool shared = false;
   for (int l : f.links()) {
     LinkState& s = links_[static_cast<size_t>(l)];
     if (s.transferring++ == 0) s.busy_since = now_;
+    shared |= s.transferring > 1;
     s.peak = std::max(s.peak, s.transferring);
   }
+  return shared;
 }
 
-void Network::end_transfer(FlowId id) {
+bool Network::end_transfer(FlowId id) {
   FlowState& f = flows_[static_cast<size_t>(id)];
+  bool shared = false;
   for (int l : f.links()) {
     LinkState& s = links_[static_cast<size_t>(l)];
     if (--s.transferring == 0) s.busy_total += now_ - s.busy_since;
+    shared |= s.transferring > 0;
   }
   // Swap-remove: O(1), and the order stays a deterministic function of the calls.
   const FlowId last = transferring_.back();
   transferring_[f.position] = last;
   flows_[static_cast<size_t>(last)].position = f.position;
   transferring_.pop_back();
+  return shared;
+}
+
+// Note [Flows alone]: a flow that shares none of its links moves at its
+// narrowest one, whatever its weight.
+void Network::move_alone(FlowId id) {
+  FlowState& f = flows_[static_cast<size_t>(id)];
+  double rate = kNever;
+  for (int l : f.links()) rate = std::min(rate, link_set_.capacity[static_cast<size_t>(l)]);
+  f.rate = rate;
+  f.since = now_;
+  f.finish = now_ + f.remaining * f.stretch / f.rate;
 }
 
 void Network::release(FlowId id) {

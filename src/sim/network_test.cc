@@ -88,6 +88,28 @@ TEST(Network, LateFlowSlowsTheEarlyOne) {
   EXPECT_DOUBLE_EQ(net.busy_time(0, net.time()), 20);
 }
 
+// Note [Flows alone]: flows on links no other crosses move at their narrowest
+// link and leave each other be; one that shares a link refills them all.
+TEST(Network, FlowsAloneLeaveEachOtherBe) {
+  Network net(make_links({10, 4, 2}));
+  const auto a = net.start(Flow{.startup = 0, .volume = 100, .links = {0}, .weight = 3}, 0);
+  EXPECT_DOUBLE_EQ(net.rate(a), 10);
+  EXPECT_TRUE(net.advance(1).empty());
+  const auto b = net.start(Flow{.startup = 1, .volume = 20, .links = {1, 2}}, 1);
+  EXPECT_TRUE(net.advance(2).empty());  // b's startup ends: alone on links 1 and 2
+  EXPECT_DOUBLE_EQ(net.rate(a), 10);
+  EXPECT_DOUBLE_EQ(net.rate(b), 2);
+  EXPECT_TRUE(net.advance(4).empty());  // a has 60 left, b 16
+  const auto c = net.start(Flow{.startup = 0, .volume = 8, .links = {0, 2}}, 4);
+  EXPECT_DOUBLE_EQ(net.rate(b), 1);  // link 2 shared with c
+  EXPECT_DOUBLE_EQ(net.rate(c), 1);
+  EXPECT_DOUBLE_EQ(net.rate(a), 9);  // link 0's rest, whatever a's weight
+  const auto done = run_to_end(net);
+  EXPECT_DOUBLE_EQ(done.at(c), 12);
+  EXPECT_DOUBLE_EQ(done.at(a), 4 + 60.0 / 9 * 1);  // ends before c: 60/9 s after 4
+  EXPECT_DOUBLE_EQ(done.at(b), 12 + 8.0 / 2);
+}
+
 TEST(Network, StartupUsesNoBandwidth) {
   Network net(make_links({1}));
   net.start(Flow{.startup = 5, .volume = 2, .links = {0}}, 0);
