@@ -467,8 +467,8 @@ TEST(Simulate, ParameterServerIncastAndStaggering) {
   const auto first_iteration = [&](const CommOp& op) {
     return simulate(one_period({op}), p, c, {.iterations = 1, .record_iterations = 1});
   };
-  const auto ends = [](const Timeline& t, std::string_view kind) {
-    std::vector<Seconds> out(4, -1);
+  const auto ends = [&](const Timeline& t, std::string_view kind) {
+    std::vector<Seconds> out(static_cast<size_t>(workers), -1);
     for (const Event& e : t.events) {
       if (e.name.starts_with(kind)) out[static_cast<size_t>(e.worker)] = e.end;
     }
