@@ -263,8 +263,7 @@ class Simulation {
     Network::FlowId flow = -1;  // its push or pull, while one is on the network
   };
   struct ServerOp {
-    int pushes = 0;
-    std::vector<int> waiting_parts;  // every worker's part holding it
+    std::vector<int> waiting_parts;  // the parts holding it whose pushes arrived, one per worker
   };
   // Note [Parameter-server transport]: messages that take turns, in order.
   struct Channel {
@@ -906,10 +905,8 @@ void Simulation::on_push_done(int p, Seconds now) {
            part.start, now, Message{part.ops, part.bytes});
   }
   for (OpRef op : part.ops) {
-    ServerOp& s = server_op(op);
-    ++s.pushes;
     ++part.waiting;
-    s.waiting_parts.push_back(p);
+    server_op(op).waiting_parts.push_back(p);
   }
   answer_in_order(part.server, now);
 }
@@ -920,7 +917,7 @@ void Simulation::answer_in_order(int server, Seconds now) {
   OpRef& next = next_answer_[static_cast<size_t>(server)];
   while (next.iteration < iterations_) {
     ServerOp& s = server_op(next);
-    if (s.pushes < workers_) return;
+    if (static_cast<int>(s.waiting_parts.size()) < workers_) return;  // not all pushes are in
     std::ranges::sort(s.waiting_parts, {}, [&](int q) {
       return ps_messages_[static_cast<size_t>(parts_[static_cast<size_t>(q)].message)].worker;
     });
