@@ -119,6 +119,12 @@ void validate(const Profile& profile, std::string_view origin) {
       throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, value, expected));
     }
   }
+  for (const auto& [field, value] : {std::pair{"processes", profile.processes}, std::pair{"cores", profile.cores}}) {
+    if (value < 0) {
+      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected an integer >= 0 (0: unknown)", origin,
+                                   field, value));
+    }
+  }
 }
 
 namespace {
@@ -243,6 +249,8 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "back_to_back_skew_s", "seconds >= 0", origin, profile.back_to_back_skew);
   read_optional(root, "drift", "a number >= 0", origin, profile.drift);
   read_optional(root, "pair_slowdown", "a number >= 0", origin, profile.pair_slowdown);
+  read_optional(root, "processes", "an integer >= 0", origin, profile.processes);
+  read_optional(root, "cores", "an integer >= 0", origin, profile.cores);
 
   auto layers = root.find("layers");
   if (layers == root.end()) {
@@ -293,6 +301,8 @@ std::string to_json(const Profile& profile) {
   if (profile.back_to_back_skew != 0) root["back_to_back_skew_s"] = profile.back_to_back_skew;
   if (profile.drift != 0) root["drift"] = profile.drift;
   if (profile.pair_slowdown != 0) root["pair_slowdown"] = profile.pair_slowdown;
+  if (profile.processes != 0) root["processes"] = profile.processes;
+  if (profile.cores != 0) root["cores"] = profile.cores;
   auto& layers = root["layers"] = nlohmann::ordered_json::array();
   for (const Layer& layer : profile.layers) {
     layers.push_back({{kName, layer.name},

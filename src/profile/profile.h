@@ -64,6 +64,13 @@ struct Profile {
   // every core is busy (Note [Collectives in flight], sim/simulator.cc).
   // Measured by `weft profile --interference`.
   double pair_slowdown = 0;
+  // The layer times were measured with `processes` workers computing at once on
+  // `cores` cores, each with its share of them; in training a worker waiting for
+  // the network leaves its share to the others (Note [Shared cores],
+  // sim/simulator.cc). 0 (the default): unknown, and the times hold whatever the
+  // number of workers computing.
+  int processes = 0;
+  int cores = 0;
 
   int size() const { return static_cast<int>(layers.size()); }
   std::int64_t total_params() const;
@@ -85,12 +92,12 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 // name or "profile"), the layer index and field, for: no layers, an empty name,
 // negative params, bytes_per_param < 1, negative or non-finite fp/bp; or naming
 // the field for a negative or non-finite compute_slowdown, comm_slowdown, skew, drift or
-// pair_slowdown.
+// pair_slowdown, or for negative processes or cores.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
 // JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
 // the optional top-level `compute_slowdown`, `comm_slowdown`, `skew_s` and
-// `back_to_back_skew_s`, `drift` and `pair_slowdown` to 0.
+// `back_to_back_skew_s`, `drift`, `pair_slowdown`, `processes` and `cores` to 0.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");

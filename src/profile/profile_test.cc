@@ -34,6 +34,8 @@ Profile random_profile(std::mt19937_64& rng) {
     p.back_to_back_skew = seconds(rng);
     p.drift = std::uniform_real_distribution<double>(0, 0.5)(rng);
     p.pair_slowdown = std::uniform_real_distribution<double>(0, 1.2)(rng);
+    p.processes = count(rng);
+    p.cores = count(rng);
   }
   int layers = count(rng);
   for (int l = 0; l < layers; ++l) {
@@ -56,6 +58,8 @@ void expect_same(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.back_to_back_skew, b.back_to_back_skew);
   EXPECT_EQ(a.drift, b.drift);
   EXPECT_EQ(a.pair_slowdown, b.pair_slowdown);
+  EXPECT_EQ(a.processes, b.processes);
+  EXPECT_EQ(a.cores, b.cores);
   ASSERT_EQ(a.size(), b.size());
   for (int l = 0; l < a.size(); ++l) {
     EXPECT_EQ(a.layers[l].name, b.layers[l].name);
@@ -206,6 +210,8 @@ TEST(ProfileJson, InformativeFieldsAreOptional) {
   EXPECT_EQ(p.back_to_back_skew, 0);
   EXPECT_EQ(p.drift, 0);
   EXPECT_EQ(p.pair_slowdown, 0);
+  EXPECT_EQ(p.processes, 0);
+  EXPECT_EQ(p.cores, 0);
   EXPECT_FALSE(collectives_run_in_turn(p));
   EXPECT_EQ(p.size(), 1);
 }
@@ -237,6 +243,26 @@ TEST(ProfileJson, SlowdownsAndSkewAreNonNegativeNumbers) {
         const std::string message = e.what();
         EXPECT_NE(message.find("p.json: field \"" + field + "\""), std::string::npos) << message;
         EXPECT_NE(message.find(form), std::string::npos) << message;
+      }
+    }
+  }
+}
+
+TEST(ProfileJson, ProcessesAndCoresAreCounts) {
+  const auto with = [](const std::string& field, const std::string& value) {
+    return "{\"" + field + "\": " + value + R"(, "layers": [{"name": "x", "params": 1, "fp_s": 1, "bp_s": 2}]})";
+  };
+  EXPECT_EQ(parse_profile(with("processes", "4")).processes, 4);
+  EXPECT_EQ(parse_profile(with("cores", "2")).cores, 2);
+  for (const std::string field : {"processes", "cores"}) {
+    for (const std::string bad : {"-1", "1.5", "\"two\""}) {
+      try {
+        parse_profile(with(field, bad), "p.json");
+        ADD_FAILURE() << field << " " << bad << " was accepted";
+      } catch (const UsageError& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("p.json: field \"" + field + "\""), std::string::npos) << message;
+        EXPECT_NE(message.find("an integer >= 0"), std::string::npos) << message;
       }
     }
   }

@@ -9,6 +9,9 @@
 #include <thread>
 #include <utility>
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "runtime/launcher.h"
@@ -389,6 +392,19 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
 }
 
 // One of the processes of Note [Profiling together].
+// The cores this process may run on (its affinity mask, which a cpuset or
+// taskset narrows), or 0 if they cannot be told.
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
+}
+
 int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   const Group group = connect(env, job.failure_timeout);
   LayerProfilerOptions options = job.profiler;
@@ -403,13 +419,20 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   }
   const std::string json = to_json(mine);
   group.store->set(fmt::format("weft/profile/{}", group.rank), std::vector<std::uint8_t>(json.begin(), json.end()));
+  const std::string host = host_name();
+  group.store->set(fmt::format("weft/host/{}", group.rank), std::vector<std::uint8_t>(host.begin(), host.end()));
   if (group.rank == 0) {
     std::vector<Profile> all;
+    int beside = 0;  // processes on rank 0's machine, itself included (Note [Shared cores], sim/simulator.cc)
     for (int r = 0; r < group.world; ++r) {
       const std::vector<std::uint8_t> text = group.store->get(fmt::format("weft/profile/{}", r));
       all.push_back(parse_profile(std::string(text.begin(), text.end()), fmt::format("rank {}'s profile", r)));
+      const std::vector<std::uint8_t> other = group.store->get(fmt::format("weft/host/{}", r));
+      if (!host.empty() && std::string(other.begin(), other.end()) == host) ++beside;
     }
     Profile merged = median_profile(all);
+    merged.processes = beside;
+    merged.cores = beside > 0 ? available_cores() : 0;
     merged.device = fmt::format("{}, {} processes profiling together{}", mine.device, group.world,
                                 job.interference ? ", then all-reducing" : "");
     job.report(merged);

@@ -103,6 +103,10 @@ TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {
   const nlohmann::json profile = nlohmann::json::parse(read(out));
   EXPECT_EQ(profile.at("model"), "mlp");
   EXPECT_NE(profile.at("device").get<std::string>().find("2 processes profiling together"), std::string::npos);
+  // Both on this machine, sharing its cores (Note [Shared cores], sim/simulator.cc).
+  EXPECT_EQ(profile.at("processes"), 2);
+  EXPECT_GE(profile.at("cores").get<int>(), 1);
+  EXPECT_LE(profile.at("cores").get<unsigned>(), std::thread::hardware_concurrency());
   for (const auto& layer : profile.at("layers")) EXPECT_GT(layer.at("fp_s").get<double>(), 0);
   // Every process of the job had the output path on its command line.
   for (const auto& entry : fs::directory_iterator("/proc")) {

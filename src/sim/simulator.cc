@@ -46,6 +46,25 @@ namespace weft {
 // stops computing. With both factors 0 nothing is re-timed and segments stay as
 // Note [Compute segments] lays them out.
 
+// Note [Shared cores]
+// -------------------
+// The profile times its layers with `processes` workers computing at once on
+// `cores` cores (Note [Profiling together] in runtime/layer_profiler.h), so each
+// layer's time holds a share of the cores, cores / processes where there are more
+// workers than cores, that training keeps only while as many of them compute. A
+// worker waiting for the network leaves its core to the others: in a traced `ps`
+// run at 1Gbit (4 workers and the server on 2 cores, workers waiting 45% of each
+// iteration) the layers took 0.76 of their profiled time, and with the profile's
+// times the prediction was 17% slow. So the simulated workers share cores as the
+// profiled processes did — workers w / processes on one machine of `cores` cores
+// — and while n of a machine's workers compute, a layer takes max(cores, n) /
+// max(cores, processes) times its profiled time (1 when they all compute; never
+// faster than a core of its own). A layer in progress is re-timed whenever n
+// changes, as for Note [Interference]. Symmetric workers compute in step (Note
+// [Symmetric all-reduce workers]): n is always min(P, processes), and the factor
+// is 1 whenever the run has as many workers as the profile. The servers' own
+// compute (sums, optimizer steps) is not counted.
+
 // Note [Skew]
 // ------------
 // A collective starts only when its last worker reaches it. Where more workers
@@ -224,6 +243,7 @@ class Simulation {
     // Note [Interference]
     int messages_in_flight = 0;
     bool messages_stretched = false;  // as computing was when its messages were last stretched
+    bool holds_core = false;          // Note [Shared cores]: counted in computing_on_machine_
     std::uint64_t generation = 0;  // of the kSegmentDone that ends the current segment
     struct {                       // the layer of a one-layer segment
       int iteration = 0;
@@ -299,8 +319,12 @@ class Simulation {
   void layer_done(int w, int iteration, int layer, bool forward, Seconds start, Seconds end);
   void start_layer(int w, Seconds now);
   void end_layer(int w, Seconds now);
-  double compute_stretch(const Worker& w) const;
+  double compute_stretch(int w) const;
+  void retime_layer(int w, double before, double after, Seconds now);
   void count_in_flight(int w, int delta, Seconds now);
+  int machine_of(int w) const { return w / machine_workers_; }
+  double core_share(int machine) const;
+  void share_cores(int w, Seconds now);
   double collective_stretch() const;
   double message_stretch(int w) const;
   void restretch_messages(int w, Seconds now);
@@ -349,7 +373,12 @@ class Simulation {
   int iterations_;
   int workers_;      // P
   int sim_workers_;  // P, or 1 under Note [Symmetric all-reduce workers]
-  bool one_layer_segments_;  // Note [Interference]
+  // Note [Shared cores]: workers per machine, its cores, and how many compute now.
+  int machine_workers_;
+  int cores_;
+  bool shares_cores_;
+  std::vector<int> computing_on_machine_;
+  bool one_layer_segments_;  // Note [Interference], Note [Shared cores]
   bool skewed_;              // Note [Skew]: some skew, and collectives to delay
   Seconds half_iteration_;   // Note [Skew]: the compute over which `skew` was measured
   int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
@@ -401,7 +430,10 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       options_(options),
       layers_(profile.size()),
       workers_(cluster.workers),
-      one_layer_segments_(profile.compute_slowdown > 0),
+      machine_workers_(std::max(1, profile.processes)),
+      cores_(profile.cores),
+      shares_cores_(profile.cores > 0 && profile.processes > profile.cores),
+      one_layer_segments_(profile.compute_slowdown > 0 || shares_cores_),
       skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0) &&
               cluster.arch == Arch::kAllReduce),
       half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
@@ -424,6 +456,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
   measure_end_ = iterations_ >= period ? iterations_ / period * period : iterations_;
 
   sim_workers_ = symmetric_workers(schedule, cluster) ? 1 : workers_;
+  computing_on_machine_.assign(static_cast<size_t>((sim_workers_ + machine_workers_ - 1) / machine_workers_), 0);
 
   needed_.assign(static_cast<size_t>(period), std::vector<int>(static_cast<size_t>(layers_) + 1, 0));
   ready_after_.assign(static_cast<size_t>(period),
@@ -490,6 +523,7 @@ Timeline Simulation::run() {
         if (one_layer_segments_) end_layer(e.worker, e.time);
         try_start(e.worker, e.time);
         restretch_messages(e.worker, e.time);  // if it stays idle
+        share_cores(e.worker, e.time);         // likewise
         break;
       }
       case EventKind::kBackwardEnd:
@@ -580,7 +614,8 @@ void Simulation::start_layer(int wi, Seconds now) {
     ++w.iteration;
   }
   w.computing = true;
-  push_event(now + w.running.work_left * compute_stretch(w), wi, EventKind::kSegmentDone, {}, ++w.generation);
+  share_cores(wi, now);
+  push_event(now + w.running.work_left * compute_stretch(wi), wi, EventKind::kSegmentDone, {}, ++w.generation);
   restretch_messages(wi, now);
 }
 
@@ -604,22 +639,57 @@ void Simulation::layer_done(int wi, int t, int layer, bool forward, Seconds star
   if (!forward) schedule_releases(wi, t, layer, end);
 }
 
-double Simulation::compute_stretch(const Worker& w) const {
-  return w.messages_in_flight > 0 ? 1 + profile_.compute_slowdown : 1;
+double Simulation::compute_stretch(int wi) const {
+  const Worker& w = workers_state_[static_cast<size_t>(wi)];
+  return (w.messages_in_flight > 0 ? 1 + profile_.compute_slowdown : 1) * core_share(machine_of(wi));
+}
+
+// A layer in progress whose rate changes from 1/before to 1/after of its profiled
+// time: the work left is kept, its new end queued, the old one made stale.
+void Simulation::retime_layer(int wi, double before, double after, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  auto& r = w.running;
+  r.work_left = std::max(0.0, r.work_left - (now - r.since) / before);
+  r.since = now;
+  push_event(now + r.work_left * after, wi, EventKind::kSegmentDone, {}, ++w.generation);
 }
 
 // A worker's messages on the network change by `delta`; a layer in progress is
 // re-timed when that changes its rate.
 void Simulation::count_in_flight(int wi, int delta, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
-  const double before = compute_stretch(w);
+  const double before = compute_stretch(wi);
   w.messages_in_flight += delta;
-  const double after = compute_stretch(w);
-  if (!one_layer_segments_ || !w.computing || before == after) return;
-  auto& r = w.running;
-  r.work_left = std::max(0.0, r.work_left - (now - r.since) / before);
-  r.since = now;
-  push_event(now + r.work_left * after, wi, EventKind::kSegmentDone, {}, ++w.generation);
+  const double after = compute_stretch(wi);
+  if (one_layer_segments_ && w.computing && before != after) retime_layer(wi, before, after, now);
+}
+
+// Note [Shared cores]
+double Simulation::core_share(int machine) const {
+  if (!shares_cores_) return 1;
+  const int computing = sim_workers_ == 1 ? std::min(workers_, machine_workers_)
+                                          : computing_on_machine_[static_cast<size_t>(machine)];
+  return static_cast<double>(std::max(cores_, computing)) / std::max(cores_, machine_workers_);
+}
+
+// Worker wi may have started or stopped computing: the layers in progress on its
+// machine follow.
+void Simulation::share_cores(int wi, Seconds now) {
+  Worker& w = workers_state_[static_cast<size_t>(wi)];
+  if (!shares_cores_ || sim_workers_ == 1 || w.computing == w.holds_core) return;
+  const int machine = machine_of(wi);
+  const double before = core_share(machine);
+  computing_on_machine_[static_cast<size_t>(machine)] += w.computing ? 1 : -1;
+  w.holds_core = w.computing;
+  const double after = core_share(machine);
+  if (before == after) return;
+  const int first = machine * machine_workers_;
+  for (int v = first; v < std::min(sim_workers_, first + machine_workers_); ++v) {
+    const Worker& other = workers_state_[static_cast<size_t>(v)];
+    if (v == wi || !other.holds_core) continue;
+    const double messaging = other.messages_in_flight > 0 ? 1 + profile_.compute_slowdown : 1;
+    retime_layer(v, messaging * before, messaging * after, now);
+  }
 }
 
 double Simulation::collective_stretch() const {

@@ -658,6 +658,60 @@ TEST(Simulate, SlowdownsStretchOnlyWhatOverlaps) {
   }
 }
 
+// Note [Shared cores]: two workers profiled together on one core. Both compute
+// the first iteration at the profile's pace; then the server answers worker 0
+// first, which computes alone, at twice that pace, until worker 1's answer
+// arrives 0.85 ms later (having done 1.7 ms of its 3), then beside worker 1 at
+// the profile's pace; worker 1 finishes its last 1.7 ms alone, again at twice it.
+TEST(Simulate, AWorkerWaitingForTheNetworkLeavesItsCoreToTheOthers) {
+  Profile p = make_profile({{1e-3, 2e-3, 25'000}});
+  const Cluster c = parameter_server(2, 1_Gbit, 50_us);
+  const auto run = [&](const Profile& profile) {
+    return simulate(one_period({ps_op(profile, {0})}), profile, c, {.iterations = 2, .record_iterations = 2});
+  };
+  // Worker w's compute in iteration 1: its first start and last end.
+  const auto second_iteration = [](const Timeline& t, int worker) {
+    std::pair<Seconds, Seconds> span{1e9, 0};
+    for (const Event& e : t.events) {
+      if (e.worker != worker || e.iteration != 1 || e.lane != "compute") continue;
+      span = {std::min(span.first, e.start), std::max(span.second, e.end)};
+    }
+    return span;
+  };
+  const Seconds apart = 50e-6 + 100'000 / c.bandwidth;  // between the two answers' ends
+  ASSERT_NEAR(apart, 0.85e-3, 1e-12);
+
+  p.processes = 2;
+  p.cores = 1;
+  const Timeline shared = run(p);
+  const auto [start0, end0] = second_iteration(shared, 0);
+  const auto [start1, end1] = second_iteration(shared, 1);
+  EXPECT_NEAR(start1 - start0, apart, 1e-12);
+  EXPECT_NEAR(end0 - start0, apart + (compute_of(p) - 2 * apart), 1e-12);
+  EXPECT_NEAR(end1 - start1, (end0 - start1) + (compute_of(p) - (end0 - start1)) / 2, 1e-12);
+  EXPECT_LT(shared.summary.slowed_compute, compute_of(p));
+
+  p.cores = 2;  // a core each: the profile's pace throughout
+  const Timeline own = run(p);
+  EXPECT_NEAR(second_iteration(own, 0).second - second_iteration(own, 0).first, compute_of(p), 1e-12);
+  EXPECT_NEAR(own.summary.slowed_compute, compute_of(p), 1e-12);
+}
+
+// Note [Shared cores]: symmetric workers compute in step, so all of them share
+// the cores as the profiled processes did, unless there are fewer of them.
+TEST(Simulate, FewerWorkersThanProfiledTogetherComputeFaster) {
+  Profile p = make_profile({{1e-3, 2e-3, 25'000}, {1e-3, 2e-3, 25'000}});
+  p.processes = 4;
+  p.cores = 2;
+  const Schedule ssgd = one_period({whole_layers(p, all_layers(p))});
+  const Cluster c = ring(4, 1_Gbit, 10_us);
+  Profile alone = p;
+  alone.processes = 0;
+  EXPECT_NEAR(simulate(ssgd, p, c).summary.iteration, simulate(ssgd, alone, c).summary.iteration, 1e-12);
+  const Cluster two = ring(2, 1_Gbit, 10_us);
+  EXPECT_NEAR(simulate(ssgd, p, two).summary.slowed_compute, compute_of(p) / 2, 1e-12);
+}
+
 // (h) Invalid schedules are bugs of the scheduler: std::logic_error, never exit.
 TEST(Simulate, RejectsInvalidSchedules) {
   const Profile p = make_profile({{1e-3, 2e-3, 1000}, {1e-3, 2e-3, 1000}});
