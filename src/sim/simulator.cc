@@ -63,7 +63,12 @@ namespace weft {
 // changes, as for Note [Interference]. Symmetric workers compute in step (Note
 // [Symmetric all-reduce workers]): n is always min(P, processes), and the factor
 // is 1 whenever the run has as many workers as the profile. The servers' own
-// compute (sums, optimizer steps) is not counted.
+// compute (sums, optimizer steps) is not counted. What it changes depends on the
+// workers being apart: `ps-interleaved` staggers them by design (at 20/100Mbit
+// its errors fell from 2–9% to 1–4% on four benches), while `ps`'s simulated
+// workers are answered within 0.2 ms of each other and compute in step, so `ps`
+// barely moves — the traced run had them 0–11 ms apart, which the kernel's
+// choice of whom to run when an answer arrives decides and nothing here models.
 
 // Note [Skew]
 // ------------
