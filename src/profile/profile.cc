@@ -109,11 +109,13 @@ void validate(const Profile& profile, std::string_view origin) {
   constexpr const char* kSkew = "seconds >= 0 (0: the workers reach every collective together)";
   constexpr const char* kDrift = "a number >= 0 (0: the workers do not drift apart as they compute)";
   constexpr const char* kPair = "a number >= 0 (0: collectives issued together run at once)";
+  constexpr const char* kDelay = "seconds >= 0 (0: collectives start as soon beside the layers as without)";
   for (const auto& [field, value, expected] : {Optional{"compute_slowdown", profile.compute_slowdown, kSlowdown},
                                                Optional{"comm_slowdown", profile.comm_slowdown, kSlowdown},
                                                Optional{"skew_s", profile.skew, kSkew},
                                                Optional{"back_to_back_skew_s", profile.back_to_back_skew, kSkew},
                                                Optional{"drift", profile.drift, kDrift},
+                                               Optional{"start_delay_s", profile.start_delay, kDelay},
                                                Optional{"pair_slowdown", profile.pair_slowdown, kPair}}) {
     if (!(value >= 0) || !std::isfinite(value)) {
       throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, value, expected));
@@ -248,6 +250,7 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "skew_s", "seconds >= 0", origin, profile.skew);
   read_optional(root, "back_to_back_skew_s", "seconds >= 0", origin, profile.back_to_back_skew);
   read_optional(root, "drift", "a number >= 0", origin, profile.drift);
+  read_optional(root, "start_delay_s", "seconds >= 0", origin, profile.start_delay);
   read_optional(root, "pair_slowdown", "a number >= 0", origin, profile.pair_slowdown);
   read_optional(root, "processes", "an integer >= 0", origin, profile.processes);
   read_optional(root, "cores", "an integer >= 0", origin, profile.cores);
@@ -300,6 +303,7 @@ std::string to_json(const Profile& profile) {
   if (profile.skew != 0) root["skew_s"] = profile.skew;
   if (profile.back_to_back_skew != 0) root["back_to_back_skew_s"] = profile.back_to_back_skew;
   if (profile.drift != 0) root["drift"] = profile.drift;
+  if (profile.start_delay != 0) root["start_delay_s"] = profile.start_delay;
   if (profile.pair_slowdown != 0) root["pair_slowdown"] = profile.pair_slowdown;
   if (profile.processes != 0) root["processes"] = profile.processes;
   if (profile.cores != 0) root["cores"] = profile.cores;
@@ -343,13 +347,14 @@ Profile median_profile(const std::vector<Profile>& profiles) {
     merged.layers[l].fp = median(fp);
     merged.layers[l].bp = median(bp);
   }
-  std::vector<double> compute, comm, skew, back_to_back_skew, drift, pair;
+  std::vector<double> compute, comm, skew, back_to_back_skew, drift, start_delay, pair;
   for (const Profile& p : profiles) {
     compute.push_back(p.compute_slowdown);
     comm.push_back(p.comm_slowdown);
     skew.push_back(p.skew);
     back_to_back_skew.push_back(p.back_to_back_skew);
     drift.push_back(p.drift);
+    start_delay.push_back(p.start_delay);
     pair.push_back(p.pair_slowdown);
   }
   merged.compute_slowdown = median(compute);
@@ -357,6 +362,7 @@ Profile median_profile(const std::vector<Profile>& profiles) {
   merged.skew = median(skew);
   merged.back_to_back_skew = median(back_to_back_skew);
   merged.drift = median(drift);
+  merged.start_delay = median(start_delay);
   merged.pair_slowdown = median(pair);
   if (profiles.size() > 1) merged.device = fmt::format("{}, median of {} processes", merged.device, profiles.size());
   return merged;

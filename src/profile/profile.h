@@ -57,6 +57,11 @@ struct Profile {
   // and `skew` grows by as much. 0 (the default): skew does not grow. Measured
   // as `skew` is.
   double drift = 0;
+  // A collective launched while its workers compute waits for a core on every
+  // one of them: it ends this much later, after the last worker issued it, than
+  // one launched while they wait (Note [Start delay], sim/simulator.cc). 0 (the
+  // default) where communication has cores of its own. Measured as `skew` is.
+  Seconds start_delay = 0;
   // Of two small collectives issued together while the workers compute, how much
   // longer the pair takes than one alone, over one's own time (without the wait
   // for the last worker): 0 (the default) where they run at once, their
@@ -91,13 +96,14 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 // Checks a profile a user supplied. THROWS UsageError naming `origin` (a file
 // name or "profile"), the layer index and field, for: no layers, an empty name,
 // negative params, bytes_per_param < 1, negative or non-finite fp/bp; or naming
-// the field for a negative or non-finite compute_slowdown, comm_slowdown, skew, drift or
-// pair_slowdown, or for negative processes or cores.
+// the field for a negative or non-finite compute_slowdown, comm_slowdown, skew, drift,
+// start_delay or pair_slowdown, or for negative processes or cores.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
 // JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
 // the optional top-level `compute_slowdown`, `comm_slowdown`, `skew_s` and
-// `back_to_back_skew_s`, `drift`, `pair_slowdown`, `processes` and `cores` to 0.
+// `back_to_back_skew_s`, `drift`, `start_delay_s`, `pair_slowdown`, `processes` and
+// `cores` to 0.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");

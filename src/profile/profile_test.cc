@@ -33,6 +33,7 @@ Profile random_profile(std::mt19937_64& rng) {
     p.skew = seconds(rng);
     p.back_to_back_skew = seconds(rng);
     p.drift = std::uniform_real_distribution<double>(0, 0.5)(rng);
+    p.start_delay = seconds(rng);
     p.pair_slowdown = std::uniform_real_distribution<double>(0, 1.2)(rng);
     p.processes = count(rng);
     p.cores = count(rng);
@@ -57,6 +58,7 @@ void expect_same(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.skew, b.skew);
   EXPECT_EQ(a.back_to_back_skew, b.back_to_back_skew);
   EXPECT_EQ(a.drift, b.drift);
+  EXPECT_EQ(a.start_delay, b.start_delay);
   EXPECT_EQ(a.pair_slowdown, b.pair_slowdown);
   EXPECT_EQ(a.processes, b.processes);
   EXPECT_EQ(a.cores, b.cores);
@@ -130,6 +132,8 @@ TEST(MedianProfile, EachLayerTakesTheMedianOfItsTimes) {
   slowed[0].back_to_back_skew = 3e-3;
   slowed[0].drift = 0.2;
   slowed[1].drift = 0.1;
+  slowed[1].start_delay = 2e-3;
+  slowed[2].start_delay = 1e-3;
   slowed[0].pair_slowdown = 0.9;
   slowed[1].pair_slowdown = 0.7;
   slowed[2].pair_slowdown = 0.2;
@@ -138,6 +142,7 @@ TEST(MedianProfile, EachLayerTakesTheMedianOfItsTimes) {
   EXPECT_DOUBLE_EQ(median_profile(slowed).skew, 4e-3);
   EXPECT_DOUBLE_EQ(median_profile(slowed).back_to_back_skew, 0);
   EXPECT_DOUBLE_EQ(median_profile(slowed).drift, 0.1);
+  EXPECT_DOUBLE_EQ(median_profile(slowed).start_delay, 1e-3);
   EXPECT_DOUBLE_EQ(median_profile(slowed).pair_slowdown, 0.7);
   const Profile even = median_profile({two_layers(1, 1, 1, 1), two_layers(3, 5, 1, 1)});
   EXPECT_DOUBLE_EQ(even.layers[0].fp, 2);
@@ -209,6 +214,7 @@ TEST(ProfileJson, InformativeFieldsAreOptional) {
   EXPECT_EQ(p.skew, 0);
   EXPECT_EQ(p.back_to_back_skew, 0);
   EXPECT_EQ(p.drift, 0);
+  EXPECT_EQ(p.start_delay, 0);
   EXPECT_EQ(p.pair_slowdown, 0);
   EXPECT_EQ(p.processes, 0);
   EXPECT_EQ(p.cores, 0);
@@ -227,6 +233,7 @@ TEST(ProfileJson, SlowdownsAndSkewAreNonNegativeNumbers) {
       {"skew_s", {"seconds >= 0", &Profile::skew}},
       {"back_to_back_skew_s", {"seconds >= 0", &Profile::back_to_back_skew}},
       {"drift", {"a number >= 0", &Profile::drift}},
+      {"start_delay_s", {"seconds >= 0", &Profile::start_delay}},
       {"pair_slowdown", {"a number >= 0", &Profile::pair_slowdown}}};
   for (const auto& [field, accepts] : accepted) {
     const std::string& form = accepts.form;

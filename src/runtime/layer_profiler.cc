@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -125,8 +126,8 @@ Profile profile_model(const LayerProfilerOptions& options) {
 namespace {
 
 // Rounds of all-reduces back to back on their own Gloo group, opened under `name`
-// (one no other group of the job has used), until stop(), each round timed (Notes [Measuring interference] and [Measuring collectives at
-// once]). Round k issues one all-reduce per size of rounds[k % rounds.size()], all
+// (one no other group of the job has used), until stop(), each round timed (Notes
+// [Measuring interference] and [Measuring collectives at once]). Round k issues one all-reduce per size of rounds[k % rounds.size()], all
 // at once, and ends when they all have. A collective error ends the stream, wakes
 // wait_for() and is rethrown by stop().
 class AllReduceStream {
@@ -307,12 +308,16 @@ PairTimes time_pairs(const Group& group, const LayerProfilerOptions& options) {
 
 // Note [Measuring skew]: how much later than the average process the last one
 // reaches a collective, the processes training in step, and how much further it
-// falls behind when they compute several iterations apart; sets mine.skew,
-// mine.back_to_back_skew and mine.drift.
+// falls behind when they compute several iterations apart, and how much later a
+// collective issued as they compute ends; sets mine.skew, mine.back_to_back_skew,
+// mine.drift and mine.start_delay.
 void measure_skew(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
   const Batch batch =
       make_data({.model = options.model, .synthetic = true, .batch = options.batch, .seed = options.seed})->next();
+  // The collectives issued as the backward starts, on a group of their own so
+  // that they never queue behind the meetings' (Note [Measuring skew]).
+  const c10::intrusive_ptr<c10d::ProcessGroup> aside = open_subgroup(group, "aside", kRuntimeCollectiveThreads);
   // In step, per iteration: after the forward, after the backward, and right after
   // that. Apart: after kApart iterations without meeting, at least 5 times.
   enum Meeting { kAfterForward, kAfterBackward, kBackToBack, kMeetings };
@@ -323,7 +328,10 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   // it computed between the meeting before and m.
   std::vector<torch::Tensor> times{torch::zeros({2, group.world, in_step + apart}, torch::kDouble)};
   auto my_times = times[0].accessor<double, 3>();
-  std::vector<torch::Tensor> token{torch::zeros({1})};
+  std::vector<torch::Tensor> token{torch::zeros({1})}, aside_token{torch::zeros({1})};
+  // [rank][i]: from the rank's issue of timed iteration i's collective aside to its end there.
+  std::vector<torch::Tensor> aside_times{torch::zeros({group.world, options.iterations}, torch::kDouble)};
+  auto my_aside_times = aside_times[0].accessor<double, 2>();
   auto left = Clock::now();
   int m = -1;  // the meeting being timed; -1 while warming up
   const auto meet = [&] {
@@ -336,25 +344,40 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
     my_times[1][group.rank][m] = std::chrono::duration<double>(computed).count();
     ++m;
   };
-  const auto iterate = [&](bool meet_after_forward) {
+  const auto forward = [&] {
     torch::Tensor x = batch.input;
     for (int l = 0; l < model->num_layers(); ++l) x = model->forward_layer(l, x);
-    const torch::Tensor loss = model->loss(x, batch.target);
-    if (meet_after_forward) meet();
+    return model->loss(x, batch.target);
+  };
+  // An iteration in step, meeting after the forward, with a collective aside
+  // issued as its backward starts; returns how long that took here, from issue
+  // to end (a callback times the end: the backward may still be running then).
+  const auto iterate_in_step = [&] {
+    const torch::Tensor loss = forward();
+    meet();
+    std::promise<Clock::time_point> ended;
+    const auto issued = Clock::now();
+    const c10::intrusive_ptr<c10d::Work> work = aside->allreduce(aside_token);
+    work->getFuture()->addCallback([&ended](c10::ivalue::Future&) { ended.set_value(Clock::now()); });
     loss.backward();
+    const Clock::time_point end = ended.get_future().get();
+    work->wait();  // rethrows the collective's error
+    return std::chrono::duration<double>(end - issued).count();
   };
   meet();
   for (int i = 0; i < options.warmup + options.iterations; ++i) {
     if (i == options.warmup) m = 0;
-    iterate(true);
+    const Seconds aside_took = iterate_in_step();
+    if (i >= options.warmup) my_aside_times[group.rank][i - options.warmup] = aside_took;
     meet();
     meet();
   }
   for (int period = 0; period < apart; ++period) {
-    for (int i = 0; i < kApart; ++i) iterate(false);
+    for (int i = 0; i < kApart; ++i) forward().backward();
     meet();
   }
   group.collectives->allreduce(times)->wait();  // every rank's rows, on every rank
+  group.collectives->allreduce(aside_times)->wait();
   const auto all = times[0].accessor<double, 3>();
   // How much later than the average rank the last one reached meeting k, and how
   // long the ranks computed before it, on average.
@@ -371,11 +394,18 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
     for (int r = 0; r < group.world; ++r) sum += all[1][r][k];
     return sum / group.world;
   };
-  std::vector<Seconds> from_compute, back_to_back, from_apart;
+  // How long the collective took after the last rank reached it: the least wait.
+  const auto least_wait_at = [&](int k) {
+    Seconds least = all[0][0][k];
+    for (int r = 1; r < group.world; ++r) least = std::min(least, all[0][r][k]);
+    return least;
+  };
+  std::vector<Seconds> from_compute, back_to_back, from_apart, back_to_back_took, aside_took;
   Seconds computed_in_step = 0, computed_apart = 0;  // summed over the meetings
   for (int k = 0; k < in_step; ++k) {
     if (k % kMeetings == kBackToBack) {
       back_to_back.push_back(skew_at(k));
+      back_to_back_took.push_back(least_wait_at(k));
     } else {
       from_compute.push_back(skew_at(k));
       computed_in_step += computed_before(k);
@@ -385,8 +415,15 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
     from_apart.push_back(skew_at(k));
     computed_apart += computed_before(k);
   }
+  const auto all_aside = aside_times[0].accessor<double, 2>();
+  for (int i = 0; i < options.iterations; ++i) {
+    Seconds least = all_aside[0][i];
+    for (int r = 1; r < group.world; ++r) least = std::min(least, all_aside[r][i]);
+    aside_took.push_back(least);
+  }
   mine.skew = median(from_compute);
   mine.back_to_back_skew = median(back_to_back);
+  mine.start_delay = std::max(0.0, median(aside_took) - median(back_to_back_took));
   const Seconds longer = computed_apart / apart - computed_in_step / static_cast<double>(from_compute.size());
   if (longer > 0) mine.drift = std::max(0.0, (median(from_apart) - mine.skew) / longer);
 }

@@ -93,6 +93,14 @@
 // measured a skew of 2.6–5.4 ms over 20Mbit, 100Mbit, 1Gbit and loopback, after
 // the forward and after the backward alike, and a back-to-back skew of 2.0–2.8 ms
 // over the three links.
+// As each in-step backward starts, the processes also issue an all-reduce of one
+// float on a group of its own, its end timed by a callback while the backward
+// runs. The last process to issue it waits least, and only for the collective
+// itself: the least wait is how long a collective takes after its last worker
+// reaches it while they all compute, and at the back-to-back meetings, where
+// they have stopped computing, how long it takes while they wait. The medians'
+// difference, at least 0, is `start_delay`: the cores a collective needs are
+// busy with the layers (Note [Start delay], sim/simulator.cc).
 // Last, the processes compute 5 iterations apart (as full local SGD does with
 // H = 5) before each meeting: the median skew there less `skew`, over how much
 // longer they computed before those meetings than before the in-step ones, is

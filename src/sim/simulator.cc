@@ -102,6 +102,18 @@ namespace weft {
 // iteration's skew is 2.7 ms; with `skew` alone, flsgd was predicted 1–18% fast
 // in every bench.
 
+// Note [Start delay]
+// ------------------
+// Once its last worker has reached it, a collective needs a core on every worker
+// for each of its steps, and while the workers compute the cores are the layers':
+// it ends later than the same collective launched while they wait. The profile
+// measures by how much (`start_delay`, Note [Measuring skew] in
+// runtime/layer_profiler.h), and a collective launched while any of its workers
+// computes starts that much after its last worker reached it (Note [Skew]); like
+// the skew, the wait uses no bytes and no cores. Whether a worker computes is told
+// layer by layer, as under Note [Interference]: a backward's last layer releases
+// its ops once its worker has started whatever follows, or stopped.
+
 // Note [Collectives in flight]
 // ----------------------------
 // How concurrent collectives share a link is the transport's. Measured
@@ -438,8 +450,8 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       machine_workers_(std::max(1, profile.processes)),
       cores_(profile.cores),
       shares_cores_(profile.cores > 0 && profile.processes > profile.cores),
-      one_layer_segments_(profile.compute_slowdown > 0 || shares_cores_),
-      skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0) &&
+      one_layer_segments_(profile.compute_slowdown > 0 || shares_cores_ || profile.start_delay > 0),
+      skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0 || profile.start_delay > 0) &&
               cluster.arch == Arch::kAllReduce),
       half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
       network_(links_of(validated(cluster))) {
@@ -835,6 +847,13 @@ Seconds Simulation::skew_due(const Collective& c, Seconds launched) {
       const auto [ready, apart] = it->second;
       due = std::max(due, ready + profile_.skew + profile_.drift * std::max(0.0, apart - half_iteration_));
       ready_at.erase(it);
+    }
+  }
+  // Note [Start delay]
+  for (int v = 0; v < sim_workers_; ++v) {
+    if (workers_state_[static_cast<size_t>(v)].computing) {
+      due += profile_.start_delay;
+      break;
     }
   }
   last_due_ = std::max(last_due_, due);

@@ -376,6 +376,30 @@ TEST(Simulate, BackToBackSkewSeparatesCollectivesSentInARow) {
               first_end + p.back_to_back_skew + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
+// Note [Start delay]: a collective launched while its workers compute (layer 1's,
+// during layer 0's backward) starts start_delay later; one launched as they stop
+// (layer 0's, at the backward's end) does not.
+TEST(Simulate, StartDelayHoldsCollectivesLaunchedWhileTheWorkersCompute) {
+  Profile p = make_profile({{1e-3, 10e-3, 10'000}, {1e-3, 1e-3, 25'000}});
+  p.start_delay = 2e-3;
+  const Cluster c = ring(4, 1_Gbit, 50_us);
+  const Timeline t =
+      simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
+  std::vector<std::pair<Seconds, Seconds>> comm;  // worker 0's, in launch order
+  for (const Event& e : t.events) {
+    if (e.worker == 0 && e.lane.starts_with("comm")) comm.emplace_back(e.start, e.end);
+  }
+  ASSERT_EQ(comm.size(), 2u);
+  std::sort(comm.begin(), comm.end());
+  const Seconds iteration_start = comm[0].first - p.forward_time() - p.layers[1].bp;
+  const Seconds compute_end = iteration_start + compute_of(p);
+  EXPECT_NEAR(comm[0].second, comm[0].first + p.start_delay + allreduce_time(c, p.layers[1].bytes()), 1e-12);
+  ASSERT_LT(comm[0].second, compute_end);  // the message before is out of the way
+  EXPECT_NEAR(comm[1].first, compute_end, 1e-12);
+  EXPECT_NEAR(comm[1].second, compute_end + allreduce_time(c, p.layers[0].bytes()), 1e-12);
+  EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.layers[0].bytes()), 1e-12);
+}
+
 // Note [Skew]: the skew grows by `drift` for the compute beyond half an iteration
 // since the workers last passed a forward that needed communication: one
 // iteration's under S-SGD, three under local SGD averaging every third iteration.
@@ -411,6 +435,7 @@ TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
     if (trial % 5 >= 3) p.skew = 2e-3;
     if (trial % 5 == 4) p.back_to_back_skew = 1e-3;
     if (trial % 7 >= 4) p.drift = 0.2;
+    if (trial % 6 >= 4) p.start_delay = 1.5e-3;
     const Cluster c = random_ring(rng);
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
