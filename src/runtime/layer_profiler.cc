@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -127,8 +128,9 @@ namespace {
 
 // Rounds of all-reduces back to back on their own Gloo group, opened under `name`
 // (one no other group of the job has used), until stop(), each round timed (Notes
-// [Measuring interference] and [Measuring collectives at once]). Round k issues one all-reduce per size of rounds[k % rounds.size()], all
-// at once, and ends when they all have. A collective error ends the stream, wakes
+// [Measuring interference] and [Measuring collectives at once]). Round k issues
+// one all-reduce per size of rounds[k % rounds.size()], all at once, and ends
+// when they all have. A collective error ends the stream, wakes
 // wait_for() and is rethrown by stop().
 class AllReduceStream {
  public:
@@ -355,12 +357,15 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   const auto iterate_in_step = [&] {
     const torch::Tensor loss = forward();
     meet();
-    std::promise<Clock::time_point> ended;
+    // The callback shares the promise: it may still be inside set_value when
+    // this thread has the value and goes on.
+    const auto ended = std::make_shared<std::promise<Clock::time_point>>();
+    std::future<Clock::time_point> end_time = ended->get_future();
     const auto issued = Clock::now();
     const c10::intrusive_ptr<c10d::Work> work = aside->allreduce(aside_token);
-    work->getFuture()->addCallback([&ended](c10::ivalue::Future&) { ended.set_value(Clock::now()); });
+    work->getFuture()->addCallback([ended](c10::ivalue::Future&) { ended->set_value(Clock::now()); });
     loss.backward();
-    const Clock::time_point end = ended.get_future().get();
+    const Clock::time_point end = end_time.get();
     work->wait();  // rethrows the collective's error
     return std::chrono::duration<double>(end - issued).count();
   };
