@@ -384,27 +384,22 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   group.collectives->allreduce(times)->wait();  // every rank's rows, on every rank
   group.collectives->allreduce(aside_times)->wait();
   const auto all = times[0].accessor<double, 3>();
-  // How much later than the average rank the last one reached meeting k, and how
-  // long the ranks computed before it, on average.
-  const auto skew_at = [&](int k) {
-    Seconds least = all[0][0][k], sum = 0;
-    for (int r = 0; r < group.world; ++r) {
-      least = std::min(least, all[0][r][k]);
-      sum += all[0][r][k];
-    }
-    return sum / group.world - least;
-  };
-  const auto computed_before = [&](int k) {
-    Seconds sum = 0;
-    for (int r = 0; r < group.world; ++r) sum += all[1][r][k];
-    return sum / group.world;
-  };
-  // How long the collective took after the last rank reached it: the least wait.
-  const auto least_wait_at = [&](int k) {
-    Seconds least = all[0][0][k];
-    for (int r = 1; r < group.world; ++r) least = std::min(least, all[0][r][k]);
+  const auto least_over_ranks = [&](auto value_of) {
+    Seconds least = value_of(0);
+    for (int r = 1; r < group.world; ++r) least = std::min(least, value_of(r));
     return least;
   };
+  // How long the collective took after the last rank reached it: the least wait.
+  const auto least_wait_at = [&](int k) { return least_over_ranks([&](int r) { return all[0][r][k]; }); };
+  // How much later than the average rank the last one reached meeting k, and how
+  // long the ranks computed before it, on average.
+  const auto mean_over_ranks = [&](int row, int k) {
+    Seconds sum = 0;
+    for (int r = 0; r < group.world; ++r) sum += all[row][r][k];
+    return sum / group.world;
+  };
+  const auto skew_at = [&](int k) { return mean_over_ranks(0, k) - least_wait_at(k); };
+  const auto computed_before = [&](int k) { return mean_over_ranks(1, k); };
   std::vector<Seconds> from_compute, back_to_back, from_apart, back_to_back_took, aside_took;
   Seconds computed_in_step = 0, computed_apart = 0;  // summed over the meetings
   for (int k = 0; k < in_step; ++k) {
@@ -422,9 +417,7 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   }
   const auto all_aside = aside_times[0].accessor<double, 2>();
   for (int i = 0; i < options.iterations; ++i) {
-    Seconds least = all_aside[0][i];
-    for (int r = 1; r < group.world; ++r) least = std::min(least, all_aside[r][i]);
-    aside_took.push_back(least);
+    aside_took.push_back(least_over_ranks([&](int r) { return all_aside[r][i]; }));
   }
   mine.skew = median(from_compute);
   mine.back_to_back_skew = median(back_to_back);

@@ -854,11 +854,9 @@ Seconds Simulation::skew_due(const Collective& c, Seconds launched) {
     }
   }
   // Note [Start delay]
-  for (int v = 0; v < sim_workers_; ++v) {
-    if (workers_state_[static_cast<size_t>(v)].computing) {
-      due += profile_.start_delay;
-      break;
-    }
+  const auto simulated = workers_state_.begin();
+  if (std::any_of(simulated, simulated + sim_workers_, [](const Worker& w) { return w.computing; })) {
+    due += profile_.start_delay;
   }
   last_due_ = std::max(last_due_, due);
   return last_due_;
