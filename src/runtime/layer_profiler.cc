@@ -308,6 +308,15 @@ PairTimes time_pairs(const Group& group, const LayerProfilerOptions& options) {
   return {.single = sums[0] / group.world, .pair = sums[1] / group.world};
 }
 
+// The bytes of the model's median layer, of those with parameters (0 if none).
+Bytes median_layer_bytes(const Profile& profile) {
+  std::vector<double> sizes;
+  for (const Layer& layer : profile.layers) {
+    if (layer.bytes() > 0) sizes.push_back(static_cast<double>(layer.bytes()));
+  }
+  return sizes.empty() ? 0 : static_cast<Bytes>(median(std::move(sizes)));
+}
+
 // Note [Measuring skew]: how much later than the average process the last one
 // reaches a collective, the processes training in step, and how much further it
 // falls behind when they compute several iterations apart, and how much later a
@@ -317,9 +326,12 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
   const Batch batch =
       make_data({.model = options.model, .synthetic = true, .batch = options.batch, .seed = options.seed})->next();
-  // The collectives issued as the backward starts, on a group of their own so
-  // that they never queue behind the meetings' (Note [Measuring skew]).
+  // The collectives aside, on a group of their own so that they never queue
+  // behind the meetings' (Note [Measuring skew]): all-reduces of the model's
+  // median layer, one as each in-step backward starts, as many again at the end
+  // while the processes wait.
   const c10::intrusive_ptr<c10d::ProcessGroup> aside = open_subgroup(group, "aside", kRuntimeCollectiveThreads);
+  std::vector<torch::Tensor> aside_buffer{torch::zeros({std::max<Bytes>(median_layer_bytes(mine) / 4, 1)})};
   // In step, per iteration: after the forward, after the backward, and right after
   // that. Apart: after kApart iterations without meeting, at least 5 times.
   enum Meeting { kAfterForward, kAfterBackward, kBackToBack, kMeetings };
@@ -330,10 +342,12 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   // it computed between the meeting before and m.
   std::vector<torch::Tensor> times{torch::zeros({2, group.world, in_step + apart}, torch::kDouble)};
   auto my_times = times[0].accessor<double, 3>();
-  std::vector<torch::Tensor> token{torch::zeros({1})}, aside_token{torch::zeros({1})};
-  // [rank][i]: from the rank's issue of timed iteration i's collective aside to its end there.
-  std::vector<torch::Tensor> aside_times{torch::zeros({group.world, options.iterations}, torch::kDouble)};
-  auto my_aside_times = aside_times[0].accessor<double, 2>();
+  std::vector<torch::Tensor> token{torch::zeros({1})};
+  // [0][rank][i]: from the rank's issue of timed iteration i's collective aside
+  // during the backward to its end there; [1][rank][i]: the same for the i-th
+  // one issued while the processes wait.
+  std::vector<torch::Tensor> aside_times{torch::zeros({2, group.world, options.iterations}, torch::kDouble)};
+  auto my_aside_times = aside_times[0].accessor<double, 3>();
   auto left = Clock::now();
   int m = -1;  // the meeting being timed; -1 while warming up
   const auto meet = [&] {
@@ -362,7 +376,7 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
     const auto ended = std::make_shared<std::promise<Clock::time_point>>();
     std::future<Clock::time_point> end_time = ended->get_future();
     const auto issued = Clock::now();
-    const c10::intrusive_ptr<c10d::Work> work = aside->allreduce(aside_token);
+    const c10::intrusive_ptr<c10d::Work> work = aside->allreduce(aside_buffer);
     work->getFuture()->addCallback([ended](c10::ivalue::Future&) { ended->set_value(Clock::now()); });
     loss.backward();
     const Clock::time_point end = end_time.get();
@@ -372,14 +386,23 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   meet();
   for (int i = 0; i < options.warmup + options.iterations; ++i) {
     if (i == options.warmup) m = 0;
-    const Seconds aside_took = iterate_in_step();
-    if (i >= options.warmup) my_aside_times[group.rank][i - options.warmup] = aside_took;
+    const Seconds computing = iterate_in_step();
+    if (i >= options.warmup) my_aside_times[0][group.rank][i - options.warmup] = computing;
     meet();
     meet();
   }
   for (int period = 0; period < apart; ++period) {
     for (int i = 0; i < kApart; ++i) forward().backward();
     meet();
+  }
+  // The same collectives aside while every process waits, each right after an
+  // untimed meeting (one after the back-to-back meeting would change what that
+  // meeting measures: Note [Measuring skew]).
+  for (int i = 0; i < options.iterations; ++i) {
+    group.collectives->allreduce(token)->wait();
+    const auto issued = Clock::now();
+    aside->allreduce(aside_buffer)->wait();
+    my_aside_times[1][group.rank][i] = since(issued);
   }
   group.collectives->allreduce(times)->wait();  // every rank's rows, on every rank
   group.collectives->allreduce(aside_times)->wait();
@@ -400,12 +423,11 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   };
   const auto skew_at = [&](int k) { return mean_over_ranks(0, k) - least_wait_at(k); };
   const auto computed_before = [&](int k) { return mean_over_ranks(1, k); };
-  std::vector<Seconds> from_compute, back_to_back, from_apart, back_to_back_took, aside_took;
+  std::vector<Seconds> from_compute, back_to_back, from_apart, aside_computing, aside_waiting;
   Seconds computed_in_step = 0, computed_apart = 0;  // summed over the meetings
   for (int k = 0; k < in_step; ++k) {
     if (k % kMeetings == kBackToBack) {
       back_to_back.push_back(skew_at(k));
-      back_to_back_took.push_back(least_wait_at(k));
     } else {
       from_compute.push_back(skew_at(k));
       computed_in_step += computed_before(k);
@@ -415,13 +437,14 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
     from_apart.push_back(skew_at(k));
     computed_apart += computed_before(k);
   }
-  const auto all_aside = aside_times[0].accessor<double, 2>();
+  const auto all_aside = aside_times[0].accessor<double, 3>();
   for (int i = 0; i < options.iterations; ++i) {
-    aside_took.push_back(least_over_ranks([&](int r) { return all_aside[r][i]; }));
+    aside_computing.push_back(least_over_ranks([&](int r) { return all_aside[0][r][i]; }));
+    aside_waiting.push_back(least_over_ranks([&](int r) { return all_aside[1][r][i]; }));
   }
   mine.skew = median(from_compute);
   mine.back_to_back_skew = median(back_to_back);
-  mine.start_delay = std::max(0.0, median(aside_took) - median(back_to_back_took));
+  mine.start_delay = start_delay(median(aside_computing), median(aside_waiting), mine.comm_slowdown);
   const Seconds longer = computed_apart / apart - computed_in_step / static_cast<double>(from_compute.size());
   if (longer > 0) mine.drift = std::max(0.0, (median(from_apart) - mine.skew) / longer);
 }
@@ -484,6 +507,10 @@ bool in_a_job(std::optional<int> nproc) { return is_launched_worker() || (has_wo
 double pair_slowdown(Seconds single, Seconds pair, Seconds back_to_back_skew) {
   const Seconds own = single > back_to_back_skew ? single - back_to_back_skew : single;
   return own > 0 ? std::clamp((pair - single) / own, 0.0, 1.0) : 0;
+}
+
+Seconds start_delay(Seconds computing, Seconds waiting, double comm_slowdown) {
+  return std::max(0.0, computing - waiting * (1 + comm_slowdown));
 }
 
 int profiled_processes(std::optional<int> nproc) {

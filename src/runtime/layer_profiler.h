@@ -93,18 +93,24 @@
 // measured a skew of 2.6–5.4 ms over 20Mbit, 100Mbit, 1Gbit and loopback, after
 // the forward and after the backward alike, and a back-to-back skew of 2.0–2.8 ms
 // over the three links.
-// As each in-step backward starts, the processes also issue an all-reduce of one
-// float on a group of its own, its end timed by a callback while the backward
-// runs. The last process to issue it waits least, and only for the collective
-// itself: the least wait is how long a collective takes after its last worker
-// reaches it while they all compute, and at the back-to-back meetings, where
-// they have stopped computing, how long it takes while they wait. The medians'
-// difference, at least 0, is `start_delay`: the cores a collective needs are
-// busy with the layers (Note [Start delay], sim/simulator.cc). On 2 cores, 4
-// processes measured 2.3–2.4 ms over 20Mbit and 100Mbit and 1.4–2.2 over 1Gbit
-// in five profiles, where the same estimate from three phases' medians (the
-// small all-reduce of the phase above, less back_to_back_skew, less its time on
-// idle cores) had scattered over 1.0–6.4 ms.
+// As each in-step backward starts, the processes also issue an all-reduce of the
+// size of the model's median layer on a group of its own, its end timed by a
+// callback while the backward runs; and once they have trained, the same
+// all-reduce as often again, each right after a meeting, while they all wait.
+// The last process to issue one waits least, and only for the collective
+// itself: the least wait over the ranks is how long the collective takes after
+// its last worker reaches it, while they compute and while they wait. The
+// simulator stretches a collective by 1 + comm_slowdown while its workers
+// compute, and starts it `start_delay` later (Note [Start delay],
+// sim/simulator.cc); so start_delay is the median computing less the median
+// waiting times 1 + comm_slowdown, at least 0: the cores a collective needs
+// are busy with the layers. Timed on a one-float all-reduce, the delay came out
+// 2.0–2.7 ms at 100Mbit where one of 64 KiB ended 6.2 ms later than beside idle
+// cores, and re-simulated benches wanted 2–4 ms more than the one float gave
+// for every strategy whose collectives start during the backward
+// (BENCHMARKS.md, "Where a collective's start goes"); at the median layer's
+// size (cnn: 57 KiB) 4 processes on 2 cores measured 5.2 ms at 100Mbit, 3.4 at
+// 20Mbit and 1.0 at 1Gbit, where comm_slowdown (0.9) stretches most.
 // Last, the processes compute 5 iterations apart (as full local SGD does with
 // H = 5) before each meeting: the median skew there less `skew`, over how much
 // longer they computed before those meetings than before the in-step ones, is
@@ -169,6 +175,12 @@ int profiled_processes(std::optional<int> nproc);
 // timed in another phase, can be nearly all of a round (2 processes on 2 cores
 // measured 20.9), and in turn is the most the simulator models.
 double pair_slowdown(Seconds single, Seconds pair, Seconds back_to_back_skew);
+
+// Note [Measuring skew]: how much later than Note [Interference]'s stretch a
+// collective ends that took `computing` while its processes computed and
+// `waiting` while they waited: computing − waiting · (1 + comm_slowdown), at
+// least 0.
+Seconds start_delay(Seconds computing, Seconds waiting, double comm_slowdown);
 
 // Builds `options.model` and a synthetic batch of its shape and measures it.
 // THROWS UsageError for an unknown model, a batch, warmup, iterations or threads

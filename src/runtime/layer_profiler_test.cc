@@ -77,5 +77,15 @@ TEST(PairSlowdown, IsTheSecondCollectivesExtraTimeOverOnesOwn) {
   EXPECT_DOUBLE_EQ(pair_slowdown(0, 2e-3, 0), 0.0);
 }
 
+// Note [Measuring skew]: the simulator stretches a collective launched while its
+// workers compute by 1 + comm_slowdown and starts it start_delay later; the
+// delay is what the stretch leaves of the measured difference.
+TEST(StartDelay, IsWhatTheStretchLeavesOfTheTimeComputing) {
+  EXPECT_NEAR(start_delay(14.4e-3, 8.0e-3, 0.2), 4.8e-3, 1e-12);  // 14.4 = 4.8 + 8.0 · 1.2
+  EXPECT_NEAR(start_delay(14.4e-3, 8.0e-3, 0), 6.4e-3, 1e-12);    // no stretch: all of it
+  EXPECT_DOUBLE_EQ(start_delay(3e-3, 2e-3, 0.9), 0.0);            // the stretch more than covers it
+  EXPECT_DOUBLE_EQ(start_delay(0, 0, 0), 0.0);
+}
+
 }  // namespace
 }  // namespace weft::runtime

@@ -106,11 +106,12 @@ namespace weft {
 // ------------------
 // Once its last worker has reached it, a collective needs a core on every worker
 // for each of its steps, and while the workers compute the cores are the layers':
-// it ends later than the same collective launched while they wait. The profile
-// measures by how much (`start_delay`, Note [Measuring skew] in
-// runtime/layer_profiler.h), and a collective launched while any of its workers
-// computes starts that much after its last worker reached it (Note [Skew]); like
-// the skew, the wait uses no bytes and no cores. Traced at 100Mbit (dcredit), a
+// it ends later than the same collective launched while they wait, by more than
+// Note [Interference]'s stretch. The profile measures by how much more, on a
+// collective of the model's median layer size (`start_delay`, Note [Measuring
+// skew] in runtime/layer_profiler.h), and a collective launched while any of its
+// workers computes starts that much after its last worker reached it (Note
+// [Skew]); like the skew, the wait uses no bytes and no cores. Traced at 100Mbit (dcredit), a
 // 2.5 KiB all-gather issued during the backward ended 5.6 ms after its last rank
 // issued it, against 2.75 ms for its fitted time; re-simulating five benches
 // with the measured delay (1.8–2.4 ms) brought 166 of 180 predictions within 10%,
