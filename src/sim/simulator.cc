@@ -109,15 +109,19 @@ namespace weft {
 // it ends later than the same collective launched while they wait, by more than
 // Note [Interference]'s stretch. The profile measures by how much more, on a
 // collective of the model's median layer size (`start_delay`, Note [Measuring
-// skew] in runtime/layer_profiler.h), and a collective launched while any of its
-// workers computes starts that much after its last worker reached it (Note
-// [Skew]); like the skew, the wait uses no bytes and no cores. Traced at 100Mbit (dcredit), a
-// 2.5 KiB all-gather issued during the backward ended 5.6 ms after its last rank
-// issued it, against 2.75 ms for its fitted time; re-simulating five benches
-// with the measured delay (1.8–2.4 ms) brought 166 of 180 predictions within 10%,
-// from 147 (BENCHMARKS.md, "Start delay"). Whether a worker computes is told
-// layer by layer, as under Note [Interference]: a backward's last layer releases
-// its ops once its worker has started whatever follows, or stopped.
+// skew] in runtime/layer_profiler.h), and a collective launched while any of
+// its workers computes starts that much after its last worker reached it (Note
+// [Skew]); like the skew, the wait uses no bytes and no cores. Traced at
+// 100Mbit (dcredit), a 2.5 KiB all-gather issued during the backward ended 5.6
+// ms after its last rank issued it, against 2.75 ms for its fitted time;
+// re-simulating five benches with a delay timed on one float (1.8–2.4 ms)
+// brought 166 of 180 predictions within 10%, from 147 (BENCHMARKS.md, "Start
+// delay"), and timed at the median layer's size (3.4–5.2 ms at 20 and 100Mbit,
+// 0–1.0 at 1Gbit, where the stretch covers it) three benches went from 78 to 84
+// of 108 ("The start delay at the median layer's size"). Whether a worker
+// computes is told layer by layer, as under Note [Interference]: a backward's
+// last layer releases its ops once its worker has started whatever follows, or
+// stopped.
 
 // Note [Collectives in flight]
 // ----------------------------
