@@ -321,7 +321,8 @@ Bytes median_layer_bytes(const Profile& profile) {
 // reaches a collective, the processes training in step, and how much further it
 // falls behind when they compute several iterations apart, and how much later a
 // collective issued as they compute ends; sets mine.skew, mine.back_to_back_skew,
-// mine.drift and mine.start_delay.
+// mine.drift and mine.start_delay. REQUIRES: mine.comm_slowdown measured (Note
+// [Measuring interference]): the start delay is what its stretch leaves.
 void measure_skew(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
   const Batch batch =
