@@ -115,11 +115,11 @@ void add_train(CLI::App& app, int& exit_status) {
                   "measured all-reduce times from `weft profile --network --out FILE`; replaces "
                   "--bandwidth/--latency");
   add_strategy_flags(*cmd, flags->strategy);
-  // Training builds one schedule with the options given; it does not search them
-  // as `weft plan` does, so an unset option is the scheduler's default.
+  // Unset options are tuned by rank 0, as `weft plan` tunes them.
   cmd->get_option("--partition")
-      ->description("block size S_p for bytescheduler/dcredit, e.g. 4MiB (default: the scheduler's default)");
-  cmd->get_option("--credit")->description("credit C for bytescheduler, e.g. 16MiB (default: the scheduler's default)");
+      ->description("block size S_p for bytescheduler/dcredit, e.g. 4MiB (default: tuned for the profile and "
+                    "--bandwidth, as weft plan does)");
+  cmd->get_option("--credit")->description("credit C for bytescheduler, e.g. 16MiB (default: tuned)");
   cmd->add_option("--failure-timeout", flags->failure_timeout,
                   "seconds a collective may make no progress, and the other workers may take to exit after one "
                   "failed, before they are stopped")

@@ -5,6 +5,7 @@
 //   trained on the combined batch, and every rank bit-identical;
 // - a worker killed mid-run makes the job exit non-zero, naming it, and leaves no
 //   process behind;
+// - options left unset are tuned as `weft plan` tunes them;
 // (train_slow_test.cc: the models learn.)
 #include <cmath>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "runtime/launcher.h"
 #include "runtime/train_test_util.h"
+#include "schedulers/blocks.h"
 
 namespace {
 
@@ -63,6 +65,46 @@ TEST_P(Equivalence, SynchronousStrategiesEndAsOneProcessOnTheCombinedBatch) {
     }
     EXPECT_LE(worst, 1e-5);
   }
+}
+
+// What `weft train` is not told it tunes for the profile and the network, as
+// `weft plan` does (plan/tuning.h); what it is told it keeps.
+TEST_F(TrainTest, UnsetOptionsAreTunedAsThePlannerTunesThem) {
+  const fs::path profile = dir_ / "cnn.json";
+  std::ofstream(profile) << R"({"model": "cnn", "batch": 32, "layers": [
+    {"name": "stem", "params": 176, "bytes_per_param": 4, "fp_s": 6e-4, "bp_s": 1e-3},
+    {"name": "block1", "params": 14528, "bytes_per_param": 4, "fp_s": 5e-3, "bp_s": 9e-3},
+    {"name": "block2", "params": 18560, "bytes_per_param": 4, "fp_s": 3e-3, "bp_s": 8e-3},
+    {"name": "block3", "params": 57728, "bytes_per_param": 4, "fp_s": 5e-3, "bp_s": 1e-2},
+    {"name": "head", "params": 650, "bytes_per_param": 4, "fp_s": 3e-4, "bp_s": 3e-4}]})";
+  const fs::path network = dir_ / "net.json";
+  std::ofstream(network) << R"({"a_s": 1e-3, "b_s_per_byte": 4e-7})";
+  const std::vector<std::string> planned{"--profile", profile.string(), "--network", network.string()};
+
+  std::vector<std::string> plan{"plan", "--workers", "2", "--json"};
+  plan.insert(plan.end(), planned.begin(), planned.end());
+  const auto [plan_status, plan_err] = weft("plan", plan);
+  ASSERT_EQ(plan_status, 0) << plan_err;
+  weft::Bytes partition = 0;
+  const auto planner = nlohmann::json::parse(read(dir_ / "plan" / "stdout"));
+  for (const auto& s : planner.at("strategies")) {
+    if (s.at("name") == "dcredit") partition = s.at("options").at("partition_B").get<weft::Bytes>();
+  }
+  ASSERT_NE(partition, weft::kDefaultPartition) << "a network under which tuning changes nothing tests nothing";
+
+  std::vector<std::string> train{"train", "--model", "cnn", "--synthetic", "--strategy", "dcredit", "--nproc", "2",
+                                 "--steps", "2", "--failure-timeout", "60"};
+  train.insert(train.end(), planned.begin(), planned.end());
+  const auto [tuned_status, tuned_err] = weft("tuned", train);
+  ASSERT_EQ(tuned_status, 0) << tuned_err;
+  EXPECT_NE(tuned_err.find(fmt::format("dcredit {{\"horizon\":0.0,\"partition_B\":{},", partition)),
+            std::string::npos)
+      << tuned_err;
+
+  train.insert(train.end(), {"--partition", "128KiB"});
+  const auto [given_status, given_err] = weft("given", train);
+  ASSERT_EQ(given_status, 0) << given_err;
+  EXPECT_NE(given_err.find("\"partition_B\":131072,"), std::string::npos) << given_err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, Equivalence, testing::Values(2, 4));

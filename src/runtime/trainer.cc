@@ -29,6 +29,7 @@
 #include "runtime/parameter_server.h"
 #include "runtime/process_group.h"
 #include "runtime/recorder.h"
+#include "plan/tuning.h"
 #include "schedulers/strategies.h"
 #include "timeline/timeline.h"
 #include "units/files.h"
@@ -82,35 +83,57 @@ Profile make_profile(const TrainOptions& options, LayeredModel& model) {
   return measured;
 }
 
-Profile shared_profile(const TrainOptions& options, LayeredModel& model, c10d::Store& store, int rank) {
-  const std::string key = "weft/profile";
-  if (rank == 0) {
-    json message;
-    try {
-      message["profile"] = to_json(make_profile(options, model));
-    } catch (const std::exception& e) {
-      message["error"] = e.what();
-      store.set(key, bytes_of(message.dump()));
-      throw;
-    }
-    store.set(key, bytes_of(message.dump()));
-  }
-  const json message = json::parse(string_of(store.get(key)));
-  if (message.contains("error")) {
-    throw UsageError("rank 0 could not build the schedule: " + message["error"].get<std::string>());
-  }
-  return parse_profile(message["profile"].get<std::string>(), "rank 0's profile");
-}
+// What every rank builds its schedule from: the profile and the strategy's
+// options with its free parameters tuned (plan/tuning.h), as `weft plan` would
+// choose them. Rank 0 alone measures and tunes, and publishes both: a profile is
+// one measurement, and the schedules of all ranks must be the same.
+struct SharedPlan {
+  Profile profile;
+  StrategyOptions strategy;
+};
 
-Schedule make_schedule(const TrainOptions& options, const Profile& profile, int workers) {
-  const StrategyInfo& info = find_strategy(options.strategy);
+Cluster cluster_of(const TrainOptions& options, const StrategyInfo& info, int workers) {
   Cluster cluster = options.cluster;
   cluster.workers = workers;
   cluster.arch = info.arch;
   if (info.arch == Arch::kParameterServer) cluster.servers = options.servers;
   validate(cluster);
-  Schedule schedule = info.make(profile, cluster, options.strategy_options);
-  validate(schedule, profile, workers);
+  return cluster;
+}
+
+SharedPlan shared_plan(const TrainOptions& options, LayeredModel& model, const Group& group, int workers) {
+  const std::string key = "weft/plan";
+  const StrategyInfo& info = find_strategy(options.strategy);
+  if (group.rank == 0) {
+    json message;
+    try {
+      const Profile profile = make_profile(options, model);
+      const StrategyOptions tuned = tune(info, profile, cluster_of(options, info, workers), options.strategy_options);
+      message["profile"] = to_json(profile);
+      if (tuned.partition) message["partition_B"] = *tuned.partition;
+      if (tuned.credit) message["credit_B"] = *tuned.credit;
+    } catch (const std::exception& e) {
+      message["error"] = e.what();
+      group.store->set(key, bytes_of(message.dump()));
+      throw;
+    }
+    group.store->set(key, bytes_of(message.dump()));
+  }
+  const json message = json::parse(string_of(group.store->get(key)));
+  if (message.contains("error")) {
+    throw UsageError("rank 0 could not build the schedule: " + message["error"].get<std::string>());
+  }
+  SharedPlan plan{.profile = parse_profile(message["profile"].get<std::string>(), "rank 0's profile"),
+                  .strategy = options.strategy_options};
+  if (message.contains("partition_B")) plan.strategy.partition = message["partition_B"].get<Bytes>();
+  if (message.contains("credit_B")) plan.strategy.credit = message["credit_B"].get<Bytes>();
+  return plan;
+}
+
+Schedule make_schedule(const TrainOptions& options, const SharedPlan& plan, int workers) {
+  const StrategyInfo& info = find_strategy(options.strategy);
+  Schedule schedule = info.make(plan.profile, cluster_of(options, info, workers), plan.strategy);
+  validate(schedule, plan.profile, workers);
   return schedule;
 }
 
@@ -348,8 +371,7 @@ class ProgressLine {
 // (runtime/parameter_server.h).
 int serve(const TrainOptions& options, const Group& group, int workers, int server) {
   auto model = make_model(options.model, options.seed);  // the workers' initial parameters
-  const Profile profile = shared_profile(options, *model, *group.store, group.rank);
-  const Schedule schedule = make_schedule(options, profile, workers);
+  const Schedule schedule = make_schedule(options, shared_plan(options, *model, group, workers), workers);
   std::vector<std::vector<torch::Tensor>> layers;
   for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
   LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
@@ -380,8 +402,8 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   auto model = make_model(options.model, options.seed);
   auto data = make_data({.model = options.model, .synthetic = options.synthetic, .rank = group.rank,
                          .world = workers, .batch = options.batch, .seed = options.seed});
-  const Profile profile = shared_profile(options, *model, *group.store, group.rank);
-  const Schedule schedule = make_schedule(options, profile, workers);
+  const SharedPlan plan = shared_plan(options, *model, group, workers);
+  const Schedule schedule = make_schedule(options, plan, workers);
 
   std::vector<std::vector<torch::Tensor>> layers;
   std::vector<std::string> names;
@@ -403,11 +425,12 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   if (leader) group.store->set(kStepsKey, bytes_of(std::to_string(steps)));
   ProgressLine progress(leader && options.progress, steps, options.batch * workers);
   if (leader) {
-    progress.message(fmt::format("weft train: {} on {} worker{}{}, {} ({} messages per iteration), {} steps",
+    progress.message(fmt::format("weft train: {} on {} worker{}{}, {}{} ({} messages per iteration), {} steps",
                                  options.model, workers, workers == 1 ? "" : "s",
                                  options.servers == 0 ? ""
                                  : fmt::format(" and {} server{}", options.servers, options.servers == 1 ? "" : "s"),
-                                 options.strategy, schedule.ops(0).size(), steps));
+                                 options.strategy, schedule.options_json == "{}" ? "" : " " + schedule.options_json,
+                                 schedule.ops(0).size(), steps));
   }
   auto eval_line = [&](std::int64_t t) {
     const EvalResult r = evaluate(*model, *data, 256);
