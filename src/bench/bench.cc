@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <ostream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,6 +17,7 @@
 #include "netem/netem.h"
 #include "profile/profile.h"
 #include "schedulers/strategies.h"
+#include "units/files.h"
 
 namespace weft::bench {
 namespace {
@@ -38,19 +37,6 @@ std::string slug(std::string_view name) {
   std::string out;
   for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' ? c : '_';
   return out;
-}
-
-std::string read_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_file(const fs::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::trunc);
-  out << text;
-  if (!out.flush()) throw std::runtime_error(fmt::format("cannot write {}", file.string()));
 }
 
 // The JSON value a command printed on stdout, from its log, which also holds its
@@ -276,7 +262,7 @@ std::map<std::string, Prediction> Bench::plan(const Link& link, const LinkResult
                              .timeout = kShortTimeout});
   if (!r.succeeded()) throw std::runtime_error(failure(r, log_file));
   const std::string plan = json_from_log(read_file(log_file));
-  write_file(file, plan + "\n");
+  write_file_atomically(file, plan + "\n");
   return parse_plan(plan, file.string());
 }
 

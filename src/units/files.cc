@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -73,12 +74,29 @@ class TempFile {
 
 }  // namespace
 
-std::string read_input(const std::filesystem::path& file, std::string_view what) {
+namespace {
+
+// The whole of `file`, or nothing if it cannot be opened (errno says why).
+std::optional<std::string> whole(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot read {} ({})", file.string(), what, std::strerror(errno)));
+  if (!in) return std::nullopt;
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+}  // namespace
+
+std::string read_file(const std::filesystem::path& file) {
+  auto text = whole(file);
+  if (!text) throw std::runtime_error(fmt::format("{}: cannot read it ({})", file.string(), std::strerror(errno)));
+  return std::move(*text);
+}
+
+std::string read_input(const std::filesystem::path& file, std::string_view what) {
+  auto text = whole(file);
+  if (!text) throw UsageError(fmt::format("{}: cannot read {} ({})", file.string(), what, std::strerror(errno)));
+  return std::move(*text);
 }
 
 void write_file_atomically(const std::filesystem::path& file, std::string_view text) {

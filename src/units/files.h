@@ -1,4 +1,5 @@
-// Writing a file so that nothing half-written is ever left behind.
+// Reading whole files, and writing a file so that nothing half-written is ever
+// left behind.
 //
 // Thread-safety: write_file_atomically may run concurrently, also on one file
 // (the last rename wins; each temporary has a name of its own).
@@ -9,6 +10,10 @@
 #include <string_view>
 
 namespace weft {
+
+// The whole of `file`, one this program wrote (a log, a child's output).
+// THROWS std::runtime_error "FILE: cannot read it (REASON)".
+std::string read_file(const std::filesystem::path& file);
 
 // The whole of `file`, which the user gave as input; `what` says what it should
 // be ("the profile"). THROWS UsageError "FILE: cannot read WHAT (REASON)".

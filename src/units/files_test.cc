@@ -47,6 +47,16 @@ TEST_F(WriteFile, AnInputIsReadWholeOrNamedWithWhatItShouldBe) {
     EXPECT_NE(std::string(e.what()).find("absent.json: cannot read a profile (No such file"), std::string::npos)
         << e.what();
   }
+  // A file of the program's own that is missing is its failure, not the user's.
+  EXPECT_EQ(read_file(file), std::string("{\"a\": 1}\n\0binary", 16));
+  try {
+    read_file(dir_ / "absent.log");
+    FAIL() << "a missing file was read";
+  } catch (const UsageError&) {
+    FAIL() << "a missing file of the program's own was called the user's error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent.log: cannot read it (No such file"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(WriteFile, ReplacesTheOldContentsAndLeavesNoTemporary) {
