@@ -110,6 +110,11 @@ class Bench {
   std::string trace_strategy(const std::map<std::string, Prediction>& plan) const;
   void keep_predicted_trace(const Link& link, const LinkResult& network, const std::string& strategy,
                             const Prediction& prediction);
+  // Note [Predicted on the run's own compute]; none if the simulation failed
+  // (said on the progress stream).
+  std::optional<Seconds> predict_on_own_compute(const Link& link, const LinkResult& network,
+                                                const std::string& strategy, const Prediction& prediction,
+                                                Seconds measured_compute, const std::string& name);
   // Trains `strategy` (the DDP peer for kDdpPeerStrategy) over the link; false if
   // the run failed (it is recorded in results_.failed).
   // `repeat` counts from 0 (Note [Repeated runs]).
@@ -292,6 +297,33 @@ void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, co
   results_.traces = TracePair{.strategy = strategy, .link = link.name, .predicted = relative(trace), .measured = ""};
 }
 
+std::optional<Seconds> Bench::predict_on_own_compute(const Link& link, const LinkResult& network,
+                                                     const std::string& strategy, const Prediction& prediction,
+                                                     Seconds measured_compute, const std::string& name) {
+  if (!prediction.slowed_compute || !(*prediction.slowed_compute > 0)) return std::nullopt;
+  const double speed = measured_compute / *prediction.slowed_compute;
+  Profile own = load_profile(out_ / network.profile);
+  for (Layer& layer : own.layers) {
+    layer.fp *= speed;
+    layer.bp *= speed;
+  }
+  const fs::path profile = out_ / "runs" / (name + ".profile.json");
+  save_profile(own, profile);
+  const fs::path log_file = log("own-compute-" + name);
+  const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, profile.string(),
+                                                      (out_ / network.network).string(), strategy,
+                                                      prediction.options, ""),
+                             .log = log_file,
+                             .timeout = kShortTimeout});
+  try {
+    if (r.succeeded()) return parse_simulated_iteration(json_from_log(read_file(log_file)), log_file.string());
+    say(fmt::format("could not predict {} on its own compute: {}", strategy, failure(r, log_file)));
+  } catch (const UsageError& e) {
+    say(fmt::format("could not predict {} on its own compute: {}", strategy, e.what()));
+  }
+  return std::nullopt;
+}
+
 bool Bench::train(const Link& link, const LinkResult& network, const std::string& strategy,
                   const std::map<std::string, Prediction>& plan, bool keep_trace, int repeat) {
   const bool ddp = strategy == kDdpPeerStrategy;
@@ -367,8 +399,12 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
     run.predicted_compute = prediction->compute;
     run.predicted_slowed_compute = prediction->slowed_compute;
     run.predicted_speedup_vs_wfbp = prediction->speedup_vs_wfbp;
+    if (run.measured_compute) {
+      run.predicted_on_own_compute =
+          predict_on_own_compute(link, network, strategy, *prediction, *run.measured_compute, name);
+    }
   }
-  say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}{}",
+  say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}{}{}",
                   strategy, link.name, format_duration(run.measured_iteration), run.steady_iterations,
                   run.predicted_iteration ? format_duration(*run.predicted_iteration) : "none",
                   run.error_pct() ? fmt::format(" ({:+.1f}%)", *run.error_pct()) : "",
@@ -379,6 +415,10 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                                         ? fmt::format(" and the plan's {} (slowed where it overlaps messages)",
                                                       format_duration(*run.predicted_slowed_compute))
                                         : "")
+                      : "",
+                  run.own_compute_error_pct()
+                      ? fmt::format("; {} ({:+.1f}%) predicted on that compute",
+                                    format_duration(*run.predicted_on_own_compute), *run.own_compute_error_pct())
                       : "",
                   run.time_to_accuracy ? fmt::format("; {:.3g}% after {}", 100 * o_.target_accuracy,
                                                      format_duration(*run.time_to_accuracy))

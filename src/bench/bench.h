@@ -20,7 +20,8 @@
 //     a parameter-server strategy with Training::servers servers beside the
 //     workers, each behind a link like a worker's;
 //  6. the steady-state iteration time of each run (Note [Steady-state iteration
-//     time], statistics.h) against the prediction.
+//     time], statistics.h) against the prediction, and against the prediction
+//     on the run's own compute (Note [Predicted on the run's own compute]).
 // Steps 5 and 6 are repeated --repeats times (Note [Repeated runs]).
 // Results are rewritten after every run (<out>/bench.json, results.h), so an
 // interrupted bench keeps what it measured; then the plots and one chosen run's
@@ -65,6 +66,21 @@
 // The results keep each run's time and, for everything else, the median run
 // (the lower median for even N): a real run, whose metrics, loss and accuracy
 // belong together. Metrics files are then runs/<link>-<strategy>.<k>.jsonl.
+//
+// Note [Predicted on the run's own compute]
+// The machine these benches run on is shared, and its speed drifts within
+// minutes: in one bench the profile timed cnn's layers at 31.3 ms per iteration
+// and the runs that followed computed 37–45 ms, so every prediction at 1Gbit
+// ran 15–35% short — a miss of the profile, not of the model. To tell the two
+// apart, each run of weft's is predicted a second time with every layer's time
+// scaled by its measured compute over the plan's (slowed) compute, the
+// schedule's options as they were tuned: `predicted_on_own_compute_s`
+// (results.h), written to runs/<run>.profile.json and simulated by `weft
+// simulate`. An error that remains against it is the cost model's, or the
+// network's own drift; one that vanishes was the machine's. The scaling is
+// uniform, so a run whose layers slowed unevenly (only those overlapping
+// messages) is only approximately put right; the DDP peer reports no compute
+// and gets no such prediction.
 //
 // Note [Probing strategies]
 // `weft train` has no "list what you can train" flag. Its option check looks at

@@ -133,7 +133,8 @@ std::vector<std::string> simulate_command(const Tools& tools, const Link& link, 
                                          cluster_flags(tools, link, network, servers_of(training, strategy)));
   argv = concat(argv, {"--H", std::to_string(training.H)});
   argv = concat(argv, strategy_flags(options));
-  return concat(argv, {"--trace", trace});
+  argv = concat(argv, {"--json"});
+  return trace.empty() ? argv : concat(argv, {"--trace", trace});
 }
 
 std::vector<std::string> train_command(const Tools& tools, const Link& link, const Training& training,

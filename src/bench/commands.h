@@ -89,9 +89,10 @@ std::vector<std::string> plan_command(const Tools& tools, const Link& link, cons
                                       const std::string& profile, const std::string& network,
                                       const std::vector<std::string>& strategies);
 
-// `weft simulate` of one strategy with the options the planner chose, writing the
-// predicted timeline of a few iterations to `trace` (with `--arch ps --servers S`
-// for a parameter-server strategy).
+// `weft simulate` of one strategy with the options the planner chose, printing
+// its summary as JSON and, unless `trace` is empty, writing the predicted
+// timeline of a few iterations to it (with `--arch ps --servers S` for a
+// parameter-server strategy).
 std::vector<std::string> simulate_command(const Tools& tools, const Link& link, const Training& training,
                                           const std::string& profile, const std::string& network,
                                           const std::string& strategy, const nlohmann::json& options,

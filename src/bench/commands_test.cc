@@ -174,6 +174,9 @@ TEST(Commands, ParameterServerStrategiesBringTheirServersEverywhere) {
       const auto simulate = simulate_command(kTools, kEmulated, t, "p", "n", strategy, {}, "trace");
       EXPECT_EQ(has(simulate, "--arch", "ps") && has(simulate, "--servers", s), ps) << strategy;
       EXPECT_EQ(contains(simulate, "--arch"), ps) << strategy;
+      EXPECT_TRUE(has(simulate, "--trace", "trace")) << strategy;
+      EXPECT_FALSE(contains(simulate_command(kTools, kEmulated, t, "p", "n", strategy, {}, ""), "--trace"))
+          << strategy;
     }
   }
 }

@@ -42,6 +42,15 @@ std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_
   return predictions;
 }
 
+Seconds parse_simulated_iteration(std::string_view text, std::string_view origin) {
+  const json summary = parse_object(text, origin, "the output of `weft simulate --json`");
+  try {
+    return summary.at("iteration_s").get<double>();
+  } catch (const json::exception& e) {
+    throw UsageError(fmt::format("{}: expected a number iteration_s: {}", origin, e.what()));
+  }
+}
+
 NetworkFit parse_network_fit(std::string_view text, std::string_view origin) {
   const json fit = parse_object(text, origin, "an all-reduce fit from `weft profile --network --out`");
   try {

@@ -1,6 +1,7 @@
 // Reading what the other weft commands write, as far as the bench needs it: the
-// plan (`weft plan --json`, SPEC §6) and the all-reduce fit (`weft profile --network
-// --out`, runtime/network_profile.h).
+// plan (`weft plan --json`, SPEC §6), one simulation's summary (`weft simulate
+// --json`) and the all-reduce fit (`weft profile --network --out`,
+// runtime/network_profile.h).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -30,6 +31,10 @@ struct Prediction {
 // when the text is not a plan object with strategies[].name/period/iteration_s/
 // compute_s/speedup_vs_wfbp.
 std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_view origin);
+
+// The simulated iteration time of `weft simulate --json` (iteration_s). THROWS
+// UsageError naming `origin` unless the text is an object with that number.
+Seconds parse_simulated_iteration(std::string_view text, std::string_view origin);
 
 struct NetworkFit {
   Seconds a = 0;  // a_s

@@ -1,9 +1,10 @@
 // What `weft bench` prints at the end.
 //
 // The table: per link, per strategy (and the DDP peer), the measured and predicted
-// steady-state iteration time, the prediction's error, and the measured (and
-// predicted) speed-up over wfbp; in accuracy mode also the time to the target
-// accuracy. Failed and skipped runs are listed below it.
+// steady-state iteration time, the prediction's error and its error on the run's
+// own compute (Note [Predicted on the run's own compute] in bench/bench.h), and
+// the measured (and predicted) speed-up over wfbp; in accuracy mode also the
+// time to the target accuracy. Failed and skipped runs are listed below it.
 //
 // The agreement (issue 7's criteria): per link, how many of weft's predictions lie
 // within kTolerancePct of their measurement, and whether the measured order of
@@ -43,6 +44,10 @@ struct Agreement {
   int runs = 0;              // weft runs with a prediction
   int within_tolerance = 0;  // of them, |error| <= kTolerancePct
   double median_abs_error_pct = 0;
+  // The same for those runs predicted on their own compute as well.
+  int runs_on_own_compute = 0;
+  int within_tolerance_on_own_compute = 0;
+  double median_abs_error_on_own_compute_pct = 0;
   int ordered_pairs = 0;     // pairs of those runs whose predictions are more than kTiePct apart
   std::vector<SwappedPair> swapped;  // those measured the other way round, by gap, largest first
 };

@@ -14,12 +14,17 @@ TEST(Report, EveryRunFailureAndSkipHasALine) {
   r.runs = {{.strategy = "wfbp", .link = "100Mbit", .measured_iteration = 0.08, .predicted_iteration = 0.05,
              .speedup_vs_wfbp = 1.0, .time_to_accuracy = 40},
             {.strategy = kDdpPeerStrategy, .kind = kDdpPeerStrategy, .link = "100Mbit", .measured_iteration = 0.1},
-            {.strategy = "mgwfbp", .link = "1Gbit", .measured_iteration = 0.04, .predicted_iteration = 0.05}};
+            {.strategy = "mgwfbp", .link = "1Gbit", .measured_iteration = 0.04, .predicted_iteration = 0.05,
+             .predicted_on_own_compute = 0.032}};
   r.failed = {{.strategy = "dcredit", .link = "100Mbit", .message = "exited with status 134", .log = "logs/x.log"}};
   r.skipped = {{.strategy = "ps", .reason = "--strategy ps: parameter-server strategies cannot be trained yet"}};
   const std::string table = format_table(r);
   EXPECT_NE(table.find("+60.0%"), std::string::npos) << table;   // wfbp's error
   EXPECT_NE(table.find("-20.0%"), std::string::npos) << table;   // mgwfbp's
+  EXPECT_NE(table.find("+25.0%"), std::string::npos) << table;   // mgwfbp's on its own compute
+  EXPECT_NE(table.find("0 of 1 predictions within 10% (median |error| 20.0%), 0 of 1 on their own compute (25.0%)"),
+            std::string::npos)
+      << table;
   EXPECT_NE(table.find("pytorch-ddp"), std::string::npos) << table;
   EXPECT_NE(table.find("to 85%"), std::string::npos) << table;
   EXPECT_NE(table.find("40s"), std::string::npos) << table;
@@ -54,6 +59,15 @@ TEST(Agreement, CountsPredictionsWithinTheToleranceAndTheirMedianError) {
   EXPECT_EQ(all[0].within_tolerance, 2);  // +5% and +10%, not −12%
   EXPECT_NEAR(all[0].median_abs_error_pct, 10, 1e-9);
   EXPECT_EQ(all[0].ordered_pairs, 0);  // equal predictions order nothing
+  EXPECT_EQ(all[0].runs_on_own_compute, 0);
+
+  r.runs[1].predicted_on_own_compute = 0.090;  // wfbp: −2.2% on its own compute
+  r.runs[2].predicted_on_own_compute = 0.095;  // dcredit: +15.8%
+  const Agreement own = agreement(r).at(0);
+  EXPECT_EQ(own.runs_on_own_compute, 2);
+  EXPECT_EQ(own.within_tolerance_on_own_compute, 1);
+  EXPECT_NEAR(own.median_abs_error_on_own_compute_pct, (100.0 * 2 / 90 + 100.0 * 15 / 95) / 2, 1e-9);
+  EXPECT_EQ(own.within_tolerance, 2);  // the plain prediction's count is unchanged
 }
 
 TEST(Agreement, SwappedPairsSayWhetherTheirRunsOverlap) {

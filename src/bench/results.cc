@@ -36,6 +36,7 @@ json to_json(const RunResult& r) {
           {"measured_compute_s", optional_number(r.measured_compute)},
           {"predicted_compute_s", optional_number(r.predicted_compute)},
           {"predicted_slowed_compute_s", optional_number(r.predicted_slowed_compute)},
+          {"predicted_on_own_compute_s", optional_number(r.predicted_on_own_compute)},
           {"speedup_vs_wfbp", optional_number(r.speedup_vs_wfbp)},
           {"predicted_speedup_vs_wfbp", optional_number(r.predicted_speedup_vs_wfbp)},
           {"steady_iterations", r.steady_iterations},
@@ -143,6 +144,8 @@ RunResult read_run(const Reader& r) {
       // Written since the simulator reports it; absent before.
       .predicted_slowed_compute =
           r.has("predicted_slowed_compute_s") ? r.optional_number("predicted_slowed_compute_s") : std::nullopt,
+      .predicted_on_own_compute =
+          r.has("predicted_on_own_compute_s") ? r.optional_number("predicted_on_own_compute_s") : std::nullopt,
       .speedup_vs_wfbp = r.optional_number("speedup_vs_wfbp"),
       .predicted_speedup_vs_wfbp = r.optional_number("predicted_speedup_vs_wfbp"),
       .steady_iterations = static_cast<int>(r.integer("steady_iterations")),
@@ -167,9 +170,19 @@ RunResult read_run(const Reader& r) {
 
 }  // namespace
 
-std::optional<double> RunResult::error_pct() const {
-  if (!predicted_iteration || !(*predicted_iteration > 0)) return std::nullopt;
-  return 100 * (measured_iteration - *predicted_iteration) / *predicted_iteration;
+namespace {
+
+std::optional<double> error_against(Seconds measured, const std::optional<Seconds>& predicted) {
+  if (!predicted || !(*predicted > 0)) return std::nullopt;
+  return 100 * (measured - *predicted) / *predicted;
+}
+
+}  // namespace
+
+std::optional<double> RunResult::error_pct() const { return error_against(measured_iteration, predicted_iteration); }
+
+std::optional<double> RunResult::own_compute_error_pct() const {
+  return error_against(measured_iteration, predicted_on_own_compute);
 }
 
 json to_json(const BenchResults& results) {

@@ -15,7 +15,7 @@
 //              "measured_iteration_s": 0.21, "measured_iteration_runs_s": [0.22, 0.21, 0.20],
 //              "predicted_iteration_s": 0.19,
 //              "error_pct": 10.5, "measured_compute_s": 0.09, "predicted_compute_s": 0.08,
-//              "predicted_slowed_compute_s": 0.085,
+//              "predicted_slowed_compute_s": 0.085, "predicted_on_own_compute_s": 0.2,
 //              "speedup_vs_wfbp": 1.3,
 //              "predicted_speedup_vs_wfbp": 1.4, "steady_iterations": 55,
 //              "steps": 60, "final_loss": 0.61, "options": {...},
@@ -39,7 +39,10 @@
 // is the planner's for this strategy, the layers slowed where they overlap its
 // messages (Note [Interference], sim/simulator.cc; absent in files written before
 // it): against it, the measured compute tells how well the interference was
-// predicted. Quantities
+// predicted. `predicted_on_own_compute_s` is the planner's prediction again with
+// every layer's time scaled by measured_compute_s / predicted_slowed_compute_s:
+// what it would have said had it known how fast this run's machine computed
+// (Note [Predicted on the run's own compute] in bench/bench.h). Quantities
 // that could not be had (no wfbp run, accuracy never reached) are null. With
 // `--repeats N` a strategy is trained N times: `measured_iteration_runs_s` holds
 // each run's steady-state iteration time, in the order run, and the other fields
@@ -93,6 +96,8 @@ struct RunResult {
   std::optional<Seconds> predicted_compute;
   // The plan's compute as simulated, slowed where it overlapped communication.
   std::optional<Seconds> predicted_slowed_compute;
+  // The prediction with the layers as fast as they ran.
+  std::optional<Seconds> predicted_on_own_compute;
   std::optional<double> speedup_vs_wfbp;
   std::optional<double> predicted_speedup_vs_wfbp;
   int steady_iterations = 0;
@@ -106,6 +111,8 @@ struct RunResult {
 
   // 100·(measured − predicted)/predicted, or none without a prediction.
   std::optional<double> error_pct() const;
+  // The same against predicted_on_own_compute.
+  std::optional<double> own_compute_error_pct() const;
 };
 
 struct FailedRun {

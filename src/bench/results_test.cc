@@ -36,6 +36,7 @@ BenchResults random_results(std::mt19937& rng) {
                     .measured_iterations = {u(rng), u(rng), u(rng)},
                     .predicted_iteration = maybe(rng, u(rng)), .measured_compute = maybe(rng, u(rng)),
                     .predicted_compute = maybe(rng, u(rng)), .predicted_slowed_compute = maybe(rng, u(rng)),
+                    .predicted_on_own_compute = maybe(rng, u(rng)),
                     .speedup_vs_wfbp = maybe(rng, u(rng)),
                     .predicted_speedup_vs_wfbp = maybe(rng, u(rng)), .steady_iterations = 50,
                     .steps = 60, .final_loss = u(rng), .options = {{"partition_B", 65536}},
@@ -103,7 +104,8 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
     }
   }
   for (const auto& [key, value] : full.at("runs")[0].items()) {
-    if (key == "predicted_slowed_compute_s") continue;  // optional: see BenchesBeforeSlowedComputeReadNone
+    // Optional: see BenchesBeforeSlowedComputeReadNone.
+    if (key == "predicted_slowed_compute_s" || key == "predicted_on_own_compute_s") continue;
     json broken = full;
     broken["runs"][0].erase(key);
     try {
@@ -129,16 +131,27 @@ TEST(Results, BenchesBeforeMtuReadAsEthernetFrames) {
   }
 }
 
-// Benches written before the simulator reported its slowed compute have none.
+// Benches written before the simulator reported its slowed compute, or before
+// the bench predicted each run on its own compute, have none.
 TEST(Results, BenchesBeforeSlowedComputeReadNone) {
   std::mt19937 rng(6);
   BenchResults r = random_results(rng);
-  for (RunResult& run : r.runs) run.predicted_slowed_compute = 0.02;
+  for (RunResult& run : r.runs) {
+    run.predicted_slowed_compute = 0.02;
+    run.predicted_on_own_compute = 0.03;
+  }
   json old = to_json(r);
-  for (json& run : old["runs"]) run.erase("predicted_slowed_compute_s");
-  for (const RunResult& run : results_from_json(old, "bench.json").runs) EXPECT_FALSE(run.predicted_slowed_compute);
+  for (json& run : old["runs"]) {
+    run.erase("predicted_slowed_compute_s");
+    run.erase("predicted_on_own_compute_s");
+  }
+  for (const RunResult& run : results_from_json(old, "bench.json").runs) {
+    EXPECT_FALSE(run.predicted_slowed_compute);
+    EXPECT_FALSE(run.predicted_on_own_compute);
+  }
   for (const RunResult& run : results_from_json(to_json(r), "bench.json").runs) {
     EXPECT_EQ(run.predicted_slowed_compute, 0.02);
+    EXPECT_EQ(run.predicted_on_own_compute, 0.03);
   }
 }
 
