@@ -72,10 +72,6 @@ class TempFile {
   bool created_ = false;
 };
 
-}  // namespace
-
-namespace {
-
 // The whole of `file`, or nothing if it cannot be opened (errno says why).
 std::optional<std::string> whole(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
