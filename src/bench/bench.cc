@@ -110,11 +110,17 @@ class Bench {
   std::string trace_strategy(const std::map<std::string, Prediction>& plan) const;
   void keep_predicted_trace(const Link& link, const LinkResult& network, const std::string& strategy,
                             const Prediction& prediction);
-  // Note [Predicted on the run's own compute]; none if the simulation failed
-  // (said on the progress stream).
-  std::optional<Seconds> predict_on_own_compute(const Link& link, const LinkResult& network,
-                                                const std::string& strategy, const Prediction& prediction,
-                                                Seconds measured_compute, const std::string& name);
+  // Note [Re-timed before each run]: the layers' compute per iteration timed
+  // now, for run `name`; none if the timing failed (said on the progress stream).
+  std::optional<Seconds> retime(const std::string& name);
+  // `prediction` again with every layer of the link's profile `speed` times as
+  // long, for run `name` (Notes [Re-timed before each run] and [Predicted on
+  // the run's own compute]), by `weft simulate`; none if that failed (said on
+  // the progress stream). `tag` names its files: runs/<name>.<tag>.profile.json
+  // and logs/<tag>-<name>.log.
+  std::optional<Seconds> predict_scaled(const Link& link, const LinkResult& network, const std::string& strategy,
+                                        const Prediction& prediction, double speed, const std::string& name,
+                                        const std::string& tag);
   // Trains `strategy` (the DDP peer for kDdpPeerStrategy) over the link; false if
   // the run failed (it is recorded in results_.failed).
   // `repeat` counts from 0 (Note [Repeated runs]).
@@ -297,19 +303,35 @@ void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, co
   results_.traces = TracePair{.strategy = strategy, .link = link.name, .predicted = relative(trace), .measured = ""};
 }
 
-std::optional<Seconds> Bench::predict_on_own_compute(const Link& link, const LinkResult& network,
-                                                     const std::string& strategy, const Prediction& prediction,
-                                                     Seconds measured_compute, const std::string& name) {
-  if (!prediction.slowed_compute || !(*prediction.slowed_compute > 0)) return std::nullopt;
-  const double speed = measured_compute / *prediction.slowed_compute;
-  Profile own = load_profile(out_ / network.profile);
-  for (Layer& layer : own.layers) {
+std::optional<Seconds> Bench::retime(const std::string& name) {
+  const fs::path file = out_ / "runs" / (name + ".retimed.json");
+  const fs::path log_file = log("retime-" + name);
+  const ChildResult r = run({.argv = retime_command(o_.tools, o_.training, file.string()),
+                             .log = log_file,
+                             .timeout = kShortTimeout});
+  try {
+    if (r.succeeded()) {
+      const Profile retimed = load_profile(file);
+      return retimed.forward_time() + retimed.backward_time();
+    }
+    say("could not re-time the layers: " + failure(r, log_file));
+  } catch (const std::exception& e) {
+    say(fmt::format("could not re-time the layers: {}", e.what()));
+  }
+  return std::nullopt;
+}
+
+std::optional<Seconds> Bench::predict_scaled(const Link& link, const LinkResult& network, const std::string& strategy,
+                                             const Prediction& prediction, double speed, const std::string& name,
+                                             const std::string& tag) {
+  Profile scaled = load_profile(out_ / network.profile);
+  for (Layer& layer : scaled.layers) {
     layer.fp *= speed;
     layer.bp *= speed;
   }
-  const fs::path profile = out_ / "runs" / (name + ".profile.json");
-  save_profile(own, profile);
-  const fs::path log_file = log("own-compute-" + name);
+  const fs::path profile = out_ / "runs" / fmt::format("{}.{}.profile.json", name, tag);
+  save_profile(scaled, profile);
+  const fs::path log_file = log(fmt::format("{}-{}", tag, name));
   const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, profile.string(),
                                                       (out_ / network.network).string(), strategy,
                                                       prediction.options, ""),
@@ -317,9 +339,9 @@ std::optional<Seconds> Bench::predict_on_own_compute(const Link& link, const Lin
                              .timeout = kShortTimeout});
   try {
     if (r.succeeded()) return parse_simulated_iteration(json_from_log(read_file(log_file)), log_file.string());
-    say(fmt::format("could not predict {} on its own compute: {}", strategy, failure(r, log_file)));
+    say(fmt::format("could not predict {} ({}): {}", strategy, tag, failure(r, log_file)));
   } catch (const UsageError& e) {
-    say(fmt::format("could not predict {} on its own compute: {}", strategy, e.what()));
+    say(fmt::format("could not predict {} ({}): {}", strategy, tag, e.what()));
   }
   return std::nullopt;
 }
@@ -328,7 +350,8 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                   const std::map<std::string, Prediction>& plan, bool keep_trace, int repeat) {
   const bool ddp = strategy == kDdpPeerStrategy;
   // The DDP peer is predicted by the planner's `ddp`, the same bucketing.
-  const auto predicted = plan.find(ddp ? "ddp" : strategy);
+  const std::string predicted_as = ddp ? "ddp" : strategy;
+  const auto predicted = plan.find(predicted_as);
   const Prediction* prediction = predicted != plan.end() ? &predicted->second : nullptr;
   const std::string name = fmt::format("{}-{}{}", slug(link.name), strategy,
                                        o_.repeats > 1 ? fmt::format(".{}", repeat + 1) : "");
@@ -350,6 +373,15 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
   say(fmt::format("[{}/{}] {}: training {} ({} workers, {} steps{})", ++runs_done_, runs_total_, link.name,
                   strategy, o_.tools.workers, training.steps,
                   o_.repeats > 1 ? fmt::format(", run {} of {}", repeat + 1, o_.repeats) : ""));
+  // Note [Re-timed before each run]: predicted once more, before it starts.
+  std::optional<Seconds> retimed_compute, predicted_retimed;
+  if (prediction && prediction->compute > 0) {
+    retimed_compute = retime(name);
+    if (retimed_compute) {
+      predicted_retimed = predict_scaled(link, network, predicted_as, *prediction,
+                                         *retimed_compute / prediction->compute, name, "retimed");
+    }
+  }
 
   // Accuracy mode: stop the run once rank 0's evaluation reaches the target.
   MetricsTail tail(metrics);
@@ -377,6 +409,8 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                 .bandwidth = link.bandwidth,
                 .workers = o_.tools.workers,
                 .period = ddp || !prediction ? 1 : prediction->period,
+                .retimed_compute = retimed_compute,
+                .predicted_retimed = predicted_retimed,
                 .metrics = relative(metrics)};
   try {
     const Metrics m = load_metrics(metrics);
@@ -399,12 +433,14 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
     run.predicted_compute = prediction->compute;
     run.predicted_slowed_compute = prediction->slowed_compute;
     run.predicted_speedup_vs_wfbp = prediction->speedup_vs_wfbp;
-    if (run.measured_compute) {
-      run.predicted_on_own_compute =
-          predict_on_own_compute(link, network, strategy, *prediction, *run.measured_compute, name);
+    // Note [Predicted on the run's own compute].
+    if (run.measured_compute && prediction->slowed_compute && *prediction->slowed_compute > 0) {
+      run.predicted_on_own_compute = predict_scaled(link, network, predicted_as, *prediction,
+                                                    *run.measured_compute / *prediction->slowed_compute, name,
+                                                    "own-compute");
     }
   }
-  say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}{}{}",
+  say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}{}{}{}",
                   strategy, link.name, format_duration(run.measured_iteration), run.steady_iterations,
                   run.predicted_iteration ? format_duration(*run.predicted_iteration) : "none",
                   run.error_pct() ? fmt::format(" ({:+.1f}%)", *run.error_pct()) : "",
@@ -416,8 +452,13 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
                                                       format_duration(*run.predicted_slowed_compute))
                                         : "")
                       : "",
+                  run.retimed_error_pct()
+                      ? fmt::format("; re-timed at {} before the run, {} ({:+.1f}%) predicted on that",
+                                    format_duration(*run.retimed_compute), format_duration(*run.predicted_retimed),
+                                    *run.retimed_error_pct())
+                      : "",
                   run.own_compute_error_pct()
-                      ? fmt::format("; {} ({:+.1f}%) predicted on that compute",
+                      ? fmt::format("; {} ({:+.1f}%) predicted on the run's compute",
                                     format_duration(*run.predicted_on_own_compute), *run.own_compute_error_pct())
                       : "",
                   run.time_to_accuracy ? fmt::format("; {:.3g}% after {}", 100 * o_.target_accuracy,

@@ -20,8 +20,10 @@
 //     a parameter-server strategy with Training::servers servers beside the
 //     workers, each behind a link like a worker's;
 //  6. the steady-state iteration time of each run (Note [Steady-state iteration
-//     time], statistics.h) against the prediction, and against the prediction
-//     on the run's own compute (Note [Predicted on the run's own compute]).
+//     time], statistics.h) against the prediction, against the prediction on
+//     the layers re-timed just before the run (Note [Re-timed before each run]),
+//     and against the prediction on the run's own compute (Note [Predicted on
+//     the run's own compute]).
 // Steps 5 and 6 are repeated --repeats times (Note [Repeated runs]).
 // Results are rewritten after every run (<out>/bench.json, results.h), so an
 // interrupted bench keeps what it measured; then the plots and one chosen run's
@@ -82,6 +84,21 @@
 // messages) is only approximately put right; the DDP peer reports no compute
 // and gets no such prediction.
 //
+// Note [Re-timed before each run]
+// The own-compute prediction tells the machine's misses from the model's after
+// the fact; a planner can do better before it. Right before each run (the DDP
+// peer's too), P processes time the layers together again for 100 iterations
+// (`weft profile --nproc P`, about 6 s with cnn), and the run is predicted once
+// more with every layer of the link's profile scaled by that compute over the
+// profile's: `predicted_retimed_s` (results.h), simulated as above from
+// runs/<run>.retimed.profile.json. It is a prediction in full — nothing of the
+// run is known yet — on the machine as it is then rather than as it was when
+// the link was profiled, minutes earlier. Fewer iterations do not do: of eight
+// re-timings of 30 back to back, seven measured 21.5–24.5 ms and one 34.4 (which
+// processes share a core lasts long enough to bias a short timing, as Note
+// [Profiling under contention]'s 200 iterations are for); eight of 100 measured
+// 21.9–24.8 ms.
+
 // Note [Probing strategies]
 // `weft train` has no "list what you can train" flag. Its option check looks at
 // --strategy before --steps, so `weft train --strategy S --steps 0` is rejected in

@@ -69,14 +69,20 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
 
 namespace {
 
-// One process of Note [Profiling under contention]. 200 timed iterations: over 50,
-// which of the 4 processes share a core stays the same long enough to bias the
-// whole profile (cnn, 4 processes on 2 cores: 26.8–36.1 ms per iteration in eight
-// profiles; with 200, 32.9–35.8 in four).
-std::vector<std::string> model_profile_argv(const Tools& tools, const Training& training, const std::string& out) {
+// One process of Note [Profiling under contention], timing `iterations` after
+// `warmup`.
+std::vector<std::string> model_profile_argv(const Tools& tools, const Training& training, int warmup,
+                                            int iterations, const std::string& out) {
   return {tools.weft, "profile", "--model", training.model, "--batch", std::to_string(training.batch),
-          "--threads", "1", "--seed", std::to_string(training.seed), "--warmup", "10", "--iterations", "200",
-          "--out", out};
+          "--threads", "1", "--seed", std::to_string(training.seed), "--warmup", std::to_string(warmup),
+          "--iterations", std::to_string(iterations), "--out", out};
+}
+
+// 200 timed iterations: over 50, which of the 4 processes share a core stays the
+// same long enough to bias the whole profile (cnn, 4 processes on 2 cores:
+// 26.8–36.1 ms per iteration in eight profiles; with 200, 32.9–35.8 in four).
+std::vector<std::string> model_profile_argv(const Tools& tools, const Training& training, const std::string& out) {
+  return model_profile_argv(tools, training, 10, 200, out);
 }
 
 }  // namespace
@@ -84,6 +90,10 @@ std::vector<std::string> model_profile_argv(const Tools& tools, const Training& 
 std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
                                                const std::string& out) {
   return concat(model_profile_argv(tools, training, out), {"--nproc", std::to_string(tools.workers)});
+}
+
+std::vector<std::string> retime_command(const Tools& tools, const Training& training, const std::string& out) {
+  return concat(model_profile_argv(tools, training, 5, 100, out), {"--nproc", std::to_string(tools.workers)});
 }
 
 std::vector<std::string> link_profile_command(const Tools& tools, const Link& link, const Training& training,

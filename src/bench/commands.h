@@ -66,7 +66,11 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
 std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
                                                const std::string& out);
 
-// The same with --interference, under the link (or with --nproc P on loopback):
+// The same, quicker: 100 timed iterations (under 3 s of cnn's), to re-time the
+// layers just before a run (Note [Re-timed before each run] in bench.h).
+std::vector<std::string> retime_command(const Tools& tools, const Training& training, const std::string& out);
+
+// The same as model_profile_command with --interference, under the link (or with --nproc P on loopback):
 // the slowdowns of the link's profile (Note [Interference per link] in bench.h).
 std::vector<std::string> link_profile_command(const Tools& tools, const Link& link, const Training& training,
                                               const std::string& out);

@@ -71,6 +71,12 @@ TEST(Commands, LoopbackRunsUseTheProgramsOwnLauncher) {
   EXPECT_TRUE(has(profile, "--nproc", "3"));
   EXPECT_TRUE(contains(profile, "--interference"));
   EXPECT_FALSE(contains(profile, "netem"));
+  const auto retime = retime_command(kTools, {.batch = 16}, "retimed.json");
+  EXPECT_TRUE(has(retime, "--nproc", "3"));
+  EXPECT_TRUE(has(retime, "--batch", "16"));
+  EXPECT_TRUE(has(retime, "--iterations", "100"));
+  EXPECT_TRUE(has(retime, "--out", "retimed.json"));
+  EXPECT_FALSE(contains(retime, "--interference"));
   const auto net = network_profile_command(kTools, kLoopback, 1 << 20, "net.json");
   EXPECT_TRUE(has(net, "--nproc", "3"));
   EXPECT_TRUE(has(net, "--max-bytes", "1048576"));

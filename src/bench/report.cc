@@ -23,20 +23,26 @@ Spread spread_of(const RunResult& a, const RunResult& b) {
   return *a_high < *b_low || *b_high < *a_low ? Spread::kApart : Spread::kOverlapping;
 }
 
-Agreement agreement_of(const std::string& link, const std::vector<const RunResult*>& runs) {
-  Agreement g{.link = link, .runs = static_cast<int>(runs.size())};
-  std::vector<double> errors, own_errors;
+// The tally of the errors `error_of` gives, over the runs that have one.
+Tally tally(const std::vector<const RunResult*>& runs, std::optional<double> (RunResult::*error_of)() const) {
+  Tally t;
+  std::vector<double> errors;
   for (const RunResult* run : runs) {
-    errors.push_back(std::abs(*run->error_pct()));
-    if (errors.back() <= kTolerancePct) ++g.within_tolerance;
-    if (const auto own = run->own_compute_error_pct()) {
-      own_errors.push_back(std::abs(*own));
-      if (own_errors.back() <= kTolerancePct) ++g.within_tolerance_on_own_compute;
+    if (const auto error = (run->*error_of)()) {
+      errors.push_back(std::abs(*error));
+      if (errors.back() <= kTolerancePct) ++t.within_tolerance;
     }
   }
-  g.median_abs_error_pct = median(errors);
-  g.runs_on_own_compute = static_cast<int>(own_errors.size());
-  if (!own_errors.empty()) g.median_abs_error_on_own_compute_pct = median(own_errors);
+  t.runs = static_cast<int>(errors.size());
+  if (!errors.empty()) t.median_abs_error_pct = median(errors);
+  return t;
+}
+
+Agreement agreement_of(const std::string& link, const std::vector<const RunResult*>& runs) {
+  Agreement g{.link = link,
+              .predicted = tally(runs, &RunResult::error_pct),
+              .retimed = tally(runs, &RunResult::retimed_error_pct),
+              .on_own_compute = tally(runs, &RunResult::own_compute_error_pct)};
   for (const RunResult* a : runs) {
     for (const RunResult* b : runs) {
       // Each pair once, as (predicted faster, predicted slower).
@@ -58,11 +64,13 @@ std::string format_agreement(const Agreement& g) {
   const int apart = static_cast<int>(std::count_if(g.swapped.begin(), g.swapped.end(),
                                                    [](const SwappedPair& s) { return s.spread == Spread::kApart; }));
   std::string out = fmt::format("{:<9} {} of {} predictions within {:g}% (median |error| {:.1f}%)", g.link,
-                                g.within_tolerance, g.runs, kTolerancePct, g.median_abs_error_pct);
-  if (g.runs_on_own_compute > 0) {
-    out += fmt::format(", {} of {} on their own compute ({:.1f}%)", g.within_tolerance_on_own_compute,
-                       g.runs_on_own_compute, g.median_abs_error_on_own_compute_pct);
-  }
+                                g.predicted.within_tolerance, g.predicted.runs, kTolerancePct,
+                                g.predicted.median_abs_error_pct);
+  const auto also = [&](const Tally& t, const char* what) {
+    if (t.runs > 0) out += fmt::format(", {} of {} {} ({:.1f}%)", t.within_tolerance, t.runs, what, t.median_abs_error_pct);
+  };
+  also(g.retimed, "re-timed before their runs");
+  also(g.on_own_compute, "on their own compute");
   if (g.ordered_pairs == 0) return out + "\n";
   out += swapped == 0 ? fmt::format("; all {} pairs it orders measured in its order\n", g.ordered_pairs)
                       : fmt::format("; {} of {} pairs it orders measured in its order, {} swapped beyond their runs' "
@@ -104,18 +112,18 @@ std::string format_table(const BenchResults& r) {
                                 r.model, r.parameters, r.workers, r.batch, r.optimizer, r.lr,
                                 r.H > 1 ? fmt::format(", local SGD H={}", r.H) : "", accuracy ? "at most " : "",
                                 r.steps, r.warmup, r.emulated ? "emulated links" : "loopback, no emulation");
-  out += fmt::format("{:<9} {:<14} {:>10} {:>10} {:>8} {:>8} {:>8} {:>7}", "link", "strategy", "measured",
-                     "predicted", "error", "(own)", "vs wfbp", "(pred)");
+  out += fmt::format("{:<9} {:<14} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", "link", "strategy", "measured",
+                     "predicted", "error", "(retimed)", "(own)", "vs wfbp", "(pred)");
   if (accuracy) out += fmt::format(" {:>10} {:>10}", fmt::format("to {:.3g}%", 100 * r.target_accuracy), "w/o eval");
   out += "\n";
   for (const LinkResult& link : r.links) {
     bool first = true;
     for (const RunResult& run : r.runs) {
       if (run.link != link.link) continue;
-      out += fmt::format("{:<9} {:<14} {:>10} {:>10} {:>8} {:>8} {:>8} {:>7}", first ? link.link : "",
+      out += fmt::format("{:<9} {:<14} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", first ? link.link : "",
                          run.kind == "weft" ? run.strategy : run.kind, format_duration(run.measured_iteration),
                          duration_or_dash(run.predicted_iteration), or_dash(run.error_pct(), "{:+.1f}%"),
-                         or_dash(run.own_compute_error_pct(), "{:+.1f}%"), or_dash(run.speedup_vs_wfbp, "{:.2f}x"),
+                         or_dash(run.retimed_error_pct(), "{:+.1f}%"), or_dash(run.own_compute_error_pct(), "{:+.1f}%"), or_dash(run.speedup_vs_wfbp, "{:.2f}x"),
                          or_dash(run.predicted_speedup_vs_wfbp, "{:.2f}x"));
       if (accuracy) {
         out += fmt::format(" {:>10} {:>10}", duration_or_dash(run.time_to_accuracy),

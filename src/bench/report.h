@@ -1,8 +1,9 @@
 // What `weft bench` prints at the end.
 //
 // The table: per link, per strategy (and the DDP peer), the measured and predicted
-// steady-state iteration time, the prediction's error and its error on the run's
-// own compute (Note [Predicted on the run's own compute] in bench/bench.h), and
+// steady-state iteration time, the prediction's error, its error re-timed just
+// before the run and on the run's own compute (Notes [Re-timed before each run]
+// and [Predicted on the run's own compute] in bench/bench.h), and
 // the measured (and predicted) speed-up over wfbp; in accuracy mode also the
 // time to the target accuracy. Failed and skipped runs are listed below it.
 //
@@ -39,15 +40,19 @@ struct SwappedPair {
   Spread spread = Spread::kRunOnce;
 };
 
-struct Agreement {
-  std::string link;
-  int runs = 0;              // weft runs with a prediction
+// How close one kind of prediction came.
+struct Tally {
+  int runs = 0;              // runs with that prediction
   int within_tolerance = 0;  // of them, |error| <= kTolerancePct
   double median_abs_error_pct = 0;
-  // The same for those runs predicted on their own compute as well.
-  int runs_on_own_compute = 0;
-  int within_tolerance_on_own_compute = 0;
-  double median_abs_error_on_own_compute_pct = 0;
+};
+
+struct Agreement {
+  std::string link;
+  Tally predicted;  // weft runs with a prediction
+  // Those of them predicted again re-timed, and on their own compute.
+  Tally retimed;
+  Tally on_own_compute;
   int ordered_pairs = 0;     // pairs of those runs whose predictions are more than kTiePct apart
   std::vector<SwappedPair> swapped;  // those measured the other way round, by gap, largest first
 };

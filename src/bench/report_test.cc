@@ -15,14 +15,16 @@ TEST(Report, EveryRunFailureAndSkipHasALine) {
              .speedup_vs_wfbp = 1.0, .time_to_accuracy = 40},
             {.strategy = kDdpPeerStrategy, .kind = kDdpPeerStrategy, .link = "100Mbit", .measured_iteration = 0.1},
             {.strategy = "mgwfbp", .link = "1Gbit", .measured_iteration = 0.04, .predicted_iteration = 0.05,
-             .predicted_on_own_compute = 0.032}};
+             .predicted_on_own_compute = 0.032, .predicted_retimed = 0.0425}};
   r.failed = {{.strategy = "dcredit", .link = "100Mbit", .message = "exited with status 134", .log = "logs/x.log"}};
   r.skipped = {{.strategy = "ps", .reason = "--strategy ps: parameter-server strategies cannot be trained yet"}};
   const std::string table = format_table(r);
   EXPECT_NE(table.find("+60.0%"), std::string::npos) << table;   // wfbp's error
   EXPECT_NE(table.find("-20.0%"), std::string::npos) << table;   // mgwfbp's
   EXPECT_NE(table.find("+25.0%"), std::string::npos) << table;   // mgwfbp's on its own compute
-  EXPECT_NE(table.find("0 of 1 predictions within 10% (median |error| 20.0%), 0 of 1 on their own compute (25.0%)"),
+  EXPECT_NE(table.find("-5.9%"), std::string::npos) << table;    // mgwfbp's re-timed before its run
+  EXPECT_NE(table.find("0 of 1 predictions within 10% (median |error| 20.0%), 1 of 1 re-timed before their runs "
+                       "(5.9%), 0 of 1 on their own compute (25.0%)"),
             std::string::npos)
       << table;
   EXPECT_NE(table.find("pytorch-ddp"), std::string::npos) << table;
@@ -55,19 +57,24 @@ TEST(Agreement, CountsPredictionsWithinTheToleranceAndTheirMedianError) {
   const std::vector<Agreement> all = agreement(r);
   ASSERT_EQ(all.size(), 1u);  // 1Gbit has no runs
   EXPECT_EQ(all[0].link, "100Mbit");
-  EXPECT_EQ(all[0].runs, 3);
-  EXPECT_EQ(all[0].within_tolerance, 2);  // +5% and +10%, not −12%
-  EXPECT_NEAR(all[0].median_abs_error_pct, 10, 1e-9);
+  EXPECT_EQ(all[0].predicted.runs, 3);
+  EXPECT_EQ(all[0].predicted.within_tolerance, 2);  // +5% and +10%, not −12%
+  EXPECT_NEAR(all[0].predicted.median_abs_error_pct, 10, 1e-9);
   EXPECT_EQ(all[0].ordered_pairs, 0);  // equal predictions order nothing
-  EXPECT_EQ(all[0].runs_on_own_compute, 0);
+  EXPECT_EQ(all[0].on_own_compute.runs, 0);
+  EXPECT_EQ(all[0].retimed.runs, 0);
 
   r.runs[1].predicted_on_own_compute = 0.090;  // wfbp: −2.2% on its own compute
   r.runs[2].predicted_on_own_compute = 0.095;  // dcredit: +15.8%
-  const Agreement own = agreement(r).at(0);
-  EXPECT_EQ(own.runs_on_own_compute, 2);
-  EXPECT_EQ(own.within_tolerance_on_own_compute, 1);
-  EXPECT_NEAR(own.median_abs_error_on_own_compute_pct, (100.0 * 2 / 90 + 100.0 * 15 / 95) / 2, 1e-9);
-  EXPECT_EQ(own.within_tolerance, 2);  // the plain prediction's count is unchanged
+  r.runs[0].predicted_retimed = 0.120;         // ssgd: −12.5% re-timed
+  const Agreement again = agreement(r).at(0);
+  EXPECT_EQ(again.on_own_compute.runs, 2);
+  EXPECT_EQ(again.on_own_compute.within_tolerance, 1);
+  EXPECT_NEAR(again.on_own_compute.median_abs_error_pct, (100.0 * 2 / 90 + 100.0 * 15 / 95) / 2, 1e-9);
+  EXPECT_EQ(again.retimed.runs, 1);
+  EXPECT_EQ(again.retimed.within_tolerance, 0);
+  EXPECT_NEAR(again.retimed.median_abs_error_pct, 12.5, 1e-9);
+  EXPECT_EQ(again.predicted.within_tolerance, 2);  // the plain prediction's count is unchanged
 }
 
 TEST(Agreement, SwappedPairsSayWhetherTheirRunsOverlap) {

@@ -37,6 +37,8 @@ json to_json(const RunResult& r) {
           {"predicted_compute_s", optional_number(r.predicted_compute)},
           {"predicted_slowed_compute_s", optional_number(r.predicted_slowed_compute)},
           {"predicted_on_own_compute_s", optional_number(r.predicted_on_own_compute)},
+          {"retimed_compute_s", optional_number(r.retimed_compute)},
+          {"predicted_retimed_s", optional_number(r.predicted_retimed)},
           {"speedup_vs_wfbp", optional_number(r.speedup_vs_wfbp)},
           {"predicted_speedup_vs_wfbp", optional_number(r.predicted_speedup_vs_wfbp)},
           {"steady_iterations", r.steady_iterations},
@@ -80,6 +82,10 @@ class Reader {
     if (v.is_null()) return std::nullopt;
     if (!v.is_number()) fail(name, "a number or null", v);
     return v.get<double>();
+  }
+  // For fields added to the schema later: files written before them lack them.
+  std::optional<double> newer_number(const std::string& name) const {
+    return has(name) ? optional_number(name) : std::nullopt;
   }
   std::int64_t integer(const std::string& name) const {
     const json& v = get(name);
@@ -141,11 +147,10 @@ RunResult read_run(const Reader& r) {
       .predicted_iteration = r.optional_number("predicted_iteration_s"),
       .measured_compute = r.optional_number("measured_compute_s"),
       .predicted_compute = r.optional_number("predicted_compute_s"),
-      // Written since the simulator reports it; absent before.
-      .predicted_slowed_compute =
-          r.has("predicted_slowed_compute_s") ? r.optional_number("predicted_slowed_compute_s") : std::nullopt,
-      .predicted_on_own_compute =
-          r.has("predicted_on_own_compute_s") ? r.optional_number("predicted_on_own_compute_s") : std::nullopt,
+      .predicted_slowed_compute = r.newer_number("predicted_slowed_compute_s"),
+      .predicted_on_own_compute = r.newer_number("predicted_on_own_compute_s"),
+      .retimed_compute = r.newer_number("retimed_compute_s"),
+      .predicted_retimed = r.newer_number("predicted_retimed_s"),
       .speedup_vs_wfbp = r.optional_number("speedup_vs_wfbp"),
       .predicted_speedup_vs_wfbp = r.optional_number("predicted_speedup_vs_wfbp"),
       .steady_iterations = static_cast<int>(r.integer("steady_iterations")),
@@ -183,6 +188,10 @@ std::optional<double> RunResult::error_pct() const { return error_against(measur
 
 std::optional<double> RunResult::own_compute_error_pct() const {
   return error_against(measured_iteration, predicted_on_own_compute);
+}
+
+std::optional<double> RunResult::retimed_error_pct() const {
+  return error_against(measured_iteration, predicted_retimed);
 }
 
 json to_json(const BenchResults& results) {

@@ -16,6 +16,7 @@
 //              "predicted_iteration_s": 0.19,
 //              "error_pct": 10.5, "measured_compute_s": 0.09, "predicted_compute_s": 0.08,
 //              "predicted_slowed_compute_s": 0.085, "predicted_on_own_compute_s": 0.2,
+//              "retimed_compute_s": 0.088, "predicted_retimed_s": 0.2,
 //              "speedup_vs_wfbp": 1.3,
 //              "predicted_speedup_vs_wfbp": 1.4, "steady_iterations": 55,
 //              "steps": 60, "final_loss": 0.61, "options": {...},
@@ -42,7 +43,12 @@
 // predicted. `predicted_on_own_compute_s` is the planner's prediction again with
 // every layer's time scaled by measured_compute_s / predicted_slowed_compute_s:
 // what it would have said had it known how fast this run's machine computed
-// (Note [Predicted on the run's own compute] in bench/bench.h). Quantities
+// (Note [Predicted on the run's own compute] in bench/bench.h).
+// `retimed_compute_s` is the compute per iteration of the layers timed again
+// just before the run, and `predicted_retimed_s` the planner's prediction with
+// every layer scaled by retimed_compute_s / predicted_compute_s: a prediction
+// made before the run on the machine as it was then (Note [Re-timed before each
+// run], ibid.; both absent in files written before it). Quantities
 // that could not be had (no wfbp run, accuracy never reached) are null. With
 // `--repeats N` a strategy is trained N times: `measured_iteration_runs_s` holds
 // each run's steady-state iteration time, in the order run, and the other fields
@@ -98,6 +104,10 @@ struct RunResult {
   std::optional<Seconds> predicted_slowed_compute;
   // The prediction with the layers as fast as they ran.
   std::optional<Seconds> predicted_on_own_compute;
+  // The layers' compute per iteration timed just before the run, and the
+  // prediction with the layers that fast.
+  std::optional<Seconds> retimed_compute;
+  std::optional<Seconds> predicted_retimed;
   std::optional<double> speedup_vs_wfbp;
   std::optional<double> predicted_speedup_vs_wfbp;
   int steady_iterations = 0;
@@ -111,8 +121,9 @@ struct RunResult {
 
   // 100·(measured − predicted)/predicted, or none without a prediction.
   std::optional<double> error_pct() const;
-  // The same against predicted_on_own_compute.
+  // The same against predicted_on_own_compute, and against predicted_retimed.
   std::optional<double> own_compute_error_pct() const;
+  std::optional<double> retimed_error_pct() const;
 };
 
 struct FailedRun {

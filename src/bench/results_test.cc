@@ -36,7 +36,8 @@ BenchResults random_results(std::mt19937& rng) {
                     .measured_iterations = {u(rng), u(rng), u(rng)},
                     .predicted_iteration = maybe(rng, u(rng)), .measured_compute = maybe(rng, u(rng)),
                     .predicted_compute = maybe(rng, u(rng)), .predicted_slowed_compute = maybe(rng, u(rng)),
-                    .predicted_on_own_compute = maybe(rng, u(rng)),
+                    .predicted_on_own_compute = maybe(rng, u(rng)), .retimed_compute = maybe(rng, u(rng)),
+                    .predicted_retimed = maybe(rng, u(rng)),
                     .speedup_vs_wfbp = maybe(rng, u(rng)),
                     .predicted_speedup_vs_wfbp = maybe(rng, u(rng)), .steady_iterations = 50,
                     .steps = 60, .final_loss = u(rng), .options = {{"partition_B", 65536}},
@@ -105,7 +106,10 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
   }
   for (const auto& [key, value] : full.at("runs")[0].items()) {
     // Optional: see BenchesBeforeSlowedComputeReadNone.
-    if (key == "predicted_slowed_compute_s" || key == "predicted_on_own_compute_s") continue;
+    if (key == "predicted_slowed_compute_s" || key == "predicted_on_own_compute_s" || key == "retimed_compute_s" ||
+        key == "predicted_retimed_s") {
+      continue;
+    }
     json broken = full;
     broken["runs"][0].erase(key);
     try {
@@ -132,26 +136,34 @@ TEST(Results, BenchesBeforeMtuReadAsEthernetFrames) {
 }
 
 // Benches written before the simulator reported its slowed compute, or before
-// the bench predicted each run on its own compute, have none.
+// the bench predicted each run on its own compute or re-timed, have none.
 TEST(Results, BenchesBeforeSlowedComputeReadNone) {
   std::mt19937 rng(6);
   BenchResults r = random_results(rng);
   for (RunResult& run : r.runs) {
     run.predicted_slowed_compute = 0.02;
     run.predicted_on_own_compute = 0.03;
+    run.retimed_compute = 0.04;
+    run.predicted_retimed = 0.05;
   }
   json old = to_json(r);
   for (json& run : old["runs"]) {
-    run.erase("predicted_slowed_compute_s");
-    run.erase("predicted_on_own_compute_s");
+    for (const char* key :
+         {"predicted_slowed_compute_s", "predicted_on_own_compute_s", "retimed_compute_s", "predicted_retimed_s"}) {
+      run.erase(key);
+    }
   }
   for (const RunResult& run : results_from_json(old, "bench.json").runs) {
     EXPECT_FALSE(run.predicted_slowed_compute);
     EXPECT_FALSE(run.predicted_on_own_compute);
+    EXPECT_FALSE(run.retimed_compute);
+    EXPECT_FALSE(run.predicted_retimed);
   }
   for (const RunResult& run : results_from_json(to_json(r), "bench.json").runs) {
     EXPECT_EQ(run.predicted_slowed_compute, 0.02);
     EXPECT_EQ(run.predicted_on_own_compute, 0.03);
+    EXPECT_EQ(run.retimed_compute, 0.04);
+    EXPECT_EQ(run.predicted_retimed, 0.05);
   }
 }
 
