@@ -66,8 +66,10 @@ struct Profile {
   // longer the pair takes than one alone, over one's own time (without the wait
   // for the last worker): 0 (the default) where they run at once, their
   // start-ups overlapping; about 1 where they run one after the other, as when
-  // every core is busy (Note [Collectives in flight], sim/simulator.cc).
-  // Measured by `weft profile --interference`.
+  // every core is busy. Below 0.5 the simulator runs collectives together, each
+  // one's start-up stretched by it per other one moving; from 0.5 one at a time
+  // (Note [Collectives in flight], sim/simulator.cc). Measured by `weft profile
+  // --interference`.
   double pair_slowdown = 0;
   // The layer times were measured with `processes` workers computing at once on
   // `cores` cores, each with its share of them; in training a worker waiting for

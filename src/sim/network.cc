@@ -27,15 +27,18 @@ Network::Network(LinkSet links) : link_set_(std::move(links)) {
 
 namespace {
 
-void check_stretch(double stretch, std::string_view where) {
-  if (!(stretch >= 1) || !std::isfinite(stretch)) {
-    throw std::logic_error(fmt::format("Network::{} with stretch {}; expected a finite number >= 1", where, stretch));
+void check_stretch(Stretch stretch, std::string_view where) {
+  for (const double s : {stretch.startup, stretch.transfer}) {
+    if (!(s >= 1) || !std::isfinite(s)) {
+      throw std::logic_error(fmt::format("Network::{} with stretch {} (startup {}, transfer {}); expected finite numbers >= 1",
+                                         where, s, stretch.startup, stretch.transfer));
+    }
   }
 }
 
 }  // namespace
 
-Network::FlowId Network::start(Flow flow, Seconds now, double stretch) {
+Network::FlowId Network::start(Flow flow, Seconds now, Stretch stretch) {
   check_stretch(stretch, "start");
   if (!(now >= now_ && now <= next_event_)) {
     throw std::logic_error(fmt::format(
@@ -66,7 +69,7 @@ Network::FlowId Network::start(Flow flow, Seconds now, double stretch) {
   }
   FlowState& f = flows_[static_cast<size_t>(id)];
   f.phase = Phase::kStartup;
-  f.startup_end = now + flow.startup * stretch;
+  f.startup_end = now + flow.startup * stretch.startup;
   f.stretch = stretch;
   f.weight = flow.weight;
   f.remaining = flow.volume;
@@ -146,7 +149,7 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
   return finished_;
 }
 
-void Network::set_stretch(FlowId id, double stretch, Seconds now) {
+void Network::set_stretch(FlowId id, Stretch stretch, Seconds now) {
   check_stretch(stretch, "set_stretch");
   if (!(now >= now_ && now <= next_event_)) {
     throw std::logic_error(fmt::format(
@@ -159,11 +162,11 @@ void Network::set_stretch(FlowId id, double stretch, Seconds now) {
   if (stretch == f.stretch) return;
   now_ = now;
   if (f.phase == Phase::kStartup) {
-    f.startup_end = now + (f.startup_end - now) / f.stretch * stretch;
+    f.startup_end = now + (f.startup_end - now) / f.stretch.startup * stretch.startup;
   } else {
-    f.remaining = std::max(0.0, f.remaining - f.rate / f.stretch * (now - f.since));
+    f.remaining = std::max(0.0, f.remaining - f.rate / f.stretch.transfer * (now - f.since));
     f.since = now;
-    f.finish = now + f.remaining * stretch / f.rate;
+    f.finish = now + f.remaining * stretch.transfer / f.rate;
   }
   f.stretch = stretch;
   update_next_event();
@@ -218,7 +221,7 @@ void Network::move_alone(FlowId id) {
   for (int l : f.links()) rate = std::min(rate, link_set_.capacity[static_cast<size_t>(l)]);
   f.rate = rate;
   f.since = now_;
-  f.finish = now_ + f.remaining * f.stretch / f.rate;
+  f.finish = now_ + f.remaining * f.stretch.transfer / f.rate;
 }
 
 void Network::release(FlowId id) {
@@ -242,7 +245,7 @@ void Network::compute_rates() {
   for (FlowId id : transferring_) {
     FlowState& f = flows_[static_cast<size_t>(id)];
     // Rates change now: bank the bytes moved at the old rate.
-    f.remaining = std::max(0.0, f.remaining - f.rate / f.stretch * (now_ - f.since));
+    f.remaining = std::max(0.0, f.remaining - f.rate / f.stretch.transfer * (now_ - f.since));
     f.since = now_;
     f.frozen = false;
     for (int l : f.links()) {
@@ -292,7 +295,7 @@ void Network::compute_rates() {
       if (f.frozen) continue;
       f.frozen = true;
       f.rate = share * f.weight;
-      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch / f.rate;
+      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch.transfer / f.rate;
       --unfrozen;
       for (int l : f.links()) {
         LinkState& s = links_[static_cast<size_t>(l)];

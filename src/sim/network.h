@@ -40,6 +40,16 @@
 
 namespace weft {
 
+// How many times slower than the network would carry it a flow advances, in its
+// startup and in its transfer; both >= 1. One number stretches both.
+struct Stretch {
+  double startup = 1;
+  double transfer = 1;
+  Stretch(double both = 1) : startup(both), transfer(both) {}  // NOLINT: implicit by design
+  Stretch(double startup_, double transfer_) : startup(startup_), transfer(transfer_) {}
+  bool operator==(const Stretch&) const = default;
+};
+
 class Network {
  public:
   using FlowId = int;
@@ -54,15 +64,16 @@ class Network {
   // of finished ones. `stretch` as in set_stretch.
   // REQUIRES: time() <= now <= next_event(); every link id exists; startup and
   // volume >= 0; weight > 0; stretch >= 1. THROWS std::logic_error naming the values otherwise.
-  FlowId start(Flow flow, Seconds now, double stretch = 1);
+  FlowId start(Flow flow, Seconds now, Stretch stretch = 1);
 
   // From `now` on, flow `id` advances `stretch` times slower than the network
-  // would carry it: its startup lasts that much longer, and it moves its fair share
-  // of bandwidth divided by `stretch` — what it leaves unused is not given to other
-  // flows (its endpoint, not the links, is what is slow). 1 is full speed.
+  // would carry it: what is left of its startup lasts stretch.startup times
+  // longer, and it moves its fair share of bandwidth divided by stretch.transfer —
+  // what it leaves unused is not given to other flows (its endpoint, not the
+  // links, is what is slow). 1 is full speed.
   // REQUIRES: the flow is in flight; time() <= now <= next_event(); stretch >= 1.
   // THROWS std::logic_error otherwise.
-  void set_stretch(FlowId id, double stretch, Seconds now);
+  void set_stretch(FlowId id, Stretch stretch, Seconds now);
 
   // The time of the next event (a startup ending or a flow finishing); kNever when
   // no flow is in flight.
@@ -104,7 +115,7 @@ class Network {
     Seconds since = 0;
     BytesPerSecond rate = 0;
     Seconds finish = kNever;  // at the current rate
-    double stretch = 1;       // set_stretch: progress is rate / stretch
+    Stretch stretch;          // set_stretch: progress is rate / stretch.transfer
     double weight = 1;
     size_t position = 0;      // index in transferring_, while kTransfer
     bool frozen = false;      // scratch for progressive filling

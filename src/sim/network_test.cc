@@ -141,6 +141,18 @@ TEST(Network, AStretchedFlowAdvancesSlowerFromThenOn) {
   EXPECT_THROW(net.set_stretch(a, 2, 37), std::logic_error);  // no longer in flight
 }
 
+// A stretch may slow a flow's startup and its transfer by different factors.
+TEST(Network, StartupAndTransferStretchApart) {
+  Network net(make_links({1}));
+  const auto a = net.start(Flow{.startup = 2, .volume = 10, .links = {0}}, 0, Stretch(3, 2));
+  EXPECT_EQ(net.next_event(), 6);        // startup 2, three times as long
+  net.set_stretch(a, Stretch(1, 2), 3);  // half of the startup done at 3: 1 s left
+  EXPECT_EQ(net.next_event(), 4);
+  EXPECT_TRUE(net.advance(4).empty());
+  EXPECT_DOUBLE_EQ(net.next_event(), 24);  // 10 bytes at 1/2 byte/s
+  EXPECT_THROW(net.set_stretch(a, Stretch(1, 0.5), 4), std::logic_error);
+}
+
 TEST(Network, EmptyFlowFinishesWhenItsStartupEnds) {
   Network net(make_links({1}));
   net.start(Flow{.startup = 0, .volume = 0, .links = {0}}, 0);
