@@ -30,8 +30,8 @@ namespace {
 void check_stretch(Stretch stretch, std::string_view where) {
   for (const double s : {stretch.startup, stretch.transfer}) {
     if (!(s >= 1) || !std::isfinite(s)) {
-      throw std::logic_error(fmt::format("Network::{} with stretch {} (startup {}, transfer {}); expected finite numbers >= 1",
-                                         where, s, stretch.startup, stretch.transfer));
+      throw std::logic_error(fmt::format("Network::{} with stretch (startup {}, transfer {}); expected numbers >= 1",
+                                         where, stretch.startup, stretch.transfer));
     }
   }
 }
