@@ -760,9 +760,10 @@ void Simulation::restretch_messages(int wi, Seconds now) {
 }
 
 void Simulation::restretch_collectives(Seconds now) {
+  const Stretch stretch = collective_stretch();
   for (const Collective& c : collectives_) {
-    // A flow that ended at `now` may not have been handled yet.
-    if (!c.done && network_.in_flight(c.flow)) network_.set_stretch(c.flow, collective_stretch(), now);
+    // A flow that ended at `now` may not have been handled yet; one held has none.
+    if (!c.done && network_.in_flight(c.flow)) network_.set_stretch(c.flow, stretch, now);
   }
 }
 
