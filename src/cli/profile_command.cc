@@ -62,11 +62,18 @@ void print_table(const Profile& profile) {
                format_duration(profile.skew), format_duration(profile.back_to_back_skew),
                format_duration(profile.drift), profile.drift);
   }
+  const auto in_turn = [](double pair) {
+    return collectives_run_in_turn(pair) ? "they run one after the other" : "they run at once";
+  };
   if (profile.pair_slowdown > 0) {
     fmt::print("of two small all-reduces issued together while computing, the second took {:.0f}% of one's own "
                "time more (pair_slowdown {:.3f}: {})\n",
-               100 * profile.pair_slowdown, profile.pair_slowdown,
-               collectives_run_in_turn(profile) ? "they run one after the other" : "they run at once");
+               100 * profile.pair_slowdown, profile.pair_slowdown, in_turn(profile.pair_slowdown));
+  }
+  if (profile.waiting_pair_slowdown) {
+    const double waiting = *profile.waiting_pair_slowdown;
+    fmt::print("while waiting, {:.0f}% (waiting_pair_slowdown {:.3f}: {})\n", 100 * waiting, waiting,
+               in_turn(waiting));
   }
 }
 

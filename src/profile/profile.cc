@@ -116,7 +116,9 @@ void validate(const Profile& profile, std::string_view origin) {
                                                Optional{"back_to_back_skew_s", profile.back_to_back_skew, kSkew},
                                                Optional{"drift", profile.drift, kDrift},
                                                Optional{"start_delay_s", profile.start_delay, kDelay},
-                                               Optional{"pair_slowdown", profile.pair_slowdown, kPair}}) {
+                                               Optional{"pair_slowdown", profile.pair_slowdown, kPair},
+                                               Optional{"waiting_pair_slowdown",
+                                                        profile.waiting_pair_slowdown.value_or(0), kPair}}) {
     if (!(value >= 0) || !std::isfinite(value)) {
       throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, value, expected));
     }
@@ -252,6 +254,11 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "drift", "a number >= 0", origin, profile.drift);
   read_optional(root, "start_delay_s", "seconds >= 0", origin, profile.start_delay);
   read_optional(root, "pair_slowdown", "a number >= 0", origin, profile.pair_slowdown);
+  if (const auto it = root.find("waiting_pair_slowdown"); it != root.end() && !it->is_null()) {
+    double waiting = 0;
+    read_optional(root, "waiting_pair_slowdown", "a number >= 0", origin, waiting);
+    profile.waiting_pair_slowdown = waiting;
+  }
   read_optional(root, "processes", "an integer >= 0", origin, profile.processes);
   read_optional(root, "cores", "an integer >= 0", origin, profile.cores);
 
@@ -305,6 +312,7 @@ std::string to_json(const Profile& profile) {
   if (profile.drift != 0) root["drift"] = profile.drift;
   if (profile.start_delay != 0) root["start_delay_s"] = profile.start_delay;
   if (profile.pair_slowdown != 0) root["pair_slowdown"] = profile.pair_slowdown;
+  if (profile.waiting_pair_slowdown) root["waiting_pair_slowdown"] = *profile.waiting_pair_slowdown;
   if (profile.processes != 0) root["processes"] = profile.processes;
   if (profile.cores != 0) root["cores"] = profile.cores;
   auto& layers = root["layers"] = nlohmann::ordered_json::array();
@@ -347,7 +355,7 @@ Profile median_profile(const std::vector<Profile>& profiles) {
     merged.layers[l].fp = median(fp);
     merged.layers[l].bp = median(bp);
   }
-  std::vector<double> compute, comm, skew, back_to_back_skew, drift, start_delay, pair;
+  std::vector<double> compute, comm, skew, back_to_back_skew, drift, start_delay, pair, waiting_pair;
   for (const Profile& p : profiles) {
     compute.push_back(p.compute_slowdown);
     comm.push_back(p.comm_slowdown);
@@ -356,6 +364,7 @@ Profile median_profile(const std::vector<Profile>& profiles) {
     drift.push_back(p.drift);
     start_delay.push_back(p.start_delay);
     pair.push_back(p.pair_slowdown);
+    if (p.waiting_pair_slowdown) waiting_pair.push_back(*p.waiting_pair_slowdown);
   }
   merged.compute_slowdown = median(compute);
   merged.comm_slowdown = median(comm);
@@ -364,6 +373,7 @@ Profile median_profile(const std::vector<Profile>& profiles) {
   merged.drift = median(drift);
   merged.start_delay = median(start_delay);
   merged.pair_slowdown = median(pair);
+  if (!waiting_pair.empty()) merged.waiting_pair_slowdown = median(waiting_pair);
   if (profiles.size() > 1) merged.device = fmt::format("{}, median of {} processes", merged.device, profiles.size());
   return merged;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,11 @@ struct Profile {
   // (Note [Collectives in flight], sim/simulator.cc). Measured by `weft profile
   // --interference`.
   double pair_slowdown = 0;
+  // The same, timed while the workers wait for one another (every core free of
+  // layers, as at the end of a backward): what collectives moving while no
+  // worker computes follow. Absent (profiles from before it was measured):
+  // pair_slowdown holds whatever the workers do.
+  std::optional<double> waiting_pair_slowdown;
   // The layer times were measured with `processes` workers computing at once on
   // `cores` cores, each with its share of them; in training a worker waiting for
   // the network leaves its share to the others (Note [Shared cores],
@@ -84,12 +90,16 @@ struct Profile {
   Bytes total_bytes() const;
   Seconds forward_time() const;   // sum of fp
   Seconds backward_time() const;  // sum of bp
+  // pair_slowdown while some worker computes, else waiting_pair_slowdown.
+  double pair_slowdown_while(bool computing) const {
+    return computing ? pair_slowdown : waiting_pair_slowdown.value_or(pair_slowdown);
+  }
 };
 
-// Whether collectives issued together run one after the other on the profiled
-// machine: a pair_slowdown of 0.5 or more is nearer to in turn (1) than at once
-// (0).
-inline bool collectives_run_in_turn(const Profile& profile) { return profile.pair_slowdown >= 0.5; }
+// Whether collectives issued together run one after the other, by a profile's
+// pair_slowdown or waiting_pair_slowdown: 0.5 or more is nearer to in turn (1)
+// than at once (0).
+inline bool collectives_run_in_turn(double pair_slowdown) { return pair_slowdown >= 0.5; }
 
 // Backward-pass timing: bp_end[l] is the time, from the start of the backward
 // pass, at which layer l's backward ends (layers run L-1 down to 0).
@@ -99,13 +109,14 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 // name or "profile"), the layer index and field, for: no layers, an empty name,
 // negative params, bytes_per_param < 1, negative or non-finite fp/bp; or naming
 // the field for a negative or non-finite compute_slowdown, comm_slowdown, skew, drift,
-// start_delay or pair_slowdown, or for negative processes or cores.
+// start_delay, pair_slowdown or waiting_pair_slowdown, or for negative processes
+// or cores.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
 // JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
 // the optional top-level `compute_slowdown`, `comm_slowdown`, `skew_s` and
 // `back_to_back_skew_s`, `drift`, `start_delay_s`, `pair_slowdown`, `processes` and
-// `cores` to 0.
+// `cores` to 0; `waiting_pair_slowdown` is absent where absent.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");

@@ -35,6 +35,7 @@ Profile random_profile(std::mt19937_64& rng) {
     p.drift = std::uniform_real_distribution<double>(0, 0.5)(rng);
     p.start_delay = seconds(rng);
     p.pair_slowdown = std::uniform_real_distribution<double>(0, 1.2)(rng);
+    if (count(rng) % 2 == 0) p.waiting_pair_slowdown = std::uniform_real_distribution<double>(0, 1.2)(rng);
     p.processes = count(rng);
     p.cores = count(rng);
   }
@@ -60,6 +61,7 @@ void expect_same(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.drift, b.drift);
   EXPECT_EQ(a.start_delay, b.start_delay);
   EXPECT_EQ(a.pair_slowdown, b.pair_slowdown);
+  EXPECT_EQ(a.waiting_pair_slowdown, b.waiting_pair_slowdown);
   EXPECT_EQ(a.processes, b.processes);
   EXPECT_EQ(a.cores, b.cores);
   ASSERT_EQ(a.size(), b.size());
@@ -144,6 +146,10 @@ TEST(MedianProfile, EachLayerTakesTheMedianOfItsTimes) {
   EXPECT_DOUBLE_EQ(median_profile(slowed).drift, 0.1);
   EXPECT_DOUBLE_EQ(median_profile(slowed).start_delay, 1e-3);
   EXPECT_DOUBLE_EQ(median_profile(slowed).pair_slowdown, 0.7);
+  EXPECT_FALSE(median_profile(slowed).waiting_pair_slowdown);  // none measured
+  slowed[0].waiting_pair_slowdown = 1;
+  slowed[2].waiting_pair_slowdown = 0.6;
+  EXPECT_DOUBLE_EQ(median_profile(slowed).waiting_pair_slowdown.value_or(-1), 0.8);  // of those measured
   const Profile even = median_profile({two_layers(1, 1, 1, 1), two_layers(3, 5, 1, 1)});
   EXPECT_DOUBLE_EQ(even.layers[0].fp, 2);
   EXPECT_DOUBLE_EQ(even.layers[0].bp, 3);
@@ -218,7 +224,8 @@ TEST(ProfileJson, InformativeFieldsAreOptional) {
   EXPECT_EQ(p.pair_slowdown, 0);
   EXPECT_EQ(p.processes, 0);
   EXPECT_EQ(p.cores, 0);
-  EXPECT_FALSE(collectives_run_in_turn(p));
+  EXPECT_FALSE(p.waiting_pair_slowdown);
+  EXPECT_FALSE(collectives_run_in_turn(p.pair_slowdown));
   EXPECT_EQ(p.size(), 1);
 }
 
@@ -251,6 +258,29 @@ TEST(ProfileJson, SlowdownsAndSkewAreNonNegativeNumbers) {
         EXPECT_NE(message.find("p.json: field \"" + field + "\""), std::string::npos) << message;
         EXPECT_NE(message.find(form), std::string::npos) << message;
       }
+    }
+  }
+}
+
+// Absent, the pair slowdown timed beside the layers holds while the workers wait too.
+TEST(ProfileJson, WaitingPairSlowdownIsOptional) {
+  const auto with = [](const std::string& fields) {
+    return "{" + fields + R"("layers": [{"name": "x", "params": 1, "fp_s": 1, "bp_s": 2}]})";
+  };
+  const Profile old = parse_profile(with(R"("pair_slowdown": 0.3, )"));
+  EXPECT_FALSE(old.waiting_pair_slowdown);
+  EXPECT_EQ(old.pair_slowdown_while(false), 0.3);
+  const Profile both = parse_profile(with(R"("pair_slowdown": 0.3, "waiting_pair_slowdown": 0, )"));
+  EXPECT_EQ(both.waiting_pair_slowdown, 0.0);  // at once is a measurement, not an absence
+  EXPECT_EQ(both.pair_slowdown_while(true), 0.3);
+  EXPECT_EQ(both.pair_slowdown_while(false), 0);
+  EXPECT_NE(to_json(both).find("\"waiting_pair_slowdown\": 0"), std::string::npos) << to_json(both);
+  for (const std::string bad : {"-0.1", "\"much\""}) {
+    try {
+      parse_profile(with("\"waiting_pair_slowdown\": " + bad + ", "), "p.json");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("p.json: field \"waiting_pair_slowdown\""), std::string::npos) << e.what();
     }
   }
 }

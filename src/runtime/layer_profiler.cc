@@ -288,9 +288,9 @@ struct PairTimes {
   Seconds single = 0;
   Seconds pair = 0;
 };
+constexpr Bytes kStartUpBytes = 256;  // all start-up: its bytes take 0.2 ms even behind 20 Mbit/s
 PairTimes time_pairs(const Group& group, const LayerProfilerOptions& options) {
-  constexpr Bytes kSmall = 256;  // all start-up: its bytes take 0.2 ms even behind 20 Mbit/s
-  AllReduceStream stream(group, "pairs", {{kSmall}, {kSmall, kSmall}});
+  AllReduceStream stream(group, "pairs", {{kStartUpBytes}, {kStartUpBytes, kStartUpBytes}});
   std::pair<Clock::time_point, Clock::time_point> timing;
   profile_phase(group, options, "weft/profiled-pairing", &timing);
   stream.stop();
@@ -320,8 +320,9 @@ Bytes median_layer_bytes(const Profile& profile) {
 // Note [Measuring skew]: how much later than the average process the last one
 // reaches a collective, the processes training in step, and how much further it
 // falls behind when they compute several iterations apart, and how much later a
-// collective issued as they compute ends; sets mine.skew, mine.back_to_back_skew,
-// mine.drift and mine.start_delay. REQUIRES: mine.comm_slowdown measured (Note
+// collective issued as they compute ends, and how two small ones issued together
+// end while they wait; sets mine.skew, mine.back_to_back_skew, mine.drift,
+// mine.start_delay and mine.waiting_pair_slowdown. REQUIRES: mine.comm_slowdown measured (Note
 // [Measuring interference]): the start delay is what its stretch leaves.
 void measure_skew(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
@@ -346,8 +347,13 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   std::vector<torch::Tensor> token{torch::zeros({1})};
   // [0][rank][i]: from the rank's issue of timed iteration i's collective aside
   // during the backward to its end there; [1][rank][i]: the same for the i-th
-  // one issued while the processes wait.
-  std::vector<torch::Tensor> aside_times{torch::zeros({2, group.world, options.iterations}, torch::kDouble)};
+  // one issued while the processes wait; [2] and [3]: a round of one small
+  // all-reduce aside and of two issued together, while they wait (Note
+  // [Measuring collectives at once]).
+  enum AsideRound { kComputing, kWaiting, kSmallAlone, kSmallPair, kAsideRounds };
+  std::vector<torch::Tensor> aside_times{
+      torch::zeros({kAsideRounds, group.world, options.iterations}, torch::kDouble)};
+  std::vector<torch::Tensor> small{torch::zeros({kStartUpBytes / 4})}, other_small{torch::zeros({kStartUpBytes / 4})};
   auto my_aside_times = aside_times[0].accessor<double, 3>();
   auto left = Clock::now();
   int m = -1;  // the meeting being timed; -1 while warming up
@@ -388,7 +394,7 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   for (int i = 0; i < options.warmup + options.iterations; ++i) {
     if (i == options.warmup) m = 0;
     const Seconds computing = iterate_in_step();
-    if (i >= options.warmup) my_aside_times[0][group.rank][i - options.warmup] = computing;
+    if (i >= options.warmup) my_aside_times[kComputing][group.rank][i - options.warmup] = computing;
     meet();
     meet();
   }
@@ -401,9 +407,19 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   // meeting measures: Note [Measuring skew]).
   for (int i = 0; i < options.iterations; ++i) {
     group.collectives->allreduce(token)->wait();
-    const auto issued = Clock::now();
+    auto issued = Clock::now();
     aside->allreduce(aside_buffer)->wait();
-    my_aside_times[1][group.rank][i] = since(issued);
+    my_aside_times[kWaiting][group.rank][i] = since(issued);
+    group.collectives->allreduce(token)->wait();
+    issued = Clock::now();
+    aside->allreduce(small)->wait();
+    my_aside_times[kSmallAlone][group.rank][i] = since(issued);
+    group.collectives->allreduce(token)->wait();
+    issued = Clock::now();
+    const c10::intrusive_ptr<c10d::Work> first = aside->allreduce(small);
+    aside->allreduce(other_small)->wait();
+    first->wait();
+    my_aside_times[kSmallPair][group.rank][i] = since(issued);
   }
   group.collectives->allreduce(times)->wait();  // every rank's rows, on every rank
   group.collectives->allreduce(aside_times)->wait();
@@ -440,12 +456,24 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
   }
   const auto all_aside = aside_times[0].accessor<double, 3>();
   for (int i = 0; i < options.iterations; ++i) {
-    aside_computing.push_back(least_over_ranks([&](int r) { return all_aside[0][r][i]; }));
-    aside_waiting.push_back(least_over_ranks([&](int r) { return all_aside[1][r][i]; }));
+    aside_computing.push_back(least_over_ranks([&](int r) { return all_aside[kComputing][r][i]; }));
+    aside_waiting.push_back(least_over_ranks([&](int r) { return all_aside[kWaiting][r][i]; }));
   }
+  // As time_pairs does: each rank's median, averaged over the ranks.
+  const auto mean_of_medians = [&](AsideRound round) {
+    Seconds sum = 0;
+    for (int r = 0; r < group.world; ++r) {
+      std::vector<Seconds> rounds(options.iterations);
+      for (int i = 0; i < options.iterations; ++i) rounds[static_cast<size_t>(i)] = all_aside[round][r][i];
+      sum += median(std::move(rounds));
+    }
+    return sum / group.world;
+  };
   mine.skew = median(from_compute);
   mine.back_to_back_skew = median(back_to_back);
   mine.start_delay = start_delay(median(aside_computing), median(aside_waiting), mine.comm_slowdown);
+  mine.waiting_pair_slowdown =
+      pair_slowdown(mean_of_medians(kSmallAlone), mean_of_medians(kSmallPair), mine.back_to_back_skew);
   const Seconds longer = computed_apart / apart - computed_in_step / static_cast<double>(from_compute.size());
   if (longer > 0) mine.drift = std::max(0.0, (median(from_apart) - mine.skew) / longer);
 }

@@ -77,7 +77,11 @@
 // the wrong side of the midpoint 1.5 though that bench's runs said "in turn" too.)
 // Two smallest sums timed on idle cores (`weft profile --network`) had taken
 // 1.26–2.05 times one: how collectives share the cores is decided by what else
-// runs on them. The layers of this phase are not kept.
+// runs on them. The layers of this phase are not kept. So the skew phase below
+// ends by timing the same rounds, alternately, while the processes wait, each
+// right after a meeting (which they leave back_to_back_skew apart):
+// `waiting_pair_slowdown`, by the same formula, is what collectives moving at
+// the end of a backward follow.
 //
 // Note [Measuring skew]
 // Then, still with ModelProfileJob::interference, the processes train in step as

@@ -215,6 +215,9 @@ TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   const double pair = profile.value("pair_slowdown", 0.0);  // written when above 0
   EXPECT_GE(pair, 0);
   EXPECT_LE(pair, 1);
+  ASSERT_TRUE(profile.contains("waiting_pair_slowdown")) << profile.dump();  // measured, whatever its value
+  EXPECT_GE(profile.at("waiting_pair_slowdown").get<double>(), 0);
+  EXPECT_LE(profile.at("waiting_pair_slowdown").get<double>(), 1);
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;

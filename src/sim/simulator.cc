@@ -38,13 +38,16 @@ namespace weft {
 // message on the network its layers take (1 + compute_slowdown) times their time,
 // and while it computes its messages advance 1 + comm_slowdown times slower
 // (Network::set_stretch; a collective, while any of its workers computes).
-// Both rates change in the middle of a layer or message, so with compute_slowdown
+// Both rates change in the middle of a layer or message, so with either factor
 // > 0 a segment is one layer, and its end is re-timed when its worker's first
 // message starts or last one ends: the work left is kept, the new end queued, and
 // a generation count makes the old end stale; the layer's releases and trace event
-// are made when it ends. Messages are re-stretched whenever their worker starts or
-// stops computing. With both factors 0 nothing is re-timed and segments stay as
-// Note [Compute segments] lays them out.
+// are made when it ends, after its worker has stopped or started what follows, so
+// that what follows whether it computes sees which. Messages are re-stretched
+// whenever their worker starts or stops computing. With both factors 0 (and
+// nothing else that follows compute: Notes [Shared cores], [Start delay],
+// [Collectives in flight]) nothing is re-timed and segments stay as Note
+// [Compute segments] lays them out.
 
 // Note [Shared cores]
 // -------------------
@@ -361,10 +364,14 @@ class Simulation {
   int machine_of(int w) const { return w / machine_workers_; }
   double core_share(int machine) const;
   void share_cores(int w, Seconds now);
+  bool anyone_computing() const;
+  double pair_slowdown() const;
+  int collective_limit() const;
   Stretch collective_stretch() const;
   double message_stretch(int w) const;
   void restretch_messages(int w, Seconds now);
   void restretch_collectives(Seconds now);
+  void start_held_collectives(Seconds now);
   void on_iteration_start(int w, int iteration, Seconds now);
   void schedule_releases(int w, int iteration, int layer, Seconds backward_end);
   void on_backward_end(int w, int iteration, int layer, Seconds now);
@@ -436,7 +443,7 @@ class Simulation {
   int collective_base_ = 0;
   Seconds last_due_ = 0;  // Note [Skew]
   // Note [Collectives in flight]
-  int collective_limit_ = 0;  // 0 = any number
+  int transport_limit_ = 0;  // collectives the transport runs at once; 0 = any number
   int collectives_moving_ = 0;
   std::deque<int> collectives_held_;  // sequence numbers, in issue order
 
@@ -470,7 +477,8 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       machine_workers_(std::max(1, profile.processes)),
       cores_(profile.cores),
       shares_cores_(profile.cores > 0 && profile.processes > profile.cores),
-      one_layer_segments_(profile.compute_slowdown > 0 || shares_cores_ || profile.start_delay > 0),
+      one_layer_segments_(profile.compute_slowdown > 0 || profile.comm_slowdown > 0 || shares_cores_ ||
+                          profile.start_delay > 0 || profile.pair_slowdown_while(true) != profile.pair_slowdown_while(false)),
       skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0 || profile.start_delay > 0) &&
               cluster.arch == Arch::kAllReduce),
       half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
@@ -479,8 +487,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
     throw UsageError(fmt::format("profile '{}': no layers to simulate", profile.model));
   }
   validate(schedule, profile, cluster.workers);
-  if (cluster.fitted) collective_limit_ = cluster.fitted->concurrent;
-  if (collectives_run_in_turn(profile)) collective_limit_ = 1;
+  if (cluster.fitted) transport_limit_ = cluster.fitted->concurrent;
   if (options.iterations < 0 || options.record_iterations < 0) {
     throw UsageError(fmt::format("--iterations {} / record {}: need >= 0", options.iterations,
                                  options.record_iterations));
@@ -729,13 +736,20 @@ void Simulation::share_cores(int wi, Seconds now) {
   }
 }
 
+bool Simulation::anyone_computing() const {
+  return std::any_of(workers_state_.begin(), workers_state_.end(), [](const Worker& w) { return w.computing; });
+}
+
+// Note [Collectives in flight]: as timed beside the layers, or while the workers wait.
+double Simulation::pair_slowdown() const { return profile_.pair_slowdown_while(anyone_computing()); }
+
+int Simulation::collective_limit() const { return collectives_run_in_turn(pair_slowdown()) ? 1 : transport_limit_; }
+
 Stretch Simulation::collective_stretch() const {
-  const bool computing = std::any_of(workers_state_.begin(), workers_state_.end(),
-                                     [](const Worker& w) { return w.computing; });
-  const double beside_compute = computing ? 1 + profile_.comm_slowdown : 1;
+  const double beside_compute = anyone_computing() ? 1 + profile_.comm_slowdown : 1;
   // Note [Collectives in flight]: each start-up moving beside another's adds
   // pair_slowdown to the time of all.
-  const double beside_collectives = 1 + profile_.pair_slowdown * std::max(0, collectives_moving_ - 1);
+  const double beside_collectives = 1 + pair_slowdown() * std::max(0, collectives_moving_ - 1);
   return {beside_compute * beside_collectives, beside_compute};
 }
 
@@ -746,12 +760,14 @@ double Simulation::message_stretch(int wi) const {
 // Worker wi may have started or stopped computing: its messages follow.
 void Simulation::restretch_messages(int wi, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
-  if (profile_.comm_slowdown == 0 || w.computing == w.messages_stretched) return;
+  if (w.computing == w.messages_stretched) return;
   w.messages_stretched = w.computing;
   if (cluster_.arch == Arch::kAllReduce) {
     restretch_collectives(now);
+    start_held_collectives(now);  // if the workers' stopping lets more run at once
     return;
   }
+  if (profile_.comm_slowdown == 0) return;
   for (const Part& part : parts_) {
     if (network_.in_flight(part.flow) && ps_messages_[static_cast<size_t>(part.message)].worker == wi) {
       network_.set_stretch(part.flow, message_stretch(wi), now);
@@ -764,6 +780,16 @@ void Simulation::restretch_collectives(Seconds now) {
   for (const Collective& c : collectives_) {
     // A flow that ended at `now` may not have been handled yet; one held has none.
     if (!c.done && network_.in_flight(c.flow)) network_.set_stretch(c.flow, stretch, now);
+  }
+}
+
+// Note [Collectives in flight]: those held start, in issue order, while the limit allows.
+void Simulation::start_held_collectives(Seconds now) {
+  for (int limit = collective_limit(); !collectives_held_.empty() && (limit == 0 || collectives_moving_ < limit);
+       limit = collective_limit()) {
+    const int next = collectives_held_.front();
+    collectives_held_.pop_front();
+    start_collective(next, now);
   }
 }
 
@@ -887,12 +913,13 @@ Seconds Simulation::skew_due(const Collective& c, Seconds launched) {
 }
 
 void Simulation::start_collective(int seq, Seconds now) {
-  if (collective_limit_ > 0 && collectives_moving_ >= collective_limit_) {
+  const int limit = collective_limit();
+  if (limit > 0 && collectives_moving_ >= limit) {
     collectives_held_.push_back(seq);  // Note [Collectives in flight]
     return;
   }
   ++collectives_moving_;
-  if (profile_.pair_slowdown > 0) restretch_collectives(now);
+  restretch_collectives(now);
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, +1, now);
   c.flow = network_.start(allreduce_flow(cluster_, c.messages[0].bytes), now, collective_stretch());
@@ -903,13 +930,8 @@ void Simulation::on_collective_done(int seq, Seconds now) {
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   c.done = true;
   --collectives_moving_;
-  if (!collectives_held_.empty()) {
-    const int next = collectives_held_.front();
-    collectives_held_.pop_front();
-    start_collective(next, now);
-  } else if (profile_.pair_slowdown > 0) {
-    restretch_collectives(now);
-  }
+  restretch_collectives(now);
+  start_held_collectives(now);
   const bool record_it = recording(c.messages[0].ops.front().iteration);
   for (int v = 0; v < sim_workers_; ++v) {
     const Message& message = c.messages[static_cast<size_t>(v)];

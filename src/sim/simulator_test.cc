@@ -222,6 +222,33 @@ TEST(Simulate, CreditRefillsAsMessagesFinishTogether) {
   EXPECT_NEAR(t.summary.iteration, std::max(expected, p.backward_time() + 2 * round + 2e-3), 1e-12);
 }
 
+// One collective per layer, all leaving as the backward ends, under a credit for
+// all; each needed by its layer's next forward, or all by the next iteration's
+// barrier.
+Schedule leaving_together(const Profile& p, bool needed_by_barrier) {
+  std::vector<CommOp> ops;
+  for (int l = 0; l < p.size(); ++l) {
+    ops.push_back(whole_layers(p, {l}, needed_by_barrier ? kBarrier : l));
+    ops.back().ready_after = 0;
+  }
+  return one_period(ops, {.kind = DispatchPolicy::Kind::kCredit, .credit = 10_MiB, .windows = {}});
+}
+
+// Worker 0's messages' ends in the first iteration, from the instant the first left, in order.
+std::vector<Seconds> first_iteration_ends(const Schedule& s, const Profile& p, const Cluster& c) {
+  const Timeline t = simulate(s, p, c, {.iterations = 2, .record_iterations = 1});
+  std::vector<Seconds> out;
+  Seconds left = std::numeric_limits<Seconds>::infinity();
+  for (const Event& e : t.events) {
+    if (e.worker != 0 || !e.lane.starts_with("comm")) continue;
+    out.push_back(e.end);
+    left = std::min(left, e.start);
+  }
+  std::sort(out.begin(), out.end());
+  for (Seconds& e : out) e -= left;
+  return out;
+}
+
 // Note [Collectives in flight]: a measured transport runs two collectives at
 // once; under a credit for all four messages the last two wait for the first two
 // and pay their start-up after them. A profile's pair_slowdown stretches the
@@ -232,26 +259,10 @@ TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
                                   {1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000}});
   Cluster c = ring(4, 1_Gbit, 50_us);
   c.fitted = FittedAllReduce{.a = 2e-3, .b = 1e-8};
-  std::vector<CommOp> ops;
-  for (int l = 0; l < p.size(); ++l) {
-    ops.push_back(whole_layers(p, {l}, l));
-    ops.back().ready_after = 0;  // all four leave together
-  }
-  const Schedule s = one_period(ops, {.kind = DispatchPolicy::Kind::kCredit, .credit = 10_MiB, .windows = {}});
-  // Worker 0's message ends in the first iteration, from the instant they left.
+  const Schedule s = leaving_together(p, false);
   auto ends = [&](int limit) {
     c.fitted->concurrent = limit;
-    const Timeline t = simulate(s, p, c, {.iterations = 2, .record_iterations = 1});
-    std::vector<Seconds> out;
-    Seconds left = std::numeric_limits<Seconds>::infinity();
-    for (const Event& e : t.events) {
-      if (e.worker != 0 || !e.lane.starts_with("comm")) continue;
-      out.push_back(e.end);
-      left = std::min(left, e.start);
-    }
-    std::sort(out.begin(), out.end());
-    for (Seconds& e : out) e -= left;
-    return out;
+    return first_iteration_ends(s, p, c);
   };
   const Flow f = allreduce_flow(c, 400'000);
   const Seconds alone = f.volume * c.fitted->b;  // one message's bytes at the fabric's rate
@@ -277,6 +288,37 @@ TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
     ASSERT_EQ(in_turn.size(), 4u);
     for (int k = 0; k < 4; ++k) EXPECT_NEAR(in_turn[k], (k + 1) * (f.startup + alone), 1e-12) << limit << " " << k;
   }
+}
+
+// Collectives that move while no worker computes follow waiting_pair_slowdown,
+// those beside the layers pair_slowdown. Needed only by the next iteration's
+// barrier, these four move while the workers wait.
+TEST(Simulate, CollectivesMovingWhileTheWorkersWaitFollowTheWaitingPairs) {
+  Profile p = make_profile({{1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000},
+                                  {1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000}});
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.fitted = FittedAllReduce{.a = 2e-3, .b = 1e-8, .concurrent = 2};
+  const Schedule s = leaving_together(p, true);
+  const Flow f = allreduce_flow(c, 400'000);
+  const Seconds alone = f.volume * c.fitted->b;
+  const Seconds partial = 1.4 * f.startup + 2 * alone;
+
+  p.pair_slowdown = 0.8;  // beside the layers, in turn; while waiting, at once
+  p.waiting_pair_slowdown = 0.4;
+  const std::vector<Seconds> at_once = first_iteration_ends(s, p, c);
+  ASSERT_EQ(at_once.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(at_once[k], (k / 2 + 1) * partial, 1e-12) << k;
+
+  p.pair_slowdown = 0;  // the other way round
+  p.waiting_pair_slowdown = 0.8;
+  const std::vector<Seconds> in_turn = first_iteration_ends(s, p, c);
+  ASSERT_EQ(in_turn.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(in_turn[k], (k + 1) * (f.startup + alone), 1e-12) << k;
+
+  p.waiting_pair_slowdown.reset();  // not measured: pair_slowdown holds throughout
+  const std::vector<Seconds> free = first_iteration_ends(s, p, c);
+  ASSERT_EQ(free.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(free[k], (k / 2 + 1) * (f.startup + 2 * alone), 1e-12) << k;
 }
 
 // (e) Windows fuse the highest-priority ready ops into one message.
