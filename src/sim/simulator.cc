@@ -165,6 +165,14 @@ namespace weft {
 // in flight at once) was predicted 26.7 ms against 32.1 measured (37.7 in turn);
 // so, 29.7, and seven of seven such link-benches re-simulated came closer
 // (BENCHMARKS.md, "Start-ups at once overlap in part").
+// And what shares the cores decides it: after the backward, bytescheduler's
+// last collectives, with the cores to themselves, ended in turn where the pairs
+// timed beside the layers said 0.30. So the profile also times them while the
+// workers wait (Profile::waiting_pair_slowdown: 0.75 and 1.0 where the pairs
+// beside the layers read 0.37 and 0.30), and the limit and the stretch follow
+// whichever value holds now: pair_slowdown while any worker computes,
+// waiting_pair_slowdown while none does (BENCHMARKS.md, "Pairs timed while the
+// workers wait").
 
 // Note [Parameter-server transport]
 // ----------------------------------
