@@ -48,8 +48,9 @@ def predict(weft, profile, network, strategy, workers, scratch):
 def runs_of(folder, only):
     try:
         bench = json.loads((folder / "bench.json").read_text())
-    except (OSError, ValueError):
-        return  # not a bench folder
+    except (OSError, ValueError) as e:
+        print(f"{folder}: skipped, no readable bench.json ({e})", file=sys.stderr)
+        return
     for run in bench["runs"]:
         if run.get("kind") != "weft" or run["strategy"] not in ALL_REDUCE or run.get("options"):
             continue
