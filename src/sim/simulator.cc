@@ -486,7 +486,8 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       cores_(profile.cores),
       shares_cores_(profile.cores > 0 && profile.processes > profile.cores),
       one_layer_segments_(profile.compute_slowdown > 0 || profile.comm_slowdown > 0 || shares_cores_ ||
-                          profile.start_delay > 0 || profile.pair_slowdown_while(true) != profile.pair_slowdown_while(false)),
+                          profile.start_delay > 0 ||
+                          profile.pair_slowdown_while(true) != profile.pair_slowdown_while(false)),
       skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0 || profile.start_delay > 0) &&
               cluster.arch == Arch::kAllReduce),
       half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
@@ -772,7 +773,7 @@ void Simulation::restretch_messages(int wi, Seconds now) {
   w.messages_stretched = w.computing;
   if (cluster_.arch == Arch::kAllReduce) {
     restretch_collectives(now);
-    start_held_collectives(now);  // if the workers' stopping lets more run at once
+    start_held_collectives(now);  // if the limit now lets more run at once
     return;
   }
   if (profile_.comm_slowdown == 0) return;
