@@ -221,6 +221,15 @@ void read_optional(const json& root, const char* field, std::string_view accepte
   out = it->get<T>();
 }
 
+// The same for a field whose absence is not a value: `out` stays empty.
+template <typename T>
+void read_optional(const json& root, const char* field, std::string_view accepted_form, std::string_view origin,
+                   std::optional<T>& out) {
+  T value{};
+  read_optional(root, field, accepted_form, origin, value);
+  if (const auto it = root.find(field); it != root.end() && !it->is_null()) out = value;
+}
+
 }  // namespace
 
 Profile parse_profile(std::string_view json_text, std::string_view origin) {
@@ -254,11 +263,7 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "drift", "a number >= 0", origin, profile.drift);
   read_optional(root, "start_delay_s", "seconds >= 0", origin, profile.start_delay);
   read_optional(root, "pair_slowdown", "a number >= 0", origin, profile.pair_slowdown);
-  if (const auto it = root.find("waiting_pair_slowdown"); it != root.end() && !it->is_null()) {
-    double waiting = 0;
-    read_optional(root, "waiting_pair_slowdown", "a number >= 0", origin, waiting);
-    profile.waiting_pair_slowdown = waiting;
-  }
+  read_optional(root, "waiting_pair_slowdown", "a number >= 0", origin, profile.waiting_pair_slowdown);
   read_optional(root, "processes", "an integer >= 0", origin, profile.processes);
   read_optional(root, "cores", "an integer >= 0", origin, profile.cores);
 

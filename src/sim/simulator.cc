@@ -373,8 +373,7 @@ class Simulation {
   double core_share(int machine) const;
   void share_cores(int w, Seconds now);
   bool anyone_computing() const;
-  double pair_slowdown() const;
-  int collective_limit() const;
+  bool room_for_collective() const;
   Stretch collective_stretch() const;
   double message_stretch(int w) const;
   void restretch_messages(int w, Seconds now);
@@ -749,16 +748,22 @@ bool Simulation::anyone_computing() const {
   return std::any_of(workers_state_.begin(), workers_state_.end(), [](const Worker& w) { return w.computing; });
 }
 
-// Note [Collectives in flight]: as timed beside the layers, or while the workers wait.
-double Simulation::pair_slowdown() const { return profile_.pair_slowdown_while(anyone_computing()); }
-
-int Simulation::collective_limit() const { return collectives_run_in_turn(pair_slowdown()) ? 1 : transport_limit_; }
+// Note [Collectives in flight]: whether one more collective may move now — the
+// transport's limit, or one at a time where the pairs timed as now (beside the
+// layers, or while the workers wait) run in turn.
+bool Simulation::room_for_collective() const {
+  const bool in_turn = collectives_run_in_turn(profile_.pair_slowdown_while(anyone_computing()));
+  const int limit = in_turn ? 1 : transport_limit_;
+  return limit == 0 || collectives_moving_ < limit;
+}
 
 Stretch Simulation::collective_stretch() const {
-  const double beside_compute = anyone_computing() ? 1 + profile_.comm_slowdown : 1;
+  const bool computing = anyone_computing();
+  const double beside_compute = computing ? 1 + profile_.comm_slowdown : 1;
   // Note [Collectives in flight]: each start-up moving beside another's adds
-  // pair_slowdown to the time of all.
-  const double beside_collectives = 1 + pair_slowdown() * std::max(0, collectives_moving_ - 1);
+  // the pair slowdown to the time of all.
+  const double beside_collectives =
+      1 + profile_.pair_slowdown_while(computing) * std::max(0, collectives_moving_ - 1);
   return {beside_compute * beside_collectives, beside_compute};
 }
 
@@ -792,10 +797,9 @@ void Simulation::restretch_collectives(Seconds now) {
   }
 }
 
-// Note [Collectives in flight]: those held start, in issue order, while the limit allows.
+// Note [Collectives in flight]: those held start, in issue order, while there is room.
 void Simulation::start_held_collectives(Seconds now) {
-  for (int limit = collective_limit(); !collectives_held_.empty() && (limit == 0 || collectives_moving_ < limit);
-       limit = collective_limit()) {
+  while (!collectives_held_.empty() && room_for_collective()) {
     const int next = collectives_held_.front();
     collectives_held_.pop_front();
     start_collective(next, now);
@@ -922,8 +926,7 @@ Seconds Simulation::skew_due(const Collective& c, Seconds launched) {
 }
 
 void Simulation::start_collective(int seq, Seconds now) {
-  const int limit = collective_limit();
-  if (limit > 0 && collectives_moving_ >= limit) {
+  if (!room_for_collective()) {
     collectives_held_.push_back(seq);  // Note [Collectives in flight]
     return;
   }
