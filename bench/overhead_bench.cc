@@ -4,11 +4,12 @@
 //
 //   (a) plain: forward of every layer, loss, backward, torch::optim::SGD step,
 //       zero_grad;
-//   (b) weft:  the loop of runtime/trainer.cc — wait_for_forward before each
-//       layer, start_backward / end_backward around the backward — with an Engine
-//       over a world-1 Gloo group (a c10d::HashStore instead of the TCPStore, so
-//       no port is needed) executing the strategy's schedule, its layer-wise SGD
-//       steps and zeroing done by the engine's thread.
+//   (b) weft:  runtime/iteration.h's train_iteration, the very iteration of weft
+//       train — wait_for_forward before each layer, start_backward /
+//       end_backward around the backward — with an Engine over a world-1 Gloo
+//       group (a c10d::HashStore instead of the TCPStore, so no port is needed)
+//       executing the strategy's schedule, its layer-wise SGD steps and zeroing
+//       done by the engine's thread.
 //
 // Both use the same model (same seed), the same pre-made batches (synthetic data,
 // so no file is read while timing) and one intra-op thread, as `weft train` does.
@@ -17,7 +18,8 @@
 // alternating order (ab, ba, ab, ...), so that slow drift of a shared, noisy machine
 // falls on both alike; the figure is the per-repetition ratio b/a, summarised by
 // its median and quartiles. A second table says where weft's extra time goes: how
-// long the training thread is blocked in the engine, and, from the timeline of the
+// long the training thread spends outside its layers (blocked in the engine,
+// mostly), and, from the timeline of the
 // (untimed) warm-up run, how long messages take from issue to unpacked. Prints
 // Markdown on stdout; the load average before and after goes with it, since the
 // machine is shared.
@@ -42,6 +44,7 @@
 #include "cost/cluster.h"
 #include "runtime/data.h"
 #include "runtime/engine.h"
+#include "runtime/iteration.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
 #include "runtime/process_group.h"
@@ -138,32 +141,22 @@ class WeftLoop {
 
   struct Times {
     Seconds total = 0;
-    Seconds blocked = 0;  // the training thread inside wait_for_forward, end_backward, drain
+    Seconds blocked = 0;  // the training thread outside its layers: in the engine, mostly waiting
   };
 
   Times run(const std::vector<Batch>& batches, int iterations) {
     Times times;
-    const auto blocking = [&](auto&& call) {
-      const auto start = Clock::now();
-      call();
-      times.blocked += since(start);
-    };
+    Seconds compute = 0;
     const auto start = Clock::now();
     for (int t = 0; t < iterations; ++t) {
-      const Batch& b = batches[static_cast<size_t>(t % kBatches)];
-      torch::Tensor x = b.input;
-      for (int l = 0; l < model_->num_layers(); ++l) {
-        blocking([&] { engine_->wait_for_forward(l); });
-        x = model_->forward_layer(l, x);
-      }
-      torch::Tensor loss = model_->loss(x, b.target);
-      engine_->start_backward();
-      loss.backward();
-      blocking([&] { engine_->end_backward(); });
-      sink_ += loss.item<double>();
+      const IterationResult step =
+          train_iteration(*engine_, *model_, batches[static_cast<size_t>(t % kBatches)], recorder_, iteration_++);
+      compute += step.compute;
+      sink_ += step.loss.item<double>();
     }
-    blocking([&] { engine_->drain(); });
+    engine_->drain();
     times.total = since(start);
+    times.blocked = times.total - compute;
     return times;
   }
 
@@ -205,6 +198,7 @@ class WeftLoop {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   Recorder recorder_;
+  int iteration_ = 0;  // over every run: the recorder keeps the first (warm-up) run's
   std::unique_ptr<Engine> engine_;  // last: destroyed first
   double sink_ = 0;
 };
@@ -286,8 +280,8 @@ int run(int argc, char** argv) {
                median(r.plain_ms), median(r.weft_ms), median(r.ratio), quantile(r.ratio, 0.25),
                quantile(r.ratio, 0.75), quantile(r.ratio, 0), quantile(r.ratio, 1));
   }
-  fmt::print("\nWhere weft's extra time goes, per iteration: the training thread blocked in the engine (median "
-             "over repetitions), and from the warm-up run's timeline the messages, their issue-to-unpacked time "
+  fmt::print("\nWhere weft's extra time goes, per iteration: the training thread outside its layers, blocked in "
+             "the engine mostly (median over repetitions), and from the warm-up run's timeline the messages, their issue-to-unpacked time "
              "(engine and Gloo threads; includes the layer-wise updates) and the updates alone.\n\n");
   fmt::print("| model | strategy | weft − plain ms | blocked ms | messages | issue→unpacked ms | updates ms |\n");
   fmt::print("|---|---|---:|---:|---:|---:|---:|\n");

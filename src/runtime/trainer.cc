@@ -23,6 +23,7 @@
 #include "profile/profile.h"
 #include "runtime/data.h"
 #include "runtime/engine.h"
+#include "runtime/iteration.h"
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
@@ -449,29 +450,11 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
                    .recorder = &recorder, .stall_timeout = 2 * options.failure_timeout});
     Seconds previous_end = recorder.now();
     for (std::int64_t t = 0; t < steps; ++t) {
-      const int it = static_cast<int>(t);
-      const Batch batch = data->next();
-      torch::Tensor x = batch.input;
-      Seconds compute = 0;  // this thread's forward and backward, without its waits for the engine
-      for (int l = 0; l < model->num_layers(); ++l) {
-        engine.wait_for_forward(l);
-        const Seconds start = recorder.now();
-        x = model->forward_layer(l, x);
-        const Seconds end = recorder.now();
-        compute += end - start;
-        recorder.add({.lane = "compute", .name = "fp " + names[static_cast<size_t>(l)], .start = start,
-                      .end = end, .iteration = it, .layer = l});
-      }
-      const Seconds backward_start = recorder.now();
-      torch::Tensor loss = model->loss(x, batch.target);
-      engine.start_backward();
-      loss.backward();
-      compute += recorder.now() - backward_start;
-      engine.end_backward();
-      const double loss_value = loss.item<double>();
+      const IterationResult step = train_iteration(engine, *model, data->next(), recorder, static_cast<int>(t));
+      const double loss_value = step.loss.item<double>();
       const Seconds end = recorder.now();
       metrics.write({{"rank", group.rank}, {"iter", t}, {"time_s", end}, {"iteration_s", end - previous_end},
-                     {"compute_s", compute}, {"loss", loss_value}, {"strategy", options.strategy}});
+                     {"compute_s", step.compute}, {"loss", loss_value}, {"strategy", options.strategy}});
       previous_end = end;
       progress.update(t + 1, loss_value, end);
       if (leader && options.eval_every > 0 && (t + 1) % options.eval_every == 0 && t + 1 < steps) {
