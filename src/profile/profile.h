@@ -7,6 +7,7 @@
 // Thread-safety: plain data; the functions are pure.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -90,9 +91,15 @@ struct Profile {
   Bytes total_bytes() const;
   Seconds forward_time() const;   // sum of fp
   Seconds backward_time() const;  // sum of bp
-  // pair_slowdown while some worker computes, else waiting_pair_slowdown.
+  // While no worker computes, waiting_pair_slowdown; while some worker computes,
+  // the larger of the two: the layers only take cores from the collectives, so
+  // pairs beside them run at least as much in turn as pairs while the workers
+  // wait, and a lower pair_slowdown is that phase's noise (Note [Collectives in
+  // flight], sim/simulator.cc). pair_slowdown throughout where
+  // waiting_pair_slowdown was not measured.
   double pair_slowdown_while(bool computing) const {
-    return computing ? pair_slowdown : waiting_pair_slowdown.value_or(pair_slowdown);
+    const double waiting = waiting_pair_slowdown.value_or(pair_slowdown);
+    return computing ? std::max(pair_slowdown, waiting) : waiting;
   }
 };
 

@@ -275,6 +275,10 @@ TEST(ProfileJson, WaitingPairSlowdownIsOptional) {
   EXPECT_EQ(both.pair_slowdown_while(true), 0.3);
   EXPECT_EQ(both.pair_slowdown_while(false), 0);
   EXPECT_NE(to_json(both).find("\"waiting_pair_slowdown\": 0"), std::string::npos) << to_json(both);
+  Profile lower_beside = both;  // beside the layers at once, while waiting in turn
+  lower_beside.waiting_pair_slowdown = 0.8;
+  EXPECT_EQ(lower_beside.pair_slowdown_while(true), 0.8);  // computing never frees cores for them
+  EXPECT_EQ(lower_beside.pair_slowdown_while(false), 0.8);
   for (const std::string bad : {"-0.1", "\"much\""}) {
     try {
       parse_profile(with("\"waiting_pair_slowdown\": " + bad + ", "), "p.json");

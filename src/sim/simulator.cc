@@ -172,7 +172,15 @@ namespace weft {
 // beside the layers read 0.37 and 0.30), and the limit and the stretch follow
 // whichever value holds now: pair_slowdown while any worker computes,
 // waiting_pair_slowdown while none does (BENCHMARKS.md, "Pairs timed while the
-// workers wait").
+// workers wait"). Beside the layers, though, never less in turn than while the
+// workers wait (Profile::pair_slowdown_while): the layers only take cores from
+// the collectives. Timed beside them the value is noisy (0.28–1.0 over
+// fourteen 1Gbit benches, with no bearing on how far bytescheduler measured
+// above ssgd, 1.16–1.66×), sits around the switch at 0.5 and swung that
+// strategy's prediction by ±15% from profile to profile; while waiting it read
+// 0.64–1.0 in every profile. Re-simulated in turn instead, bytescheduler came
+// closer in 41 of 48 stored runs it moved (BENCHMARKS.md, "Pairs beside the
+// layers no less in turn than while waiting").
 
 // Note [Parameter-server transport]
 // ----------------------------------
