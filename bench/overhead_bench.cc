@@ -19,10 +19,9 @@
 // falls on both alike; the figure is the per-repetition ratio b/a, summarised by
 // its median and quartiles. A second table says where weft's extra time goes: how
 // long the training thread spends outside its layers (blocked in the engine,
-// mostly), and, from the timeline of the
-// (untimed) warm-up run, how long messages take from issue to unpacked. Prints
-// Markdown on stdout; the load average before and after goes with it, since the
-// machine is shared.
+// mostly), and, from the timeline of the (untimed) warm-up run, how long messages
+// take from issue to unpacked. Prints Markdown on stdout; the load average before
+// and after goes with it, since the machine is shared.
 //
 // Run: build/bench/bench_overhead [--models mlp,cnn] [--strategies wfbp]
 //        [--iterations 40] [--repetitions 15] [--batch 32]
@@ -281,8 +280,9 @@ int run(int argc, char** argv) {
                quantile(r.ratio, 0.75), quantile(r.ratio, 0), quantile(r.ratio, 1));
   }
   fmt::print("\nWhere weft's extra time goes, per iteration: the training thread outside its layers, blocked in "
-             "the engine mostly (median over repetitions), and from the warm-up run's timeline the messages, their issue-to-unpacked time "
-             "(engine and Gloo threads; includes the layer-wise updates) and the updates alone.\n\n");
+             "the engine mostly (median over repetitions), and from the warm-up run's timeline the messages, "
+             "their issue-to-unpacked time (engine and Gloo threads; includes the layer-wise updates) and the "
+             "updates alone.\n\n");
   fmt::print("| model | strategy | weft − plain ms | blocked ms | messages | issue→unpacked ms | updates ms |\n");
   fmt::print("|---|---|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
