@@ -197,7 +197,7 @@ Schedule random_schedule(const Profile& profile, int policy, std::mt19937& rng) 
     case 1: s.dispatch = {.kind = DispatchPolicy::Kind::kCredit, .credit = uniform(50, 600)}; break;
     default:
       s.dispatch.kind = DispatchPolicy::Kind::kWindows;
-      for (int k = uniform(1, 4); k > 0; --k) s.dispatch.windows.push_back(uniform(1, 3));
+      for (int k = uniform(1, 4); k > 0; --k) s.dispatch.windows.push_back(uniform(1, 600));
   }
   return s;
 }

@@ -1,6 +1,7 @@
 #include "schedule/dispatcher.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -91,8 +92,9 @@ std::vector<Message> Dispatcher::launch_credit() {
   return out;
 }
 
-// D-Credit's windows: message k of an iteration fuses the windows[k] best ready ops
-// of the earliest iteration that has any (SPEC §4.2).
+// D-Credit's windows: message k of an iteration fuses the best ready ops of the
+// earliest iteration that has any, while they fit in windows[k] bytes (SPEC §4.2;
+// Note [Windows of bytes] in schedulers/dcredit.cc).
 std::vector<Message> Dispatcher::launch_windows() {
   std::vector<Message> out;
   if (in_flight_messages_ > 0 || pending_.empty()) return out;
@@ -101,16 +103,17 @@ std::vector<Message> Dispatcher::launch_windows() {
     window_iteration_ = iteration;
     windows_sent_ = 0;
   }
-  const std::vector<int>& windows = schedule_.dispatch.windows;
+  const std::vector<Bytes>& windows = schedule_.dispatch.windows;
   const size_t k = static_cast<size_t>(windows_sent_);
-  const int want = k < windows.size() ? windows[k] : 1;
-  auto same_iteration_end = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
-    return p.op.iteration != iteration;
-  });
-  const auto available = same_iteration_end - pending_.begin();
-  const auto take = std::min<std::ptrdiff_t>(want, available);
+  const Bytes budget = k < windows.size() ? windows[k] : std::numeric_limits<Bytes>::max();
+  auto last = pending_.begin() + 1;  // a window holds at least one op
+  Bytes bytes = pending_.front().bytes;
+  while (last != pending_.end() && last->op.iteration == iteration && last->bytes <= budget - bytes) {
+    bytes += last->bytes;
+    ++last;
+  }
   ++windows_sent_;
-  out.push_back(make_message(pending_.begin(), pending_.begin() + take));
+  out.push_back(make_message(pending_.begin(), last));
   return out;
 }
 

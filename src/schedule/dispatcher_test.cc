@@ -86,7 +86,7 @@ TEST(Dispatcher, CreditAlwaysAllowsOneOpWhenIdle) {
 }
 
 TEST(Dispatcher, WindowsFuseTheBestReadyOps) {
-  const Schedule s = uniform_ops(5, 10, {.kind = DispatchPolicy::Kind::kWindows, .windows = {3, 2}});
+  const Schedule s = uniform_ops(5, 10, {.kind = DispatchPolicy::Kind::kWindows, .windows = {30, 20}});
   Dispatcher d(s);
   d.ready({0, 4});
   d.ready({0, 3});
@@ -103,7 +103,44 @@ TEST(Dispatcher, WindowsFuseTheBestReadyOps) {
   EXPECT_EQ(indices(second.at(0)), (std::vector<int>{0, 1}));
   d.done(second[0]);
   auto third = d.launch();
-  EXPECT_EQ(indices(third.at(0)), (std::vector<int>{2})) << "past the sequence, one op per message";
+  EXPECT_EQ(indices(third.at(0)), (std::vector<int>{2}));
+}
+
+// Note [Windows of bytes] in schedulers/dcredit.cc: a window is the bytes the plan
+// put in it, so a small op that is ready sooner than planned shares its message.
+TEST(Dispatcher, WindowsAreByteBudgets) {
+  Schedule s = uniform_ops(6, 0, {.kind = DispatchPolicy::Kind::kWindows, .windows = {65536, 133056, 100}});
+  const std::vector<Bytes> sizes = {704, 58112, 65536, 8704, 65536, 34304};
+  for (size_t i = 0; i < sizes.size(); ++i) s.iterations[0][i].chunks = {{static_cast<int>(i), 0, sizes[i]}};
+  Dispatcher d(s);
+  for (int i = 5; i >= 0; --i) d.ready({0, i});
+  std::vector<std::vector<int>> sent;
+  for (auto m = d.launch(); !m.empty(); m = d.launch()) {
+    sent.push_back(indices(m.at(0)));
+    d.done(m.at(0));
+  }
+  EXPECT_EQ(sent, (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4}, {5}}))
+      << "704 + 58112 bytes fit in 64 KiB; 65536 + 8704 + 65536 do not fit in 133056; "
+         "a window holds at least one op, however large";
+  EXPECT_TRUE(d.idle());
+}
+
+TEST(Dispatcher, PastTheWindowsEveryReadyOpOfTheIterationGoesAtOnce) {
+  const Schedule s = uniform_ops(4, 10, {.kind = DispatchPolicy::Kind::kWindows, .windows = {10}});
+  Dispatcher d(s);
+  d.ready({0, 0});
+  auto first = d.launch();
+  ASSERT_EQ(first.size(), 1u);
+  for (int i = 1; i < 4; ++i) d.ready({0, i});
+  d.ready({1, 0});  // the next iteration's first op waits for that iteration's windows
+  d.done(first[0]);
+  auto rest = d.launch();
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(indices(rest[0]), (std::vector<int>{1, 2, 3})) << "only ops of the earliest iteration";
+  d.done(rest[0]);
+  auto next = d.launch();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].ops, (std::vector<OpRef>{{1, 0}}));
 }
 
 TEST(Dispatcher, EarlierIterationsGoFirst) {

@@ -71,8 +71,10 @@ void validate(const Schedule& s, const Profile& profile, int workers) {
     throw std::logic_error(fmt::format("schedule '{}': credit {} must be > 0", s.strategy,
                                        s.dispatch.credit));
   }
-  for (int w : s.dispatch.windows) {
-    if (w < 1) throw std::logic_error(fmt::format("schedule '{}': window {} < 1", s.strategy, w));
+  for (Bytes w : s.dispatch.windows) {
+    if (w <= 0) {
+      throw std::logic_error(fmt::format("schedule '{}': window of {} bytes must be > 0", s.strategy, w));
+    }
   }
   const int layers = profile.size();
   // Bytes of each layer covered over the whole period (for parameter/PS schedules).
@@ -150,7 +152,7 @@ std::string to_json(const Schedule& s) {
   j["period"] = s.period;
   j["dispatch"] = {{"policy", to_string(s.dispatch.kind)},
                    {"credit_B", s.dispatch.credit},
-                   {"windows", s.dispatch.windows}};
+                   {"windows_B", s.dispatch.windows}};
   j["easgd"] = {{"alpha", s.easgd.alpha}, {"beta", s.easgd.beta}};
   j["options"] = nlohmann::json::parse(s.options_json.empty() ? "{}" : s.options_json);
   auto& iterations = j["iterations"] = nlohmann::json::array();

@@ -67,12 +67,14 @@ struct DispatchPolicy {
     kInOrder,  // one message at a time, operations in list order (across iterations too)
     kCredit,   // ready ops by priority; start while bytes in flight + op <= credit
                // (one op is always allowed when nothing is in flight)
-    kWindows,  // one message at a time; message k of an iteration fuses the
-               // windows[k] highest-priority ready ops (1 past the sequence's end)
+    kWindows,  // one message at a time; message k of an iteration fuses its
+               // highest-priority ready ops while they fit in windows[k] bytes
+               // (at least one; every ready op past the sequence's end)
   };
   Kind kind = Kind::kInOrder;
-  Bytes credit = 0;          // kCredit
-  std::vector<int> windows;  // kWindows
+  Bytes credit = 0;            // kCredit
+  std::vector<Bytes> windows;  // kWindows: byte budgets (Note [Windows of bytes] in
+                               // schedulers/dcredit.cc says why not op counts)
 };
 std::string_view to_string(DispatchPolicy::Kind kind);
 
@@ -110,7 +112,7 @@ struct Schedule {
 //   an operation is ready only after the backward of every layer it carries
 //   (ready_after <= min layer of its chunks, since backward runs L-1..0);
 // - release offsets are empty or one per worker and >= 0;
-// - kWindows has windows >= 1; kCredit has credit > 0.
+// - kWindows has windows > 0 bytes; kCredit has credit > 0.
 void validate(const Schedule& schedule, const Profile& profile, int workers);
 
 // JSON for inspection (`weft simulate --schedule-out`); not read back.

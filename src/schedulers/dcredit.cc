@@ -240,6 +240,7 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
     }
     ready.erase(ready.begin(), ready.begin() + static_cast<std::ptrdiff_t>(count));
     plan.windows.push_back(static_cast<int>(count));
+    plan.budgets.push_back(bytes);
   };
 
   // One event at a time, in the executor's order (Note [D-Credit windows]): a
@@ -308,6 +309,26 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
   return plan;
 }
 
+// Note [Windows of bytes]
+// -----------------------
+// The seed's window is a number of blocks, and its cost α + β·S_p·w takes every
+// block to be S_p bytes. A layer's last block is smaller, and some layers are
+// smaller than a block: cnn's stem is 704 bytes, its head 2,600, against S_p =
+// 64 KiB. The schedule therefore gives the dispatcher each window as the bytes of
+// the blocks plan_windows() put in it: message k takes the best ready blocks while
+// they fit in budgets[k] (at least one). Where the executor makes blocks ready as
+// the plan assumed, the same blocks fill the same messages, so the simulator's
+// timeline and the plan's forward_end do not change. Where it does not — training
+// on shared cores runs a layer's backward now sooner, now later than its profiled
+// time — a count lets a tiny block stand for a full one. In a measured 100Mbit
+// run of cnn (BENCHMARKS.md, "dcredit at 100Mbit"), 20 of 50 iterations had the
+// stem's gradient ready when the 64 KiB window of block2 was due: that window of
+// one block carried 704 bytes, a whole all-gather for nothing, the next one
+// 193 KiB where 130 were planned, and the next forward waited for it. As a budget
+// the window takes the stem with block1 (57 KiB), what that forward needs first.
+// Past the end of the sequence (blocks came later than planned and earlier windows
+// left with fewer), every ready block of the iteration goes in one message.
+
 const std::vector<double>& phase1_horizons() {
   static const std::vector<double> horizons = {
       0, 1, 2, 4, 8, 16, std::numeric_limits<double>::infinity()};
@@ -339,7 +360,7 @@ Schedule make_dcredit(const Profile& profile, const Cluster& cluster,
   schedule.strategy = "dcredit";
   schedule.period = 1;
   schedule.iterations = {block_ops(blocks)};
-  schedule.dispatch = {.kind = DispatchPolicy::Kind::kWindows, .windows = plan.windows};
+  schedule.dispatch = {.kind = DispatchPolicy::Kind::kWindows, .windows = plan.budgets};
   nlohmann::json horizon = plan.horizon;  // one-block transfer times
   if (std::isinf(plan.horizon)) horizon = "unbounded";
   schedule.options_json =

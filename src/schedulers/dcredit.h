@@ -4,11 +4,12 @@
 //
 // The sequence is read by DispatchPolicy::kWindows exactly as the Dispatcher
 // implements it: one message at a time, and whenever the channel is free and some
-// block is ready, message k of the iteration fuses the windows[k] highest-priority
-// ready blocks (fewer if fewer are ready). The dispatcher never leaves the channel
-// idle while a block is ready, so plan_windows() replays that same work-conserving
-// loop, message by message, and chooses each window at the moment the dispatcher
-// will launch it. See Note [D-Credit windows] in dcredit.cc.
+// block is ready, message k of the iteration fuses the highest-priority ready
+// blocks that fit in budgets[k] bytes (fewer if fewer are ready). The dispatcher
+// never leaves the channel idle while a block is ready, so plan_windows() replays
+// that same work-conserving loop, message by message, and chooses each window at
+// the moment the dispatcher will launch it. See Notes [D-Credit windows] and
+// [Windows of bytes] in dcredit.cc.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -27,10 +28,11 @@ namespace weft {
 using MessageTime = std::function<Seconds(Bytes)>;
 
 struct WindowPlan {
-  std::vector<int> windows;  // for DispatchPolicy::kWindows; sums to the block count
-  int backward_windows = 0;  // windows[0, backward_windows) are launched before the
-                             // last gradient arrives (phase 1), the rest after (phase 2)
-  double horizon = 0;        // the phase-1 horizon it was planned with (see below)
+  std::vector<int> windows;     // blocks in each message (the seed's w); sums to the block count
+  std::vector<Bytes> budgets;   // bytes in each message: DispatchPolicy::kWindows's windows
+  int backward_windows = 0;     // windows[0, backward_windows) are launched before the
+                                // last gradient arrives (phase 1), the rest after (phase 2)
+  double horizon = 0;           // the phase-1 horizon it was planned with (see below)
   // The end of the next iteration's forward pass, in seconds from the start of the
   // backward pass, when every message costs message_time alone: the steady-state
   // iteration time this plan predicts (the simulator's, exactly).

@@ -318,17 +318,19 @@ TEST(PlanWindowsTest, TheDispatcherFormsExactlyThePlannedWindowsAndSendsEveryBlo
     const WindowPlan plan = plan_windows(p, blocks, cost, horizon);
 
     Schedule s{.strategy = "dcredit", .iterations = {block_ops(blocks)},
-               .dispatch = {.kind = DispatchPolicy::Kind::kWindows, .windows = plan.windows}};
+               .dispatch = {.kind = DispatchPolicy::Kind::kWindows, .windows = plan.budgets}};
     validate(s, p, 1);
     const FakeChannelRun run = run_on_fake_channel(s, p, cost);
 
     ASSERT_EQ(run.messages.size(), plan.windows.size()) << "trial " << trial;
+    ASSERT_EQ(plan.budgets.size(), plan.windows.size()) << "trial " << trial;
     std::vector<int> sent(blocks.size(), 0);
     for (size_t k = 0; k < run.messages.size(); ++k) {
       // Windows never exceed the blocks ready when the dispatcher forms them, so
       // the dispatcher never cuts one short.
       EXPECT_LE(plan.windows[k], run.ready_when_launched[k]) << "trial " << trial << " window " << k;
       EXPECT_EQ(static_cast<int>(run.messages[k].ops.size()), plan.windows[k]);
+      EXPECT_EQ(run.messages[k].bytes, plan.budgets[k]);
       for (const OpRef& r : run.messages[k].ops) ++sent[static_cast<size_t>(r.index)];
     }
     for (size_t i = 0; i < sent.size(); ++i) EXPECT_EQ(sent[i], 1) << "block " << i;
@@ -350,6 +352,7 @@ TEST(PlanWindowsTest, AWindowEndsAboutWhenTheNextGradientArrives) {
   // layer 2 goes and the channel idles. At 20 s, layer 1 (4 blocks): same. At 30 s
   // everything has arrived and phase 2 sends layer 0's 4 blocks: windows {4, 4, 4}.
   EXPECT_EQ(plan.windows, (std::vector<int>{4, 4, 4}));
+  EXPECT_EQ(plan.budgets, (std::vector<Bytes>{4000, 4000, 4000}));
   EXPECT_EQ(plan.backward_windows, 2);
 
   // With 10 blocks per layer (each 1 s), at 10 s the window ending after 20 s is
@@ -376,7 +379,7 @@ TEST(DcreditTest, ScheduleCarriesThePlanAndItsOptions) {
     const WindowPlan plan = fastest_window_plan(p, partition_blocks(p, sp), [&](Bytes n) {
       return allreduce_time(cluster, n);
     });
-    EXPECT_EQ(s.dispatch.windows, plan.windows);
+    EXPECT_EQ(s.dispatch.windows, plan.budgets);
     const auto options = nlohmann::json::parse(s.options_json);
     EXPECT_EQ(options.at("partition_B").get<Bytes>(), sp);
     EXPECT_EQ(options.at("windows").get<std::vector<int>>(), plan.windows);

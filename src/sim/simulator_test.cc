@@ -328,7 +328,7 @@ TEST(Simulate, WindowPolicyFusesOps) {
   std::vector<CommOp> ops = per_layer_backward_order(p, false);
   for (CommOp& op : ops) op.ready_after = 0;  // all ready at the end of the backward
   const Timeline t = simulate(
-      one_period(ops, {.kind = DispatchPolicy::Kind::kWindows, .credit = 0, .windows = {3}}), p, c,
+      one_period(ops, {.kind = DispatchPolicy::Kind::kWindows, .credit = 0, .windows = {p.total_bytes()}}), p, c,
       {.iterations = 4, .record_iterations = 1});
   EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.total_bytes()), 1e-12);
   std::vector<Event> comm;
@@ -486,7 +486,7 @@ TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
     if (trial % 3 == 1) dispatch = {.kind = DispatchPolicy::Kind::kCredit, .credit = 1_MiB, .windows = {}};
-    if (trial % 3 == 2) dispatch = {.kind = DispatchPolicy::Kind::kWindows, .credit = 0, .windows = {2, 1, 3}};
+    if (trial % 3 == 2) dispatch = {.kind = DispatchPolicy::Kind::kWindows, .credit = 0, .windows = {2_MiB, 1_MiB, 3_MiB}};
     const Timeline symmetric = simulate(one_period(ops, dispatch), p, c, {.iterations = 5, .record_iterations = 1});
     std::vector<Seconds> offsets(static_cast<size_t>(c.workers), 0);
     offsets.back() = 1e-15;
