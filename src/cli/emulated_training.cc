@@ -1,5 +1,7 @@
 #include "cli/emulated_training.h"
 
+#include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include "netem/netem.h"
 #include "netem/netns.h"
+#include "netem/shaping.h"
 #include "runtime/launcher.h"
 
 namespace weft::cli {
@@ -36,16 +39,33 @@ int run_emulated_training(const EmulatedTraining& job) {
   argv.at(0) = std::filesystem::read_symlink("/proc/self/exe").string();
   const std::vector<std::vector<std::string>> argv_per_rank(static_cast<std::size_t>(job.workers + job.servers),
                                                             argv);
-  std::cerr << fmt::format("weft train: {} worker{}{} on emulated {} links (weft netem)\n", job.workers,
-                           job.workers == 1 ? "" : "s",
+  std::cerr << fmt::format("weft train: {} worker{}{} on emulated {} links (weft netem), planned for the {} "
+                           "TCP delivers over them\n",
+                           job.workers, job.workers == 1 ? "" : "s",
                            job.servers == 0 ? "" : fmt::format(" and {} server{}", job.servers,
                                                                job.servers == 1 ? "" : "s"),
-                           rate);
+                           rate, format_bandwidth(netem::payload_rate(job.bandwidth, network.mtu)));
   const netem::RunReport report =
       netem::run_emulated(network, argv_per_rank, {.grace = job.failure_timeout},
-                          {std::string(runtime::kLaunchedWorkerVariable) + "=1"});
+                          {std::string(runtime::kLaunchedWorkerVariable) + "=1",
+                           fmt::format("{}={}", kEmulatedMtuVariable, network.mtu)});
   if (report.exit_status != 0) std::cerr << "weft train: " << report.message << "\n";
   return report.exit_status;
+}
+
+Cluster planned_cluster(Cluster given) {
+  const char* text = std::getenv(kEmulatedMtuVariable);
+  if (text == nullptr || !runtime::is_launched_worker()) return given;
+  int mtu = 0;
+  const std::string_view value = text;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), mtu);
+  if (error != std::errc{} || end != value.data() + value.size() || mtu < 68 || mtu > 65535) {
+    throw UsageError(fmt::format("{}={}: expected the emulated links' MTU in bytes (68..65535)",
+                                 kEmulatedMtuVariable, value));
+  }
+  given.bandwidth = netem::payload_rate(given.bandwidth, mtu);
+  if (given.server_bandwidth > 0) given.server_bandwidth = netem::payload_rate(given.server_bandwidth, mtu);
+  return given;
 }
 
 }  // namespace weft::cli

@@ -126,7 +126,8 @@ void add_train(CLI::App& app, int& exit_status) {
       ->capture_default_str();
   cmd->add_flag("--no-progress", flags->no_progress, "no progress line on stderr");
   cmd->callback([cmd, flags, &exit_status] {
-    const runtime::TrainOptions options = to_options(*flags);
+    runtime::TrainOptions options = to_options(*flags);
+    options.cluster = planned_cluster(options.cluster);
     // Note [Training on emulated links] (cli/emulated_training.h).
     if (trains_on_emulated_links(cmd->count("--bandwidth") > 0, options.nproc.has_value())) {
       exit_status = run_emulated_training({.workers = *options.nproc,

@@ -56,6 +56,8 @@ TEST_F(TrainBandwidth, TrainsBehindTheLinkAndLeavesNothing) {
   const WeftRun run = run_weft(train_args(), dir_ / "train.log");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("2 workers on emulated 10Mbit links"), std::string::npos) << run.output;
+  // The ranks plan for TCP's payload over 1500-byte frames (netem::payload_rate).
+  EXPECT_NE(run.output.find("planned for the 9.564Mbit TCP delivers over them"), std::string::npos) << run.output;
 
   std::map<int, double> training_seconds;  // per rank, the sum of its iterations after the first
   std::map<int, int> iterations;
