@@ -59,10 +59,11 @@ Cluster planned_cluster(Cluster given) {
   int mtu = 0;
   const std::string_view value = text;
   const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), mtu);
-  if (error != std::errc{} || end != value.data() + value.size() || mtu < 68 || mtu > 65535) {
+  if (error != std::errc{} || end != value.data() + value.size()) {
     throw UsageError(fmt::format("{}={}: expected the emulated links' MTU in bytes (68..65535)",
                                  kEmulatedMtuVariable, value));
   }
+  netem::check_mtu(mtu, kEmulatedMtuVariable);
   given.bandwidth = netem::payload_rate(given.bandwidth, mtu);
   if (given.server_bandwidth > 0) given.server_bandwidth = netem::payload_rate(given.server_bandwidth, mtu);
   return given;

@@ -87,11 +87,11 @@ void validate(const NetemOptions& options) {
   check_mtu(options.mtu);
 }
 
-void check_mtu(int mtu) {
+void check_mtu(int mtu, std::string_view origin) {
   if (mtu < 68 || mtu > 65535) {
-    throw UsageError(fmt::format("--mtu {}: an IPv4 MTU is 68..65535 bytes (1500 is Ethernet's, 9000 jumbo "
+    throw UsageError(fmt::format("{} {}: an IPv4 MTU is 68..65535 bytes (1500 is Ethernet's, 9000 jumbo "
                                  "frames)",
-                                 mtu));
+                                 origin, mtu));
   }
 }
 

@@ -51,6 +51,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "netem/supervisor.h"
@@ -86,8 +87,9 @@ struct Endpoint {
 // out of range.
 void validate(const NetemOptions& options);
 
-// THROWS UsageError naming --mtu unless 68 <= mtu <= 65535 (an IPv4 MTU).
-void check_mtu(int mtu);
+// THROWS UsageError naming `origin` (the flag or variable the MTU came from)
+// unless 68 <= mtu <= 65535 (an IPv4 MTU).
+void check_mtu(int mtu, std::string_view origin = "--mtu");
 
 class EmulatedNetwork {
  public:

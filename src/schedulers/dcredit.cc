@@ -320,12 +320,14 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
 // the plan assumed, the same blocks fill the same messages, so the simulator's
 // timeline and the plan's forward_end do not change. Where it does not — training
 // on shared cores runs a layer's backward now sooner, now later than its profiled
-// time — a count lets a tiny block stand for a full one. In a measured 100Mbit
-// run of cnn (BENCHMARKS.md, "dcredit at 100Mbit"), 20 of 50 iterations had the
-// stem's gradient ready when the 64 KiB window of block2 was due: that window of
-// one block carried 704 bytes, a whole all-gather for nothing, the next one
-// 193 KiB where 130 were planned, and the next forward waited for it. As a budget
-// the window takes the stem with block1 (57 KiB), what that forward needs first.
+// time — a count lets a tiny block stand for a full one: in a measured 100Mbit
+// run of cnn, 20 of 50 iterations had the stem's gradient ready when the 64 KiB
+// window of block2 was due, and that window carried the stem's 704 bytes alone,
+// then 193 KiB where 130 were planned. As a budget the window takes the stem
+// with block1 (57 KiB), what the next forward needs first. Measured, that leaves
+// the iteration's time as it was: those iterations are slow because their first
+// message was (BENCHMARKS.md, "dcredit's windows as byte budgets"); budgets make
+// a window mean what the plan priced, whatever fills it.
 // Past the end of the sequence (blocks came later than planned and earlier windows
 // left with fewer), every ready block of the iteration goes in one message.
 
