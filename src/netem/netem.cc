@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -150,10 +151,14 @@ void EmulatedNetwork::build() {
   run_checked({"ip", "-netns", hub_, "link", "set", kBridge, "up"});
   // Every message crosses two shaped egresses (Note at the top of netem.h).
   const Seconds delay_per_hop = options_.latency / 2;
-  for (const Endpoint& e : endpoints_) add_endpoint(e, delay_per_hop);
+  // A packet crosses its sender's bucket and its receiver's: it must fit the
+  // smallest (Note [Token bucket parameters]).
+  Bytes gso_max = std::numeric_limits<Bytes>::max();
+  for (const Endpoint& e : endpoints_) gso_max = std::min(gso_max, token_bucket_for(e.rate, options_.mtu).gso_max);
+  for (const Endpoint& e : endpoints_) add_endpoint(e, delay_per_hop, gso_max);
 }
 
-void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop) {
+void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop, Bytes gso_max) {
   add_namespace(e.netns);
   made_.push_back(e.netns);
   const std::string hub_end = hub_device(e);
@@ -162,8 +167,10 @@ void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop) {
   // so no interface ever appears in the caller's namespace (where names of parallel
   // runs could clash).
   run_checked({"ip", "-netns", e.netns, "link", "set", "lo", "up"});
-  run_checked({"ip", "-netns", hub_, "link", "add", hub_end, "mtu", mtu, "type", "veth", "peer",
-               "name", kEndpointDevice, "mtu", mtu, "netns", e.netns});
+  const std::string gso = std::to_string(gso_max);
+  run_checked({"ip", "-netns", hub_, "link", "add", hub_end, "mtu", mtu, "gso_max_size", gso, "type",
+               "veth", "peer", "name", kEndpointDevice, "mtu", mtu, "gso_max_size", gso, "netns",
+               e.netns});
   run_checked({"ip", "-netns", hub_, "link", "set", hub_end, "master", kBridge, "up"});
   run_checked({"ip", "-netns", e.netns, "addr", "add",
                fmt::format("{}/{}", e.address, kAddressPrefixLength), "dev", kEndpointDevice});

@@ -9,7 +9,8 @@
 //      weft<pid>s0 [eth0 10.77.0.3]──veth──[s0]┘
 //
 // Upload is shaped on the egress of the endpoint's eth0, download on the egress of
-// the hub's end, each by a tbf qdisc (Note [Token bucket parameters], shaping.h).
+// the hub's end, each by a tbf qdisc (Note [Token bucket parameters], shaping.h),
+// whose bucket every packet fits: the interfaces' GSO size is capped to it.
 // A transfer between two endpoints crosses the sender's upload and the receiver's
 // download, so P workers sending to one server share that server's rate: the incast
 // of SPEC §1.2. Addresses are 10.77.0.0/16, in namespaces nobody else uses, so
@@ -123,7 +124,7 @@ class EmulatedNetwork {
 
  private:
   void build();
-  void add_endpoint(const Endpoint& endpoint, Seconds delay_per_hop);
+  void add_endpoint(const Endpoint& endpoint, Seconds delay_per_hop, Bytes gso_max);
   void remove_all() noexcept;
 
   NetemOptions options_;

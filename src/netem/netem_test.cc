@@ -28,6 +28,7 @@
 
 #include "netem/netns.h"
 #include "netem/process.h"
+#include "netem/shaping.h"
 
 namespace weft::netem {
 namespace {
@@ -215,6 +216,31 @@ TEST_F(NetemTest, EveryHostUsesRenoSoThatLinksRunFull) {
     });
     EXPECT_EQ(wait_exit_code(child), 0) << e.netns << " does not use reno";
   }
+}
+
+// Note [Token bucket parameters]: no interface builds a packet that the smallest
+// bucket would cut into frames, the faster server's included.
+TEST_F(NetemTest, EveryInterfaceBuildsPacketsTheSmallestBucketPassesWhole) {
+  SKIP_UNLESS_PRIVILEGED();
+  EmulatedNetwork network({.workers = 2, .servers = 1, .bandwidth = 100_Mbit, .server_bandwidth = 1_Gbit});
+  const std::string expected = std::to_string(token_bucket_for(100_Mbit, 1500).gso_max);
+  const auto gso_sizes = [](const std::vector<std::string>& ip_show) {
+    const CommandResult shown = run_command(ip_show);
+    EXPECT_TRUE(shown.succeeded()) << join_command(ip_show) << ": " << shown.output;
+    std::vector<std::string> sizes;
+    std::istringstream words(shown.output);
+    for (std::string word; words >> word;) {
+      if (word == "gso_max_size" && words >> word) sizes.push_back(word);
+    }
+    return sizes;
+  };
+  for (const Endpoint& e : network.endpoints()) {
+    EXPECT_EQ(gso_sizes({"ip", "-netns", e.netns, "-d", "link", "show", "eth0"}),
+              std::vector<std::string>{expected})
+        << e.netns;
+  }
+  EXPECT_EQ(gso_sizes({"ip", "-netns", network.hub(), "-d", "link", "show", "type", "veth"}),
+            std::vector<std::string>(network.endpoints().size(), expected));
 }
 
 // (b) The destructor removes every namespace it made.

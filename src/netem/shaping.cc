@@ -15,23 +15,27 @@ constexpr Seconds kBurstTime = 1e-3;
 constexpr Seconds kQueueTime = 50e-3;
 constexpr Bytes kTransmitQueueFrames = 1000;  // Linux's default txqueuelen
 constexpr double kSmallPacket = 500;  // bytes; sizes netem's queue for a delay
+constexpr int kIpTcpHeaders = 20 + 20 + 12;  // IPv4, TCP, TCP timestamps
+constexpr Bytes kLinuxGsoMax = 65536;         // a device's default gso_max_size
 
 }  // namespace
 
 TokenBucket token_bucket_for(BytesPerSecond rate, int mtu) {
-  if (!(rate > 0) || !std::isfinite(rate) || mtu <= 0) {
-    throw std::logic_error(fmt::format("token_bucket_for: rate {} B/s and mtu {} must be > 0", rate, mtu));
+  if (!(rate > 0) || !std::isfinite(rate) || mtu <= kIpTcpHeaders) {
+    throw std::logic_error(fmt::format("token_bucket_for: rate {} B/s must be > 0 and mtu {} > {}",
+                                       rate, mtu, kIpTcpHeaders));
   }
   const Bytes frame = mtu + kEthernetHeader;
   const auto bytes_in = [rate](Seconds t) { return static_cast<Bytes>(std::ceil(rate * t)); };
   TokenBucket bucket{.rate = rate};
   bucket.burst = std::max(2 * frame, bytes_in(kBurstTime));
   bucket.limit = std::max(bytes_in(kQueueTime), kTransmitQueueFrames * frame);
+  const Bytes whole_frames = std::max<Bytes>(1, bucket.burst / frame);
+  bucket.gso_max = std::min(kLinuxGsoMax, whole_frames * (mtu - kIpTcpHeaders));
   return bucket;
 }
 
 BytesPerSecond payload_rate(BytesPerSecond rate, int mtu) {
-  constexpr int kIpTcpHeaders = 20 + 20 + 12;  // IPv4, TCP, TCP timestamps
   if (mtu <= kIpTcpHeaders) {
     throw std::logic_error(fmt::format("payload_rate: an MTU of {} bytes leaves no room for TCP's payload", mtu));
   }

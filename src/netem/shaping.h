@@ -28,6 +28,20 @@
 //    waited out a retransmission timeout took 20% longer than the link allows. 50 ms
 //    of queue covers the higher rates, like a switch buffer. The hub's egress gets the
 //    same queue; it fills only under incast.
+//  - gso_max = the TCP payload of the whole frames the burst holds, at most Linux's
+//    64 KiB; every interface of the network gets the smallest bucket's as its
+//    gso_max_size. A sender's TCP hands its device packets of up to 64 KiB (GSO),
+//    which the veth pair and the bridge carry whole; tbf cannot send a packet larger
+//    than its bucket, so it cuts it into frames, and each frame then waits for a
+//    dequeue timer and a softirq of its own. Packets that fit the bucket pass whole:
+//    one timer per burst instead of one per frame. Where the burst is its floor of
+//    two frames (up to ~24 Mbit at 1500 bytes) little changes; from ~560 Mbit the
+//    bucket holds 64 KiB and nothing changes. Between, the frames had cost
+//    the machine that runs the emulation more than the training: 4 processes
+//    all-reducing over 100 Mbit links spent 27.5 s of CPU on what takes 8.2 s with
+//    the cap, at the same fitted time per byte (BENCHMARKS.md "The emulator's
+//    frames"). On 2 cores that was a core taken from the workers while a message
+//    was in flight, which the profile had measured as compute slowed by communication.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -43,10 +57,11 @@ struct TokenBucket {
   BytesPerSecond rate = 0;
   Bytes burst = 0;  // bucket size, bytes
   Bytes limit = 0;  // queue size, bytes
+  Bytes gso_max = 0;  // largest packet a sender should build, bytes of TCP payload
 };
 
 // The parameters of Note [Token bucket parameters] for a link of `rate` whose
-// interfaces have an MTU of `mtu` bytes. REQUIRES: rate > 0 and mtu > 0 (THROWS
+// interfaces have an MTU of `mtu` bytes. REQUIRES: rate > 0 and mtu > 52 (THROWS
 // std::logic_error naming them otherwise).
 TokenBucket token_bucket_for(BytesPerSecond rate, int mtu);
 

@@ -32,16 +32,45 @@ TEST(TokenBucket, HoldsTwoFramesAndOneMillisecondAndQueuesAThousandFramesOrFifty
   }
 }
 
+// A sender's packets (GSO) must fit the bucket whole, or tbf cuts them into frames.
+TEST(TokenBucket, PassesTheLargestPacketASenderBuildsWhole) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> log_rate(3, 11);
+  std::uniform_int_distribution<int> mtu_of(53, 9000);
+  for (int i = 0; i < 1000; ++i) {
+    const BytesPerSecond rate = std::pow(10.0, log_rate(rng));
+    const int mtu = mtu_of(rng);
+    const TokenBucket b = token_bucket_for(rate, mtu);
+    const Bytes payload = mtu - 52;  // IPv4, TCP and timestamps
+    const Bytes frames = (b.gso_max + payload - 1) / payload;
+    EXPECT_LE(frames * (mtu + 14), b.burst) << rate << " " << mtu;
+    EXPECT_GE(b.gso_max, payload) << rate << " " << mtu;
+    EXPECT_LE(b.gso_max, 65536) << rate << " " << mtu;  // Linux's default and largest
+    // No smaller than it may be: one more frame would not fit, or 64 KiB is reached.
+    if (b.gso_max + payload <= 65536) {
+      EXPECT_GT((frames + 1) * (mtu + 14), b.burst) << rate << " " << mtu;
+    }
+  }
+}
+
 TEST(TokenBucket, TenMbitAtEthernetMtuIsTwoFramesBurst) {
   const TokenBucket b = token_bucket_for(10_Mbit, 1500);
   EXPECT_EQ(b.burst, 3028);
   EXPECT_EQ(b.limit, 1000 * 1514);
+  EXPECT_EQ(b.gso_max, 2 * 1448);
 }
 
-TEST(TokenBucket, RejectsNonPositiveInputs) {
+TEST(TokenBucket, GsoPacketsOfEightFramesAtHundredMbitAndLinuxsDefaultAtOneGbit) {
+  EXPECT_EQ(token_bucket_for(100_Mbit, 1500).gso_max, 8 * 1448);  // 12.5 kB of burst
+  EXPECT_EQ(token_bucket_for(1_Gbit, 1500).gso_max, 65536);
+  EXPECT_EQ(token_bucket_for(100_Mbit, 9000).gso_max, 2 * 8948);  // two jumbo frames
+}
+
+TEST(TokenBucket, RejectsNonPositiveInputsAndMtusWithoutRoomForPayload) {
   EXPECT_THROW(token_bucket_for(0, 1500), std::logic_error);
   EXPECT_THROW(token_bucket_for(-1, 1500), std::logic_error);
   EXPECT_THROW(token_bucket_for(1e6, 0), std::logic_error);
+  EXPECT_THROW(token_bucket_for(1e6, 52), std::logic_error);
 }
 
 TEST(PayloadRate, IsTcpsPayloadPerEthernetFrame) {
