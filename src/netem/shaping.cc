@@ -17,6 +17,7 @@ constexpr Bytes kTransmitQueueFrames = 1000;  // Linux's default txqueuelen
 constexpr double kSmallPacket = 500;  // bytes; sizes netem's queue for a delay
 constexpr int kIpTcpHeaders = 20 + 20 + 12;  // IPv4, TCP, TCP timestamps
 constexpr Bytes kLinuxGsoMax = 65536;         // a device's default gso_max_size
+constexpr Bytes kFewestFramesToCap = 4;       // a smaller cap turns GSO off
 
 }  // namespace
 
@@ -30,8 +31,10 @@ TokenBucket token_bucket_for(BytesPerSecond rate, int mtu) {
   TokenBucket bucket{.rate = rate};
   bucket.burst = std::max(2 * frame, bytes_in(kBurstTime));
   bucket.limit = std::max(bytes_in(kQueueTime), kTransmitQueueFrames * frame);
-  const Bytes whole_frames = std::max<Bytes>(1, bucket.burst / frame);
-  bucket.gso_max = std::min(kLinuxGsoMax, whole_frames * (mtu - kIpTcpHeaders));
+  const Bytes whole_frames = bucket.burst / frame;
+  bucket.gso_max = whole_frames < kFewestFramesToCap
+                       ? kLinuxGsoMax
+                       : std::min(kLinuxGsoMax, whole_frames * (mtu - kIpTcpHeaders));
   return bucket;
 }
 

@@ -34,9 +34,12 @@
 //    which the veth pair and the bridge carry whole; tbf cannot send a packet larger
 //    than its bucket, so it cuts it into frames, and each frame then waits for a
 //    dequeue timer and a softirq of its own. Packets that fit the bucket pass whole:
-//    one timer per burst instead of one per frame. Where the burst is its floor of
-//    two frames (up to ~24 Mbit at 1500 bytes) little changes; from ~560 Mbit the
-//    bucket holds 64 KiB and nothing changes. Between, the frames had cost
+//    one timer per burst instead of one per frame. From ~560 Mbit at 1500 bytes the
+//    bucket holds 64 KiB and nothing changes. Below ~48 Mbit the bucket holds fewer
+//    than four frames and gso_max stays 64 KiB: TCP keeps header room under the cap,
+//    so a cap of two frames makes packets of one, which turns GSO off; at 20 Mbit the
+//    all-reduces then got 7% less of the link and the profile measured compute
+//    slowed twice as much beside them. Between, the frames had cost
 //    the machine that runs the emulation more than the training: 4 processes
 //    all-reducing over 100 Mbit links spent 27.5 s of CPU on what takes 8.2 s with
 //    the cap, at the same fitted time per byte (BENCHMARKS.md "The emulator's
