@@ -154,7 +154,9 @@ void EmulatedNetwork::build() {
   // A packet crosses its sender's bucket and its receiver's: it must fit the
   // smallest (Note [Token bucket parameters]).
   Bytes gso_max = std::numeric_limits<Bytes>::max();
-  for (const Endpoint& e : endpoints_) gso_max = std::min(gso_max, token_bucket_for(e.rate, options_.mtu).gso_max);
+  for (const Endpoint& e : endpoints_) {
+    gso_max = std::min(gso_max, token_bucket_for(e.rate, options_.mtu).gso_max);
+  }
   for (const Endpoint& e : endpoints_) add_endpoint(e, delay_per_hop, gso_max);
 }
 
