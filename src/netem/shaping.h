@@ -39,12 +39,12 @@
 //    than four frames and gso_max stays 64 KiB: TCP keeps header room under the cap,
 //    so a cap of two frames makes packets of one, which turns GSO off; at 20 Mbit the
 //    all-reduces then got 7% less of the link and the profile measured compute
-//    slowed twice as much beside them. Between, the frames had cost
-//    the machine that runs the emulation more than the training: 4 processes
-//    all-reducing over 100 Mbit links spent 27.5 s of CPU on what takes 8.2 s with
-//    the cap, at the same fitted time per byte (BENCHMARKS.md "The emulator's
-//    frames"). On 2 cores that was a core taken from the workers while a message
-//    was in flight, which the profile had measured as compute slowed by communication.
+//    slowed twice as much beside them. Between, the frames had cost the machine that
+//    runs the emulation more than the training: 4 processes all-reducing over
+//    100 Mbit links spent 25.6–28.2 s of CPU on what takes 8.8–9.3 s with the cap,
+//    at the same fitted time per byte (BENCHMARKS.md "The emulator's frames"). On 2
+//    cores that was a core taken from the workers while a message was in flight,
+//    which the profile had measured as compute slowed by communication.
 //
 // Thread-safety: pure functions.
 #pragma once
