@@ -16,7 +16,8 @@ the same iterations, up to float summation order).
 
 Rendezvous is env:// as torchrun sets it: MASTER_ADDR, MASTER_PORT, RANK,
 WORLD_SIZE (without them it trains alone). With --nproc K it is its own launcher,
-as `weft train --nproc`: it starts K copies of itself on 127.0.0.1 and supervises
+as `weft train --nproc`: it starts K copies of itself on 127.0.0.1, each pinned to
+its share of the cores as weft pins its own (unless --shared-cores), and supervises
 them (Debian's torchrun fails on Python 3.11 in torch.distributed.elastic). Metrics are JSON lines in weft's format
 (SPEC §6) with "strategy": "pytorch-ddp":
   {"rank", "iter", "time_s", "iteration_s", "loss", "strategy"}   per iteration, per rank
@@ -269,6 +270,8 @@ def parse_args(argv):
     p.add_argument("--failure-timeout", type=float, default=300, help="seconds a collective may wait for a peer")
     p.add_argument("--nproc", type=int, default=0, help="start this many local workers (default: be one worker)")
     p.add_argument("--port", type=int, default=29500, help="with --nproc: MASTER_PORT of the workers")
+    p.add_argument("--shared-cores", action="store_true",
+                   help="with --nproc: the workers on any core (default: each pinned to its share, as weft's)")
     a = p.parse_args(argv)
     if a.nproc < 0:
         raise UsageError(f"--nproc {a.nproc}: expected an integer >= 1")
@@ -361,6 +364,18 @@ def train(args):
     dist.destroy_process_group()
 
 
+def cores_of(cores, process, processes):
+    """The cores process `process` of `processes` runs on, as weft places its own
+    (Note [Hosts on cores], src/units/cores.h): blocks of cores when they are
+    enough, else one core each in turn."""
+    c = len(cores)
+    if processes > c:
+        return [cores[process % c]]
+    size, larger = divmod(c, processes)
+    first = process * size + min(process, larger)
+    return cores[first:first + size + (1 if process < larger else 0)]
+
+
 def launch(args, argv):
     """Starts args.nproc workers of this script on 127.0.0.1 and waits for them. When
     one fails, the others get GRACE_S to notice, then SIGTERM; SIGINT/SIGTERM to the
@@ -372,8 +387,12 @@ def launch(args, argv):
     libc = ctypes.CDLL(None, use_errno=True)
     PR_SET_PDEATHSIG = 1
 
-    def die_with_launcher():
+    def die_with_launcher(cores):
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if cores:
+            os.sched_setaffinity(0, cores)
+
+    usable = sorted(os.sched_getaffinity(0))
 
     worker_argv = []
     skip = False
@@ -388,8 +407,9 @@ def launch(args, argv):
     for rank in range(args.nproc):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port), RANK=str(rank),
                    LOCAL_RANK=str(rank), WORLD_SIZE=str(args.nproc))
+        cores = [] if args.shared_cores else cores_of(usable, rank, args.nproc)
         workers.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + worker_argv, env=env,
-                                        preexec_fn=die_with_launcher))
+                                        preexec_fn=lambda cores=cores: die_with_launcher(cores)))
     stopping = []
 
     def forward(signum, _frame):

@@ -517,14 +517,17 @@ BenchResults Bench::run() {
               .mode = o_.mode,
               .target_accuracy = o_.target_accuracy,
               .emulated = o_.links.front().emulated(),
-              .mtu = o_.links.front().emulated() ? o_.tools.mtu : 0};
+              .mtu = o_.links.front().emulated() ? o_.tools.mtu : 0,
+              .pinned_cores = !o_.tools.shared_cores};
   probe_strategies();
   runs_total_ = static_cast<int>(o_.links.size() * (strategies_.size() + (o_.ddp ? 1 : 0))) * o_.repeats;
   std::vector<std::string> links;
   for (const Link& link : o_.links) links.push_back(link.name);
-  say(fmt::format("{} training run{}: {}{} on {}{}", runs_total_, runs_total_ == 1 ? "" : "s",
+  say(fmt::format("{} training run{}: {}{} on {}{}; {}", runs_total_, runs_total_ == 1 ? "" : "s",
                   fmt::join(strategies_, ", "), o_.ddp ? " and the DDP peer" : "", fmt::join(links, ", "),
-                  results_.mtu > 0 ? fmt::format(" ({}-byte frames)", results_.mtu) : ""));
+                  results_.mtu > 0 ? fmt::format(" ({}-byte frames)", results_.mtu) : "",
+                  results_.pinned_cores ? "each process pinned to its share of the cores"
+                                        : "the processes on any core (--shared-cores)"));
   profile_model();
   save();
 

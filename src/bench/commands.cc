@@ -63,11 +63,21 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
   // A generous grace: a rank that lost a peer needs the failure timeout of its
   // collectives to notice, and its own message is worth more than a SIGTERM.
   netem = concat(netem, {"--bandwidth", exact(link.bandwidth), "--mtu", std::to_string(tools.mtu), "--port",
-                         std::to_string(tools.port), "--grace", "30s", "--"});
+                         std::to_string(tools.port), "--grace", "30s"});
+  if (tools.shared_cores) netem.push_back("--shared-cores");
+  netem.push_back("--");
   return concat(netem, argv);
 }
 
 namespace {
+
+// P processes of the program's own launcher on loopback, placed as the emulated
+// hosts are (Note [Hosts on cores], units/cores.h).
+std::vector<std::string> local_processes(const Tools& tools) {
+  std::vector<std::string> flags{"--nproc", std::to_string(tools.workers)};
+  if (tools.shared_cores) flags.push_back("--shared-cores");
+  return flags;
+}
 
 // One process of Note [Profiling under contention], timing `iterations` after
 // `warmup`.
@@ -89,18 +99,18 @@ std::vector<std::string> model_profile_argv(const Tools& tools, const Training& 
 
 std::vector<std::string> model_profile_command(const Tools& tools, const Training& training,
                                                const std::string& out) {
-  return concat(model_profile_argv(tools, training, out), {"--nproc", std::to_string(tools.workers)});
+  return concat(model_profile_argv(tools, training, out), local_processes(tools));
 }
 
 std::vector<std::string> retime_command(const Tools& tools, const Training& training, const std::string& out) {
-  return concat(model_profile_argv(tools, training, 5, 100, out), {"--nproc", std::to_string(tools.workers)});
+  return concat(model_profile_argv(tools, training, 5, 100, out), local_processes(tools));
 }
 
 std::vector<std::string> link_profile_command(const Tools& tools, const Link& link, const Training& training,
                                               const std::string& out) {
   const std::vector<std::string> argv = concat(model_profile_argv(tools, training, out), {"--interference"});
   if (link.emulated()) return under_netem(tools, link, argv);
-  return concat(argv, {"--nproc", std::to_string(tools.workers)});
+  return concat(argv, local_processes(tools));
 }
 
 std::vector<std::string> network_profile_command(const Tools& tools, const Link& link, Bytes max_bytes,
@@ -110,7 +120,7 @@ std::vector<std::string> network_profile_command(const Tools& tools, const Link&
   const std::vector<std::string> argv{tools.weft, "profile", "--network", "--max-bytes", std::to_string(max_bytes),
                                       "--repeats", "15", "--out", out};
   if (link.emulated()) return under_netem(tools, link, argv);
-  return concat(argv, {"--nproc", std::to_string(tools.workers)});
+  return concat(argv, local_processes(tools));
 }
 
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
@@ -160,7 +170,7 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
   if (link.emulated()) argv = concat(argv, {"--bandwidth", planned_bandwidth(tools, link, servers)});
   if (!trace.empty()) argv = concat(argv, {"--trace", trace});
   if (link.emulated()) return under_netem(tools, link, argv, servers);
-  return concat(argv, {"--nproc", std::to_string(tools.workers)});
+  return concat(argv, local_processes(tools));
 }
 
 std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const Training& training,
@@ -170,7 +180,7 @@ std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const
   if (target_accuracy > 0) script = concat(script, {"--target-accuracy", exact(target_accuracy)});
   if (link.emulated()) return under_netem(tools, link, concat({tools.python}, script));
   return concat(concat({tools.python}, script),
-                {"--nproc", std::to_string(tools.workers), "--port", std::to_string(tools.port)});
+                concat(local_processes(tools), {"--port", std::to_string(tools.port)}));
 }
 
 std::vector<std::string> probe_command(const Tools& tools, const Training& training, const std::string& strategy) {

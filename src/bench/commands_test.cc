@@ -89,6 +89,27 @@ TEST(Commands, LoopbackRunsUseTheProgramsOwnLauncher) {
   EXPECT_THROW(under_netem(kTools, kLoopback, {"x"}), std::logic_error);
 }
 
+// --shared-cores reaches every program that starts the job's processes, under
+// netem and on loopback alike; without it none is told (they pin by default).
+TEST(Commands, SharedCoresReachEveryLauncher) {
+  Tools shared = kTools;
+  shared.shared_cores = true;
+  for (const Link& l : {kEmulated, kLoopback}) {
+    const std::vector<std::vector<std::string>> commands{
+        train_command(shared, l, {}, "wfbp", {}, "p", "n", "m", ""),
+        link_profile_command(shared, l, {}, "profile.json"),
+        network_profile_command(shared, l, 1 << 20, "net.json"),
+        ddp_command(shared, l, {}, 91706, 0, "m")};
+    for (const auto& argv : commands) {
+      EXPECT_EQ(std::count(argv.begin(), argv.end(), "--shared-cores"), 1) << l.name << ": " << argv[1];
+    }
+  }
+  EXPECT_TRUE(contains(retime_command(shared, {}, "r.json"), "--shared-cores"));
+  EXPECT_TRUE(contains(model_profile_command(shared, {}, "p.json"), "--shared-cores"));
+  EXPECT_FALSE(contains(train_command(kTools, kEmulated, {}, "wfbp", {}, "p", "n", "m", ""), "--shared-cores"));
+  EXPECT_FALSE(contains(retime_command(kTools, {}, "r.json"), "--shared-cores"));
+}
+
 TEST(Commands, TheDdpPeerGetsTheSameTrainingAsWeft) {
   const Training t{.model = "cnn", .batch = 16, .lr = 0.125, .optimizer = "momentum", .seed = 4, .steps = 33,
                    .eval_every = 11};

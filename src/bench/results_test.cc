@@ -23,6 +23,7 @@ BenchResults random_results(std::mt19937& rng) {
                  .emulated = rng() % 2 == 0, .links = {}, .profile = "profile.json"};
   if (r.mode == Mode::kIterations) r.target_accuracy = 0;
   if (r.emulated) r.mtu = rng() % 2 ? 1500 : 9000;
+  r.pinned_cores = rng() % 2 == 0;
   const std::vector<std::string> links{"20Mbit", "100Mbit", "1Gbit"};
   const std::vector<std::string> names{"wfbp", "dcredit", "dreamddp", kDdpPeerStrategy};
   for (int l = 0; l < 1 + static_cast<int>(rng() % 3); ++l) {
@@ -93,7 +94,8 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
   while (r.runs.empty());
   const json full = to_json(r);
   for (const auto& [key, value] : full.items()) {
-    if (key == "mtu_B") continue;  // optional: see BenchesBeforeMtuReadAsEthernetFrames
+    // Optional: see BenchesBeforeMtuReadAsEthernetFrames, BenchesBeforePinningReadAsShared.
+    if (key == "mtu_B" || key == "pinned_cores") continue;
     json broken = full;
     broken.erase(key);
     try {
@@ -133,6 +135,18 @@ TEST(Results, BenchesBeforeMtuReadAsEthernetFrames) {
     EXPECT_EQ(results_from_json(old, "bench.json").mtu, emulated ? 1500 : 0);
     EXPECT_EQ(results_from_json(to_json(r), "bench.json").mtu, r.mtu);
   }
+}
+
+// Benches written before processes were pinned (Note [Hosts on cores]) ran them
+// on any core and have no pinned_cores.
+TEST(Results, BenchesBeforePinningReadAsShared) {
+  std::mt19937 rng(6);
+  BenchResults r = random_results(rng);
+  r.pinned_cores = true;
+  json old = to_json(r);
+  EXPECT_TRUE(results_from_json(old, "bench.json").pinned_cores);
+  old.erase("pinned_cores");
+  EXPECT_FALSE(results_from_json(old, "bench.json").pinned_cores);
 }
 
 // Benches written before the simulator reported its slowed compute, or before

@@ -32,7 +32,8 @@ int run_emulated_training(const EmulatedTraining& job) {
   const netem::NetemOptions network{.workers = job.workers,
                                     .servers = job.servers,
                                     .bandwidth = job.bandwidth,
-                                    .server_bandwidth = job.server_bandwidth};
+                                    .server_bandwidth = job.server_bandwidth,
+                                    .shared_cores = job.shared_cores};
   // The same command line in every rank, from this very executable (Note [Training
   // on emulated links]).
   std::vector<std::string> argv = runtime::current_command_line();

@@ -28,6 +28,7 @@ struct NetemFlags {
   std::string grace = "10s";
   int port = 29500;
   int mtu = 1500;
+  bool shared_cores = false;
   std::vector<std::string> command;
 };
 
@@ -40,6 +41,7 @@ void run_netem(const NetemFlags& flags, int& exit_status) {
       .server_bandwidth = flags.server_bandwidth.empty() ? 0 : parse_bandwidth(flags.server_bandwidth),
       .master_port = flags.port,
       .mtu = flags.mtu,
+      .shared_cores = flags.shared_cores,
   };
   const netem::SuperviseOptions supervision{.timeout = parse_duration(flags.timeout),
                                             .grace = parse_duration(flags.grace)};
@@ -89,6 +91,7 @@ void add_netem(CLI::App& app, int& exit_status) {
   cmd->add_option("--port", flags->port, "MASTER_PORT given to every rank")->capture_default_str();
   cmd->add_option("--mtu", flags->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")
       ->capture_default_str();
+  cmd->add_flag("--shared-cores", flags->shared_cores, kSharedCoresHelp);
   cmd->add_option("command", flags->command, "the command and its arguments, after --")->required();
   cmd->callback([flags, &exit_status] { run_netem(*flags, exit_status); });
 }

@@ -108,6 +108,7 @@ int run_model_profile(const ProfileFlags& flags) {
       .nproc = flags.network_options.nproc,
       .interference = flags.interference,
       .failure_timeout = flags.network_options.failure_timeout,
+      .shared_cores = flags.network_options.shared_cores,
       .report =
           [&flags](const Profile& profile) {
             print_table(profile);
@@ -162,6 +163,7 @@ void add_profile(CLI::App& app, int& exit_status) {
   cmd->add_option("--failure-timeout", flags->network_options.failure_timeout,
                   "--nproc: seconds a collective may make no progress before the processes give up")
       ->capture_default_str();
+  cmd->add_flag("--shared-cores", flags->network_options.shared_cores, std::string("--nproc: ") + kSharedCoresHelp);
   cmd->add_option("--out", flags->out, "write the result as JSON (atomically)");
   cmd->callback([flags, &exit_status] {
     if (flags->network && !flags->model.empty()) {

@@ -259,7 +259,8 @@ RunReport run_emulated(const NetemOptions& network,
     specs.push_back({.label = label_of(e),
                      .argv = argv_per_rank[static_cast<std::size_t>(e.rank)],
                      .environment = std::move(variables),
-                     .netns = e.netns});
+                     .netns = e.netns,
+                     .cores = pinning_for(e.rank, static_cast<int>(ranks), network.shared_cores)});
   }
   return supervise(specs, supervision, signals);
 }

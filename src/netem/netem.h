@@ -40,7 +40,9 @@
 //                 a device by LOCAL_RANK gets its own
 //   WEFT_ROLE     "worker" or "server"              WEFT_WORKERS P, WEFT_SERVERS S
 //   WEFT_SERVER_RANK  j, for server j only (its RANK is P+j)
-// With no servers this is exactly what torchrun sets for P processes.
+// With no servers this is exactly what torchrun sets for P processes. Each rank
+// runs on a share of the machine's cores, as a host would (Note [Hosts on cores],
+// units/cores.h), unless NetemOptions::shared_cores.
 //
 // Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Everything made is removed by the
 // destructor, on every failure path of the constructor, and, for runs that were
@@ -68,6 +70,9 @@ struct NetemOptions {
   BytesPerSecond server_bandwidth = 0; // each server's link; 0: same as bandwidth
   int master_port = 29500;             // MASTER_PORT given to every rank
   int mtu = 1500;                      // of every interface, bytes (68..65535)
+  // run_emulated: leave the ranks' cores to the kernel instead of pinning each
+  // to its own share (Note [Hosts on cores], units/cores.h).
+  bool shared_cores = false;
 };
 
 enum class Role { kWorker, kServer };

@@ -29,6 +29,8 @@
 #include "netem/netns.h"
 #include "netem/process.h"
 #include "netem/shaping.h"
+#include "units/cores.h"
+#include "units/cores_testing.h"
 
 namespace weft::netem {
 namespace {
@@ -198,6 +200,29 @@ TEST_F(NetemTest, RanksGetTheirVariablesInTheirNamespaces) {
     addr << addr_file.rdbuf();
     EXPECT_NE(addr.str().find("10.77.0." + std::to_string(rank + 1) + "/16"), std::string::npos)
         << addr.str();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Note [Hosts on cores] (units/cores.h): each rank, servers too, runs on its
+// share of the cores, or on any of them with shared_cores.
+TEST_F(NetemTest, EachRankRunsOnItsShareOfTheCores) {
+  SKIP_UNLESS_PRIVILEGED();
+  const std::string dir = temp_dir();
+  const std::vector<std::string> argv = {"sh", "-c", R"(cat /proc/self/status > "$0/$RANK.status")", dir};
+  const std::vector<int> all = usable_cores();
+  for (const bool shared : {false, true}) {
+    const RunReport report =
+        run_emulated({.workers = 2, .servers = 1, .bandwidth = 100_Mbit, .shared_cores = shared}, {argv, argv, argv},
+                     {.timeout = 60});
+    ASSERT_EQ(report.exit_status, 0) << report.message;
+    for (int rank = 0; rank < 3; ++rank) {
+      std::ifstream in(dir + "/" + std::to_string(rank) + ".status");
+      std::stringstream status;
+      status << in.rdbuf();
+      EXPECT_EQ(test_support::parse_core_list(status.str()), shared ? all : cores_of(all, rank, 3))
+          << "rank " << rank << (shared ? ", shared cores" : "");
+    }
   }
   std::filesystem::remove_all(dir);
 }

@@ -39,7 +39,7 @@ class Fd {
 
 // The step at which a child failed, reported to the parent through a pipe that
 // exec closes (O_CLOEXEC): reading zero bytes means exec succeeded.
-enum class ChildStep : int { kProcessGroup, kParentDeath, kNamespace, kOutput, kExec };
+enum class ChildStep : int { kProcessGroup, kParentDeath, kNamespace, kCores, kOutput, kExec };
 
 struct ChildFailure {
   ChildStep step;
@@ -51,6 +51,7 @@ const char* describe(ChildStep step) {
     case ChildStep::kProcessGroup: return "setpgid";
     case ChildStep::kParentDeath: return "prctl(PR_SET_PDEATHSIG)";
     case ChildStep::kNamespace: return "setns";
+    case ChildStep::kCores: return "sched_setaffinity";
     case ChildStep::kOutput: return "dup2";
     case ChildStep::kExec: return "execve";
   }
@@ -81,6 +82,7 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
     if (::getppid() != parent) ::_exit(127);
   }
   if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) fail(ChildStep::kNamespace);
+  if (!pin(request.cores)) fail(ChildStep::kCores);
   if (request.output_fd >= 0) {
     if (::dup2(request.output_fd, STDOUT_FILENO) < 0 ||
         ::dup2(request.output_fd, STDERR_FILENO) < 0) {

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "units/cores.h"
+
 namespace weft::netem {
 
 // What to start. `executable` is a path (see find_executable); `argv[0]` is what
@@ -26,6 +28,9 @@ struct SpawnRequest {
   // A network namespace to enter before exec: the name of a file under /run/netns
   // (as `ip netns add` makes). Empty: stay in the caller's namespace.
   std::string netns;
+  // The cores to run on (Note [Hosts on cores], units/cores.h), set before exec so
+  // that every thread the program starts inherits them. Empty: the caller's.
+  CoreSet cores;
   // When >= 0, the child's stdout and stderr go to this descriptor.
   int output_fd = -1;
   // Start a new process group led by the child, so that signals for the group reach
@@ -42,7 +47,7 @@ struct SpawnRequest {
 // Starts the program and returns its pid once exec has succeeded.
 // REQUIRES: !request.argv.empty().
 // THROWS std::system_error naming the executable and the step that failed (opening
-// the namespace, entering it, exec) when the program could not be started; no child
+// the namespace, entering it, pinning it to its cores, exec) when the program could not be started; no child
 // is left running in that case.
 pid_t spawn(const SpawnRequest& request);
 

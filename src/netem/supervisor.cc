@@ -155,7 +155,8 @@ RunReport supervise(const std::vector<ProcessSpec>& specs, const SuperviseOption
       rank.exit.pid = spawn({.executable = executable,
                              .argv = rank.spec->argv,
                              .environment = environment_with(rank.spec->environment),
-                             .netns = rank.spec->netns});
+                             .netns = rank.spec->netns,
+                             .cores = rank.spec->cores});
       rank.running = true;
     } catch (const std::exception& e) {
       rank.start_error = e.what();

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::netem {
@@ -55,6 +56,7 @@ struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in $PATH
   std::vector<std::string> environment;  // "NAME=value", added to the caller's
   std::string netns;  // network namespace to run in (see SpawnRequest); empty: ours
+  CoreSet cores;      // the cores it runs on (see SpawnRequest); empty: any
 };
 
 struct SuperviseOptions {

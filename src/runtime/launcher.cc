@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "runtime/worker_env.h"
+#include "units/cores.h"
 
 extern char** environ;
 
@@ -211,15 +212,21 @@ class BlockedSignals {
 
 // Runs in the child between fork() and execve(): async-signal-safe calls only.
 [[noreturn]] void exec_child(const char* executable, char** argv, char** envp, pid_t group, pid_t parent,
-                             const sigset_t& mask) {
+                             const sigset_t& mask, const CoreSet& cores) {
+  const auto fail = [](const char* message, size_t length) {
+    [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, message, length);
+    ::_exit(127);
+  };
   ::setpgid(0, group);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  static constexpr char kCores[] = "weft: cannot pin the worker to its cores (sched_setaffinity)\n";
+  if (!pin(cores)) fail(kCores, sizeof kCores - 1);
   ::execve(executable, argv, envp);
-  static constexpr char kMessage[] = "weft: cannot execute the worker program\n";
-  [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
-  ::_exit(127);
+  static constexpr char kExec[] = "weft: cannot execute the worker program\n";
+  fail(kExec, sizeof kExec - 1);
+  ::_exit(127);  // not reached
 }
 
 }  // namespace
@@ -276,6 +283,8 @@ int launch(const LaunchOptions& options) {
   const int world = options.nproc + options.servers;
   environments.reserve(static_cast<size_t>(world));
   for (int rank = 0; rank < world; ++rank) environments.emplace_back(local_worker_env(port, rank, world));
+  std::vector<CoreSet> cores;  // Note [Hosts on cores]
+  for (int rank = 0; rank < world; ++rank) cores.push_back(pinning_for(rank, world, options.shared_cores));
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -290,7 +299,7 @@ int launch(const LaunchOptions& options) {
   for (int rank = 0; rank < world; ++rank) {
     const pid_t pid = ::fork();
     if (pid == 0) exec_child(executable.c_str(), argv.data(), environments[rank].envp(), group, parent,
-                             blocked.previous());
+                             blocked.previous(), cores[static_cast<size_t>(rank)]);
     if (pid < 0) {
       const auto error = errno_error(fmt::format("starting process {} of {}", rank, world));
       for (pid_t p : pids) ::kill(p, SIGKILL);

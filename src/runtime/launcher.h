@@ -12,6 +12,9 @@
 // a Slurm job may well have it set.) On a cluster there is no launcher: one
 // `weft train` per host with the variables set, exactly what a child sees here.
 //
+// Each child runs on a share of the launcher's cores (Note [Hosts on cores] in
+// units/cores.h), set before exec, unless LaunchOptions::shared_cores.
+//
 // Supervision. The children form their own process group, so a terminal's Ctrl-C
 // reaches only the launcher, which forwards SIGINT/SIGTERM to every child; a
 // second signal, or a child that ignores the first for `kill_grace`, gets SIGKILL.
@@ -52,6 +55,9 @@ struct LaunchOptions {
   std::vector<std::string> argv;
   Seconds failure_timeout = 60;  // after a failure, how long the others may take to exit
   Seconds kill_grace = 5;        // between SIGTERM and SIGKILL
+  // Leave the children's cores to the kernel instead of pinning each to its own
+  // share of this process's cores (Note [Hosts on cores], units/cores.h).
+  bool shared_cores = false;
 };
 
 // True inside a child started by launch().

@@ -16,6 +16,8 @@
 #include <string>
 
 #include "runtime/worker_env.h"
+#include "units/cores.h"
+#include "units/cores_testing.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -33,10 +35,11 @@ class LauncherTest : public testing::Test {
 
   // Runs `script` in each of `n` children (sh -c), returning launch()'s status and
   // what it printed on stderr.
-  std::pair<int, std::string> run(int n, const std::string& script, Seconds failure_timeout = 30) {
+  std::pair<int, std::string> run(int n, const std::string& script, Seconds failure_timeout = 30,
+                                  bool shared_cores = false) {
     testing::internal::CaptureStderr();
     const int status = launch({.nproc = n, .executable = "/bin/sh", .argv = {"sh", "-c", script},
-                               .failure_timeout = failure_timeout, .kill_grace = 1});
+                               .failure_timeout = failure_timeout, .kill_grace = 1, .shared_cores = shared_cores});
     return {status, testing::internal::GetCapturedStderr()};
   }
 
@@ -78,6 +81,22 @@ TEST_F(LauncherTest, EachChildGetsItsRankAndTheSameRendezvous) {
     rendezvous.insert(port);
   }
   EXPECT_EQ(rendezvous.size(), 1u) << "all ranks must meet at one port";
+}
+
+// Note [Hosts on cores]: each child runs on its share of the launcher's cores, or
+// on all of them with shared_cores.
+TEST_F(LauncherTest, EachChildRunsOnItsShareOfTheCores) {
+  const std::string script = "cat /proc/self/status > " + dir_.string() + "/status.$RANK";
+  const std::vector<int> all = usable_cores();
+  for (const bool shared : {false, true}) {
+    const auto [status, err] = run(3, script, 30, shared);
+    ASSERT_EQ(status, 0) << err;
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_EQ(test_support::parse_core_list(read(dir_ / ("status." + std::to_string(rank)))),
+                shared ? all : cores_of(all, rank, 3))
+          << "rank " << rank << (shared ? ", shared cores" : "");
+    }
+  }
 }
 
 TEST_F(LauncherTest, AFailedRankIsNamedAndTheOthersAreStopped) {

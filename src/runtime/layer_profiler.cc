@@ -555,7 +555,9 @@ int run_model_profile(const ModelProfileJob& job) {
                      "(or run inside a job of 2 or more workers)");
   }
   if (in_a_job(job.nproc)) return profile_together(job, read_worker_env());
-  if (job.nproc && *job.nproc > 1) return launch({.nproc = *job.nproc, .failure_timeout = job.failure_timeout});
+  if (job.nproc && *job.nproc > 1) {
+    return launch({.nproc = *job.nproc, .failure_timeout = job.failure_timeout, .shared_cores = job.shared_cores});
+  }
   job.report(profile_model(job.profiler));
   return 0;
 }

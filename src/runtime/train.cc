@@ -49,7 +49,10 @@ int run_train(const TrainOptions& options) {
   validate(options);
   if (is_launched_worker()) return run_worker(options, read_worker_env());
   if (options.nproc) {
-    return launch({.nproc = *options.nproc, .servers = options.servers, .failure_timeout = options.failure_timeout});
+    return launch({.nproc = *options.nproc,
+                   .servers = options.servers,
+                   .failure_timeout = options.failure_timeout,
+                   .shared_cores = options.shared_cores});
   }
   if (has_worker_env()) return run_worker(options, read_worker_env());
   // Neither a launcher nor part of a job: train alone, through the same path.
