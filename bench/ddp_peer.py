@@ -17,7 +17,8 @@ the same iterations, up to float summation order).
 Rendezvous is env:// as torchrun sets it: MASTER_ADDR, MASTER_PORT, RANK,
 WORLD_SIZE (without them it trains alone). With --nproc K it is its own launcher,
 as `weft train --nproc`: it starts K copies of itself on 127.0.0.1, each pinned to
-its share of the cores as weft pins its own (unless --shared-cores), and supervises
+its share of the cores where there is one for each, as weft places its own
+(--cores), and supervises
 them (Debian's torchrun fails on Python 3.11 in torch.distributed.elastic). Metrics are JSON lines in weft's format
 (SPEC §6) with "strategy": "pytorch-ddp":
   {"rank", "iter", "time_s", "iteration_s", "loss", "strategy"}   per iteration, per rank
@@ -270,8 +271,9 @@ def parse_args(argv):
     p.add_argument("--failure-timeout", type=float, default=300, help="seconds a collective may wait for a peer")
     p.add_argument("--nproc", type=int, default=0, help="start this many local workers (default: be one worker)")
     p.add_argument("--port", type=int, default=29500, help="with --nproc: MASTER_PORT of the workers")
-    p.add_argument("--shared-cores", action="store_true",
-                   help="with --nproc: the workers on any core (default: each pinned to its share, as weft's)")
+    p.add_argument("--cores", default="auto", choices=["auto", "pinned", "shared"],
+                   help="with --nproc: where the workers run, as weft's --cores (auto: each pinned to cores of "
+                        "its own where there is one for each, else any core)")
     a = p.parse_args(argv)
     if a.nproc < 0:
         raise UsageError(f"--nproc {a.nproc}: expected an integer >= 1")
@@ -407,7 +409,8 @@ def launch(args, argv):
     for rank in range(args.nproc):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port), RANK=str(rank),
                    LOCAL_RANK=str(rank), WORLD_SIZE=str(args.nproc))
-        cores = [] if args.shared_cores else cores_of(usable, rank, args.nproc)
+        pinned = args.cores == "pinned" or (args.cores == "auto" and args.nproc <= len(usable))
+        cores = cores_of(usable, rank, args.nproc) if pinned else []
         workers.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + worker_argv, env=env,
                                         preexec_fn=lambda cores=cores: die_with_launcher(cores)))
     stopping = []

@@ -17,6 +17,7 @@
 #include "netem/netem.h"
 #include "profile/profile.h"
 #include "schedulers/strategies.h"
+#include "units/cores.h"
 #include "units/files.h"
 
 namespace weft::bench {
@@ -31,6 +32,12 @@ constexpr Bytes kSmallestMessage = 4 << 10;
 // Consecutive jobs use different ports, so that a socket of the previous job still
 // closing on loopback cannot make the next one's rendezvous fail.
 constexpr int kPortsCycled = 200;
+
+// Where the workers run, for the bench's first line (Note [Hosts on cores]).
+std::string describe_placement(CorePlacement placement, int workers) {
+  return pinning_for(0, workers, placement).empty() ? "the processes on any core"
+                                                    : "each process pinned to its share of the cores";
+}
 
 // A file-name-safe form of a link's name: "10MB/s" → "10MB_s".
 std::string slug(std::string_view name) {
@@ -518,7 +525,7 @@ BenchResults Bench::run() {
               .target_accuracy = o_.target_accuracy,
               .emulated = o_.links.front().emulated(),
               .mtu = o_.links.front().emulated() ? o_.tools.mtu : 0,
-              .pinned_cores = !o_.tools.shared_cores};
+              .cores = o_.tools.cores};
   probe_strategies();
   runs_total_ = static_cast<int>(o_.links.size() * (strategies_.size() + (o_.ddp ? 1 : 0))) * o_.repeats;
   std::vector<std::string> links;
@@ -526,8 +533,7 @@ BenchResults Bench::run() {
   say(fmt::format("{} training run{}: {}{} on {}{}; {}", runs_total_, runs_total_ == 1 ? "" : "s",
                   fmt::join(strategies_, ", "), o_.ddp ? " and the DDP peer" : "", fmt::join(links, ", "),
                   results_.mtu > 0 ? fmt::format(" ({}-byte frames)", results_.mtu) : "",
-                  results_.pinned_cores ? "each process pinned to its share of the cores"
-                                        : "the processes on any core (--shared-cores)"));
+                  describe_placement(o_.tools.cores, o_.tools.workers)));
   profile_model();
   save();
 

@@ -15,6 +15,12 @@ namespace {
 // bytes): no rounding through "100Mbit" and back.
 std::string exact(double value) { return fmt::format("{}", value); }
 
+// --cores for a program that starts the job's processes; none for the default.
+std::vector<std::string> placement(const Tools& tools) {
+  if (tools.cores == CorePlacement::kAuto) return {};
+  return {"--cores", std::string(to_string(tools.cores))};
+}
+
 std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -64,8 +70,7 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
   // collectives to notice, and its own message is worth more than a SIGTERM.
   netem = concat(netem, {"--bandwidth", exact(link.bandwidth), "--mtu", std::to_string(tools.mtu), "--port",
                          std::to_string(tools.port), "--grace", "30s"});
-  if (tools.shared_cores) netem.push_back("--shared-cores");
-  netem.push_back("--");
+  netem = concat(concat(netem, placement(tools)), {"--"});
   return concat(netem, argv);
 }
 
@@ -74,9 +79,7 @@ namespace {
 // P processes of the program's own launcher on loopback, placed as the emulated
 // hosts are (Note [Hosts on cores], units/cores.h).
 std::vector<std::string> local_processes(const Tools& tools) {
-  std::vector<std::string> flags{"--nproc", std::to_string(tools.workers)};
-  if (tools.shared_cores) flags.push_back("--shared-cores");
-  return flags;
+  return concat({"--nproc", std::to_string(tools.workers)}, placement(tools));
 }
 
 // One process of Note [Profiling under contention], timing `iterations` after

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::bench {
@@ -27,7 +28,7 @@ struct Tools {
   int workers = 1;       // P
   int port = 29500;      // MASTER_PORT
   int mtu = 1500;        // of the emulated links, bytes (weft netem --mtu)
-  bool shared_cores = false;  // every job's processes on any core (--shared-cores), not pinned
+  CorePlacement cores = CorePlacement::kAuto;  // where every job's processes run (--cores)
 };
 
 // The link one round of the bench runs on.

@@ -89,25 +89,26 @@ TEST(Commands, LoopbackRunsUseTheProgramsOwnLauncher) {
   EXPECT_THROW(under_netem(kTools, kLoopback, {"x"}), std::logic_error);
 }
 
-// --shared-cores reaches every program that starts the job's processes, under
-// netem and on loopback alike; without it none is told (they pin by default).
-TEST(Commands, SharedCoresReachEveryLauncher) {
-  Tools shared = kTools;
-  shared.shared_cores = true;
+// --cores reaches every program that starts the job's processes, under netem and
+// on loopback alike; the default (auto) is the programs' own and goes unsaid.
+TEST(Commands, ThePlacementReachesEveryLauncher) {
+  Tools pinned = kTools;
+  pinned.cores = CorePlacement::kPinned;
   for (const Link& l : {kEmulated, kLoopback}) {
     const std::vector<std::vector<std::string>> commands{
-        train_command(shared, l, {}, "wfbp", {}, "p", "n", "m", ""),
-        link_profile_command(shared, l, {}, "profile.json"),
-        network_profile_command(shared, l, 1 << 20, "net.json"),
-        ddp_command(shared, l, {}, 91706, 0, "m")};
+        train_command(pinned, l, {}, "wfbp", {}, "p", "n", "m", ""),
+        link_profile_command(pinned, l, {}, "profile.json"),
+        network_profile_command(pinned, l, 1 << 20, "net.json"),
+        ddp_command(pinned, l, {}, 91706, 0, "m")};
     for (const auto& argv : commands) {
-      EXPECT_EQ(std::count(argv.begin(), argv.end(), "--shared-cores"), 1) << l.name << ": " << argv[1];
+      EXPECT_EQ(std::count(argv.begin(), argv.end(), "--cores"), 1) << l.name << ": " << argv[1];
+      EXPECT_TRUE(has(argv, "--cores", "pinned")) << l.name << ": " << argv[1];
     }
   }
-  EXPECT_TRUE(contains(retime_command(shared, {}, "r.json"), "--shared-cores"));
-  EXPECT_TRUE(contains(model_profile_command(shared, {}, "p.json"), "--shared-cores"));
-  EXPECT_FALSE(contains(train_command(kTools, kEmulated, {}, "wfbp", {}, "p", "n", "m", ""), "--shared-cores"));
-  EXPECT_FALSE(contains(retime_command(kTools, {}, "r.json"), "--shared-cores"));
+  EXPECT_TRUE(has(retime_command(pinned, {}, "r.json"), "--cores", "pinned"));
+  EXPECT_TRUE(has(model_profile_command(pinned, {}, "p.json"), "--cores", "pinned"));
+  EXPECT_FALSE(contains(train_command(kTools, kEmulated, {}, "wfbp", {}, "p", "n", "m", ""), "--cores"));
+  EXPECT_FALSE(contains(retime_command(kTools, {}, "r.json"), "--cores"));
 }
 
 TEST(Commands, TheDdpPeerGetsTheSameTrainingAsWeft) {

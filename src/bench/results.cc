@@ -229,7 +229,7 @@ json to_json(const BenchResults& results) {
           {"target_accuracy", results.mode == Mode::kAccuracy ? json(results.target_accuracy) : json(nullptr)},
           {"emulated", results.emulated},
           {"mtu_B", results.emulated ? json(results.mtu) : json(nullptr)},
-          {"pinned_cores", results.pinned_cores},
+          {"cores", to_string(results.cores)},
           {"links", links},
           {"profile", results.profile},
           {"runs", runs},
@@ -259,7 +259,8 @@ BenchResults results_from_json(const json& document, std::string_view origin) {
       // Benches before --mtu existed ran 1500-byte frames and did not say so.
       .mtu = top.has("mtu_B") ? static_cast<int>(top.optional_number("mtu_B").value_or(0))
                               : (top.boolean("emulated") ? 1500 : 0),
-      .pinned_cores = top.has("pinned_cores") && top.boolean("pinned_cores"),
+      .cores = top.has("cores") ? parse_core_placement(top.string("cores"), fmt::format("{}: cores", origin))
+                                : CorePlacement::kShared,
       .links = {},
       .profile = top.string("profile"),
   };

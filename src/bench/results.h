@@ -5,7 +5,7 @@
 //    "model": "cnn", "parameters": 91706, "workers": 4, "batch": 32, "lr": 0.05,
 //    "optimizer": "sgd", "H": 5, "steps": 60, "warmup": 5,
 //    "mode": "iterations" | "accuracy", "target_accuracy": 0.85,
-//    "emulated": true, "mtu_B": 1500, "pinned_cores": true,
+//    "emulated": true, "mtu_B": 1500, "cores": "auto",
 //    "links": [{"link": "100Mbit", "bandwidth_Bps": 12500000.0,
 //               "a_s": 0.0012, "b_s_per_byte": 1.6e-7, "network": "net-100Mbit.json",
 //               "profile": "profile-100Mbit.json"}],
@@ -67,6 +67,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/statistics.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::bench {
@@ -159,9 +160,9 @@ struct BenchResults {
   double target_accuracy = 0;
   bool emulated = false;
   int mtu = 0;  // of the emulated links, bytes; 0 on loopback
-  // Each process pinned to its share of the cores (Note [Hosts on cores],
-  // units/cores.h); false with --shared-cores, and in benches from before pinning.
-  bool pinned_cores = false;
+  // Where the processes ran (--cores; Note [Hosts on cores], units/cores.h);
+  // benches from before placements ran them on any core: shared.
+  CorePlacement cores = CorePlacement::kAuto;
   std::vector<LinkResult> links;
   std::string profile;
   std::vector<RunResult> runs;

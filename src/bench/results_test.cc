@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -23,7 +24,7 @@ BenchResults random_results(std::mt19937& rng) {
                  .emulated = rng() % 2 == 0, .links = {}, .profile = "profile.json"};
   if (r.mode == Mode::kIterations) r.target_accuracy = 0;
   if (r.emulated) r.mtu = rng() % 2 ? 1500 : 9000;
-  r.pinned_cores = rng() % 2 == 0;
+  r.cores = std::array{CorePlacement::kAuto, CorePlacement::kPinned, CorePlacement::kShared}[rng() % 3];
   const std::vector<std::string> links{"20Mbit", "100Mbit", "1Gbit"};
   const std::vector<std::string> names{"wfbp", "dcredit", "dreamddp", kDdpPeerStrategy};
   for (int l = 0; l < 1 + static_cast<int>(rng() % 3); ++l) {
@@ -95,7 +96,7 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
   const json full = to_json(r);
   for (const auto& [key, value] : full.items()) {
     // Optional: see BenchesBeforeMtuReadAsEthernetFrames, BenchesBeforePinningReadAsShared.
-    if (key == "mtu_B" || key == "pinned_cores") continue;
+    if (key == "mtu_B" || key == "cores") continue;
     json broken = full;
     broken.erase(key);
     try {
@@ -137,16 +138,18 @@ TEST(Results, BenchesBeforeMtuReadAsEthernetFrames) {
   }
 }
 
-// Benches written before processes were pinned (Note [Hosts on cores]) ran them
-// on any core and have no pinned_cores.
-TEST(Results, BenchesBeforePinningReadAsShared) {
+// Benches written before placements (Note [Hosts on cores]) ran the processes on
+// any core and have no cores field.
+TEST(Results, BenchesBeforePlacementsReadAsShared) {
   std::mt19937 rng(6);
   BenchResults r = random_results(rng);
-  r.pinned_cores = true;
+  r.cores = CorePlacement::kPinned;
   json old = to_json(r);
-  EXPECT_TRUE(results_from_json(old, "bench.json").pinned_cores);
-  old.erase("pinned_cores");
-  EXPECT_FALSE(results_from_json(old, "bench.json").pinned_cores);
+  EXPECT_EQ(results_from_json(old, "bench.json").cores, CorePlacement::kPinned);
+  old.erase("cores");
+  EXPECT_EQ(results_from_json(old, "bench.json").cores, CorePlacement::kShared);
+  old["cores"] = "somewhere";
+  EXPECT_THROW(results_from_json(old, "bench.json"), UsageError);
 }
 
 // Benches written before the simulator reported its slowed compute, or before

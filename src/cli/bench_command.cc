@@ -15,6 +15,7 @@
 #include "bench/report.h"
 #include "cli/commands.h"
 #include "netem/supervisor.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::cli {
@@ -61,7 +62,7 @@ struct BenchFlags {
   std::string trace_strategy;
   int port = 29600;
   int mtu = 1500;
-  bool shared_cores = false;
+  std::string cores = "auto";
   std::string run_timeout = "1800s";
   std::string report;
 };
@@ -81,7 +82,7 @@ bench::BenchOptions to_options(const BenchFlags& f) {
              .workers = f.workers,
              .port = f.port,
              .mtu = f.mtu,
-             .shared_cores = f.shared_cores};
+             .cores = parse_core_placement(f.cores)};
   if (f.mode != "iterations" && f.mode != "accuracy") {
     throw UsageError(fmt::format("--mode {}: expected iterations or accuracy", f.mode));
   }
@@ -201,7 +202,7 @@ void add_bench(CLI::App& app, int& exit_status) {
                   "fastest predicted)");
   cmd->add_option("--port", f->port, "first MASTER_PORT; consecutive runs use the next ones")->capture_default_str();
   cmd->add_option("--mtu", f->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")->capture_default_str();
-  cmd->add_flag("--shared-cores", f->shared_cores, kSharedCoresHelp);
+  cmd->add_option("--cores", f->cores, kCorePlacementHelp)->capture_default_str();
   cmd->add_option("--run-timeout", f->run_timeout, "limit of each child run, e.g. 1800s")->capture_default_str();
   cmd->add_option("--report", f->report,
                   "print the table and the agreement with the planner of an earlier bench (its --out folder or "

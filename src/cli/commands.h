@@ -17,10 +17,4 @@ void add_profile(CLI::App& app, int& exit_status);   // profile_command.cc (runt
 void add_netem(CLI::App& app, int& exit_status);     // netem_command.cc
 void add_bench(CLI::App& app, int& exit_status);     // bench_command.cc (runtime)
 
-// The help of --shared-cores, which every command that starts the processes of a
-// job on this machine takes (Note [Hosts on cores], units/cores.h).
-inline constexpr const char* kSharedCoresHelp =
-    "let the kernel place the processes on any core (default: each process pinned to its own share of the "
-    "cores, as a host has cores of its own)";
-
 }  // namespace weft::cli

@@ -33,7 +33,7 @@ int run_emulated_training(const EmulatedTraining& job) {
                                     .servers = job.servers,
                                     .bandwidth = job.bandwidth,
                                     .server_bandwidth = job.server_bandwidth,
-                                    .shared_cores = job.shared_cores};
+                                    .cores = job.cores};
   // The same command line in every rank, from this very executable (Note [Training
   // on emulated links]).
   std::vector<std::string> argv = runtime::current_command_line();

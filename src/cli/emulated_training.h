@@ -24,6 +24,7 @@
 #pragma once
 
 #include "cost/cluster.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::cli {
@@ -37,7 +38,7 @@ struct EmulatedTraining {
   BytesPerSecond bandwidth = 0;         // --bandwidth: each worker's link, > 0
   BytesPerSecond server_bandwidth = 0;  // --server-bandwidth; 0 = bandwidth
   Seconds failure_timeout = 60;         // after a rank fails, how long the others may take to exit
-  bool shared_cores = false;            // --shared-cores (netem::NetemOptions::shared_cores)
+  CorePlacement cores = CorePlacement::kAuto;  // --cores (netem::NetemOptions::cores)
 };
 
 // Whether weft train runs its job under emulated links (the note): --bandwidth and

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "netem/netem.h"
 #include "netem/process.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::cli {
@@ -28,7 +29,7 @@ struct NetemFlags {
   std::string grace = "10s";
   int port = 29500;
   int mtu = 1500;
-  bool shared_cores = false;
+  std::string cores = "auto";
   std::vector<std::string> command;
 };
 
@@ -41,7 +42,7 @@ void run_netem(const NetemFlags& flags, int& exit_status) {
       .server_bandwidth = flags.server_bandwidth.empty() ? 0 : parse_bandwidth(flags.server_bandwidth),
       .master_port = flags.port,
       .mtu = flags.mtu,
-      .shared_cores = flags.shared_cores,
+      .cores = parse_core_placement(flags.cores),
   };
   const netem::SuperviseOptions supervision{.timeout = parse_duration(flags.timeout),
                                             .grace = parse_duration(flags.grace)};
@@ -71,7 +72,8 @@ void add_netem(CLI::App& app, int& exit_status) {
       "Run a command once per worker (and server), each in its own network namespace behind a "
       "link shaped to --bandwidth. Needs root. Each process gets MASTER_ADDR, MASTER_PORT, RANK, "
       "WORLD_SIZE, LOCAL_RANK, WEFT_ROLE (worker|server), WEFT_WORKERS, WEFT_SERVERS and, on "
-      "servers, WEFT_SERVER_RANK (servers have RANK P..P+S-1).\n"
+      "servers, WEFT_SERVER_RANK (servers have RANK P..P+S-1). Where there is a core for each, each process "
+      "is pinned to cores of its own, as a host has (--cores).\n"
       "Example: sudo weft netem --workers 4 --bandwidth 100Mbit -- weft train --strategy dcredit");
   cmd->add_option("--workers,-P", flags->workers, "number of workers P")->required();
   cmd->add_option("--servers", flags->servers, "parameter servers S")->capture_default_str();
@@ -91,7 +93,7 @@ void add_netem(CLI::App& app, int& exit_status) {
   cmd->add_option("--port", flags->port, "MASTER_PORT given to every rank")->capture_default_str();
   cmd->add_option("--mtu", flags->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")
       ->capture_default_str();
-  cmd->add_flag("--shared-cores", flags->shared_cores, kSharedCoresHelp);
+  cmd->add_option("--cores", flags->cores, kCorePlacementHelp)->capture_default_str();
   cmd->add_option("command", flags->command, "the command and its arguments, after --")->required();
   cmd->callback([flags, &exit_status] { run_netem(*flags, exit_status); });
 }

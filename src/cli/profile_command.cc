@@ -16,6 +16,7 @@
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
 #include "runtime/network_profile.h"
+#include "units/cores.h"
 #include "units/files.h"
 #include "units/units.h"
 
@@ -38,6 +39,7 @@ struct ProfileFlags {
   std::string max_bytes;
   // both
   std::string out;
+  std::string cores = "auto";  // --nproc
 };
 
 void print_table(const Profile& profile) {
@@ -108,7 +110,7 @@ int run_model_profile(const ProfileFlags& flags) {
       .nproc = flags.network_options.nproc,
       .interference = flags.interference,
       .failure_timeout = flags.network_options.failure_timeout,
-      .shared_cores = flags.network_options.shared_cores,
+      .cores = parse_core_placement(flags.cores),
       .report =
           [&flags](const Profile& profile) {
             print_table(profile);
@@ -126,6 +128,7 @@ int run_model_profile(const ProfileFlags& flags) {
 int run_network_profile(const ProfileFlags& flags) {
   runtime::NetworkProfileOptions options = flags.network_options;
   options.out = flags.out;
+  options.cores = parse_core_placement(flags.cores);
   if (!flags.min_bytes.empty()) options.min_bytes = parse_bytes(flags.min_bytes);
   if (!flags.max_bytes.empty()) options.max_bytes = parse_bytes(flags.max_bytes);
   return runtime::run_network_profile(options);
@@ -163,7 +166,7 @@ void add_profile(CLI::App& app, int& exit_status) {
   cmd->add_option("--failure-timeout", flags->network_options.failure_timeout,
                   "--nproc: seconds a collective may make no progress before the processes give up")
       ->capture_default_str();
-  cmd->add_flag("--shared-cores", flags->network_options.shared_cores, std::string("--nproc: ") + kSharedCoresHelp);
+  cmd->add_option("--cores", flags->cores, std::string("--nproc: ") + kCorePlacementHelp)->capture_default_str();
   cmd->add_option("--out", flags->out, "write the result as JSON (atomically)");
   cmd->callback([flags, &exit_status] {
     if (flags->network && !flags->model.empty()) {

@@ -15,6 +15,7 @@
 #include "cli/emulated_training.h"
 #include "runtime/train.h"
 #include "schedulers/strategies.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::cli {
@@ -36,7 +37,7 @@ struct TrainFlags {
   StrategyFlags strategy;
   double failure_timeout = runtime::TrainDefaults::kFailureTimeout;
   bool no_progress = false;
-  bool shared_cores = false;
+  std::string cores = "auto";
 };
 
 std::string strategy_names() {
@@ -48,7 +49,7 @@ std::string strategy_names() {
 runtime::TrainOptions to_options(const TrainFlags& flags) {
   runtime::TrainOptions o = flags.options;
   o.nproc = flags.nproc;
-  o.shared_cores = flags.shared_cores;
+  o.cores = parse_core_placement(flags.cores);
   o.steps = flags.steps;
   o.epochs = flags.epochs;
   o.profile = flags.profile;
@@ -80,7 +81,7 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--model", o.model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
   cmd->add_option("--strategy", o.strategy, "strategy: " + strategy_names())->capture_default_str();
   cmd->add_option("--nproc", flags->nproc, "start this many local worker processes (default: be one worker)");
-  cmd->add_flag("--shared-cores", flags->shared_cores, std::string("--nproc: ") + kSharedCoresHelp);
+  cmd->add_option("--cores", flags->cores, std::string("--nproc: ") + kCorePlacementHelp)->capture_default_str();
   cmd->add_option("--servers", o.servers,
                   "parameter servers, for ps and ps-interleaved: started beside the --nproc workers; in a job, "
                   "the last S ranks serve")
@@ -138,7 +139,7 @@ void add_train(CLI::App& app, int& exit_status) {
                                            .bandwidth = options.cluster.bandwidth,
                                            .server_bandwidth = options.cluster.server_bandwidth,
                                            .failure_timeout = options.failure_timeout,
-                                           .shared_cores = options.shared_cores});
+                                           .cores = options.cores});
     } else {
       exit_status = runtime::run_train(options);
     }

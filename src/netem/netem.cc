@@ -260,7 +260,7 @@ RunReport run_emulated(const NetemOptions& network,
                      .argv = argv_per_rank[static_cast<std::size_t>(e.rank)],
                      .environment = std::move(variables),
                      .netns = e.netns,
-                     .cores = pinning_for(e.rank, static_cast<int>(ranks), network.shared_cores)});
+                     .cores = pinning_for(e.rank, static_cast<int>(ranks), network.cores)});
   }
   return supervise(specs, supervision, signals);
 }

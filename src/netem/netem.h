@@ -42,7 +42,7 @@
 //   WEFT_SERVER_RANK  j, for server j only (its RANK is P+j)
 // With no servers this is exactly what torchrun sets for P processes. Each rank
 // runs on a share of the machine's cores, as a host would (Note [Hosts on cores],
-// units/cores.h), unless NetemOptions::shared_cores.
+// units/cores.h), as NetemOptions::cores says.
 //
 // Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN). Everything made is removed by the
 // destructor, on every failure path of the constructor, and, for runs that were
@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "netem/supervisor.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::netem {
@@ -70,9 +71,9 @@ struct NetemOptions {
   BytesPerSecond server_bandwidth = 0; // each server's link; 0: same as bandwidth
   int master_port = 29500;             // MASTER_PORT given to every rank
   int mtu = 1500;                      // of every interface, bytes (68..65535)
-  // run_emulated: leave the ranks' cores to the kernel instead of pinning each
-  // to its own share (Note [Hosts on cores], units/cores.h).
-  bool shared_cores = false;
+  // run_emulated: where the ranks run, pinned each to its own share of the cores
+  // or on any (Note [Hosts on cores], units/cores.h).
+  CorePlacement cores = CorePlacement::kAuto;
 };
 
 enum class Role { kWorker, kServer };

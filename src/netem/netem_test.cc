@@ -204,16 +204,17 @@ TEST_F(NetemTest, RanksGetTheirVariablesInTheirNamespaces) {
   std::filesystem::remove_all(dir);
 }
 
-// Note [Hosts on cores] (units/cores.h): each rank, servers too, runs on its
-// share of the cores, or on any of them with shared_cores.
-TEST_F(NetemTest, EachRankRunsOnItsShareOfTheCores) {
+// Note [Hosts on cores] (units/cores.h): pinned, each rank, servers too, runs on
+// its share of the cores; shared, on any of them.
+TEST_F(NetemTest, EachRankRunsWhereItsPlacementSays) {
   SKIP_UNLESS_PRIVILEGED();
   const std::string dir = temp_dir();
   const std::vector<std::string> argv = {"sh", "-c", R"(cat /proc/self/status > "$0/$RANK.status")", dir};
   const std::vector<int> all = usable_cores();
-  for (const bool shared : {false, true}) {
+  for (const CorePlacement placement : {CorePlacement::kPinned, CorePlacement::kShared}) {
+    const bool shared = placement == CorePlacement::kShared;
     const RunReport report =
-        run_emulated({.workers = 2, .servers = 1, .bandwidth = 100_Mbit, .shared_cores = shared}, {argv, argv, argv},
+        run_emulated({.workers = 2, .servers = 1, .bandwidth = 100_Mbit, .cores = placement}, {argv, argv, argv},
                      {.timeout = 60});
     ASSERT_EQ(report.exit_status, 0) << report.message;
     for (int rank = 0; rank < 3; ++rank) {

@@ -284,7 +284,7 @@ int launch(const LaunchOptions& options) {
   environments.reserve(static_cast<size_t>(world));
   for (int rank = 0; rank < world; ++rank) environments.emplace_back(local_worker_env(port, rank, world));
   std::vector<CoreSet> cores;  // Note [Hosts on cores]
-  for (int rank = 0; rank < world; ++rank) cores.push_back(pinning_for(rank, world, options.shared_cores));
+  for (int rank = 0; rank < world; ++rank) cores.push_back(pinning_for(rank, world, options.cores));
 
   sigset_t signals;
   sigemptyset(&signals);

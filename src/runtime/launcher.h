@@ -13,7 +13,7 @@
 // `weft train` per host with the variables set, exactly what a child sees here.
 //
 // Each child runs on a share of the launcher's cores (Note [Hosts on cores] in
-// units/cores.h), set before exec, unless LaunchOptions::shared_cores.
+// units/cores.h), set before exec, as LaunchOptions::cores says.
 //
 // Supervision. The children form their own process group, so a terminal's Ctrl-C
 // reaches only the launcher, which forwards SIGINT/SIGTERM to every child; a
@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -55,9 +56,9 @@ struct LaunchOptions {
   std::vector<std::string> argv;
   Seconds failure_timeout = 60;  // after a failure, how long the others may take to exit
   Seconds kill_grace = 5;        // between SIGTERM and SIGKILL
-  // Leave the children's cores to the kernel instead of pinning each to its own
-  // share of this process's cores (Note [Hosts on cores], units/cores.h).
-  bool shared_cores = false;
+  // Where the children run: pinned each to its own share of this process's cores,
+  // or on any (Note [Hosts on cores], units/cores.h).
+  CorePlacement cores = CorePlacement::kAuto;
 };
 
 // True inside a child started by launch().

@@ -36,10 +36,10 @@ class LauncherTest : public testing::Test {
   // Runs `script` in each of `n` children (sh -c), returning launch()'s status and
   // what it printed on stderr.
   std::pair<int, std::string> run(int n, const std::string& script, Seconds failure_timeout = 30,
-                                  bool shared_cores = false) {
+                                  CorePlacement cores = CorePlacement::kAuto) {
     testing::internal::CaptureStderr();
     const int status = launch({.nproc = n, .executable = "/bin/sh", .argv = {"sh", "-c", script},
-                               .failure_timeout = failure_timeout, .kill_grace = 1, .shared_cores = shared_cores});
+                               .failure_timeout = failure_timeout, .kill_grace = 1, .cores = cores});
     return {status, testing::internal::GetCapturedStderr()};
   }
 
@@ -83,18 +83,22 @@ TEST_F(LauncherTest, EachChildGetsItsRankAndTheSameRendezvous) {
   EXPECT_EQ(rendezvous.size(), 1u) << "all ranks must meet at one port";
 }
 
-// Note [Hosts on cores]: each child runs on its share of the launcher's cores, or
-// on all of them with shared_cores.
-TEST_F(LauncherTest, EachChildRunsOnItsShareOfTheCores) {
+// Note [Hosts on cores]: pinned, each child runs on its share of the launcher's
+// cores; shared, on all of them; auto, pinned where each has a core of its own.
+TEST_F(LauncherTest, EachChildRunsWhereItsPlacementSays) {
   const std::string script = "cat /proc/self/status > " + dir_.string() + "/status.$RANK";
   const std::vector<int> all = usable_cores();
-  for (const bool shared : {false, true}) {
-    const auto [status, err] = run(3, script, 30, shared);
+  const int n = 3;
+  const bool fits = n <= static_cast<int>(all.size());
+  for (const CorePlacement placement : {CorePlacement::kPinned, CorePlacement::kShared, CorePlacement::kAuto}) {
+    const auto [status, err] = run(n, script, 30, placement);
     ASSERT_EQ(status, 0) << err;
-    for (int rank = 0; rank < 3; ++rank) {
+    for (int rank = 0; rank < n; ++rank) {
+      const bool pinned =
+          placement == CorePlacement::kPinned || (placement == CorePlacement::kAuto && fits);
       EXPECT_EQ(test_support::parse_core_list(read(dir_ / ("status." + std::to_string(rank)))),
-                shared ? all : cores_of(all, rank, 3))
-          << "rank " << rank << (shared ? ", shared cores" : "");
+                pinned ? cores_of(all, rank, n) : all)
+          << "rank " << rank << ", " << to_string(placement);
     }
   }
 }

@@ -556,7 +556,7 @@ int run_model_profile(const ModelProfileJob& job) {
   }
   if (in_a_job(job.nproc)) return profile_together(job, read_worker_env());
   if (job.nproc && *job.nproc > 1) {
-    return launch({.nproc = *job.nproc, .failure_timeout = job.failure_timeout, .shared_cores = job.shared_cores});
+    return launch({.nproc = *job.nproc, .failure_timeout = job.failure_timeout, .cores = job.cores});
   }
   job.report(profile_model(job.profiler));
   return 0;

@@ -132,6 +132,7 @@
 #include "profile/profile.h"
 #include "runtime/data.h"
 #include "runtime/model.h"
+#include "units/cores.h"
 
 namespace weft::runtime {
 
@@ -164,7 +165,7 @@ struct ModelProfileJob {
   std::optional<int> nproc;
   bool interference = false;  // Notes [Measuring interference] to [Measuring skew]; 2 or more processes
   Seconds failure_timeout = 60;  // as TrainOptions::failure_timeout
-  bool shared_cores = false;     // as TrainOptions::shared_cores
+  CorePlacement cores = CorePlacement::kAuto;  // as TrainOptions::cores
   std::function<void(const Profile&)> report;
 };
 int run_model_profile(const ModelProfileJob& job);

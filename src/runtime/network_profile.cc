@@ -204,7 +204,7 @@ int run_network_profile(const NetworkProfileOptions& options) {
   if (is_launched_worker()) return measure(options, read_worker_env());
   if (options.nproc) {
     return launch(
-        {.nproc = *options.nproc, .failure_timeout = options.failure_timeout, .shared_cores = options.shared_cores});
+        {.nproc = *options.nproc, .failure_timeout = options.failure_timeout, .cores = options.cores});
   }
   if (has_worker_env()) return measure(options, read_worker_env());
   throw UsageError("weft profile --network: give --nproc K to measure K local workers (K >= 2), or run one "

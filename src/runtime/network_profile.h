@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cost/cluster.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -39,7 +40,7 @@ struct NetworkProfileOptions {
   int repeats = 5;                  // timed all-reduces per size (after one warm-up)
   std::filesystem::path out;        // the fit as JSON; empty = print only
   Seconds failure_timeout = 60;     // as TrainOptions::failure_timeout
-  bool shared_cores = false;        // as TrainOptions::shared_cores
+  CorePlacement cores = CorePlacement::kAuto;  // as TrainOptions::cores
 };
 
 // One measured size: the median of the repeats on rank 0 — what the planner's

@@ -52,7 +52,7 @@ int run_train(const TrainOptions& options) {
     return launch({.nproc = *options.nproc,
                    .servers = options.servers,
                    .failure_timeout = options.failure_timeout,
-                   .shared_cores = options.shared_cores});
+                   .cores = options.cores});
   }
   if (has_worker_env()) return run_worker(options, read_worker_env());
   // Neither a launcher nor part of a job: train alone, through the same path.

@@ -26,6 +26,7 @@
 
 #include "cost/cluster.h"
 #include "schedulers/strategies.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -48,7 +49,7 @@ struct TrainOptions {
   std::string model = "mlp";     // runtime::model_names()
   std::string strategy = "wfbp"; // a strategy of schedulers/strategies.h
   std::optional<int> nproc;      // spawn this many local workers (launcher role)
-  bool shared_cores = false;     // launcher: the workers' cores left to the kernel (LaunchOptions)
+  CorePlacement cores = CorePlacement::kAuto;  // launcher: where the workers run (LaunchOptions)
   // Parameter servers, for (and only for) the parameter-server strategies: the last
   // `servers` ranks of the job serve (runtime/parameter_server.h); the launcher
   // spawns them beside the `nproc` workers.

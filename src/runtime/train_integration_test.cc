@@ -52,7 +52,9 @@ TEST_P(Equivalence, SynchronousStrategiesEndAsOneProcessOnTheCombinedBatch) {
     if (gather) args.insert(args.end(), {"--network", gathering.string(), "--trace", (dir_ / "gather.json").string()});
     const auto [status, err] = weft(strategy, args);
     ASSERT_EQ(status, 0) << err;
-    if (gather) EXPECT_NE(read(dir_ / "gather.json").find("allgather"), std::string::npos);
+    if (gather) {
+      EXPECT_NE(read(dir_ / "gather.json").find("allgather"), std::string::npos);
+    }
     const std::vector<float> rank0 = read_floats(params.string() + ".rank0");
     ASSERT_EQ(rank0.size(), expected.size());
     for (int r = 1; r < world; ++r) {

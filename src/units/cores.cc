@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "units/units.h"
+
 namespace weft {
 
 std::vector<int> usable_cores() {
@@ -47,9 +49,27 @@ CoreSet core_set(const std::vector<int>& cores) {
   return set;
 }
 
-CoreSet pinning_for(int process, int processes, bool shared) {
-  if (shared) return {};
-  return core_set(cores_of(usable_cores(), process, processes));
+CorePlacement parse_core_placement(std::string_view text, std::string_view flag) {
+  for (const CorePlacement p : {CorePlacement::kAuto, CorePlacement::kPinned, CorePlacement::kShared}) {
+    if (text == to_string(p)) return p;
+  }
+  throw UsageError(fmt::format("{} {}: expected auto, pinned or shared", flag, text));
+}
+
+std::string_view to_string(CorePlacement placement) {
+  switch (placement) {
+    case CorePlacement::kAuto: return "auto";
+    case CorePlacement::kPinned: return "pinned";
+    case CorePlacement::kShared: return "shared";
+  }
+  return "?";
+}
+
+CoreSet pinning_for(int process, int processes, CorePlacement placement) {
+  if (placement == CorePlacement::kShared) return {};
+  const std::vector<int> cores = usable_cores();
+  if (placement == CorePlacement::kAuto && processes > static_cast<int>(cores.size())) return {};
+  return core_set(cores_of(cores, process, processes));
 }
 
 bool pin(const CoreSet& set) { return set.empty() || ::sched_setaffinity(0, sizeof set.mask, &set.mask) == 0; }

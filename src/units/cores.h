@@ -3,18 +3,26 @@
 // Note [Hosts on cores]
 // ---------------------
 // `weft netem` and `--nproc` stand one machine in for several hosts, one process
-// per worker (and server). Left to the kernel, those processes migrate between
-// the cores at every wake-up, and a rank that has finished its layers shares the
-// cores with all the others, so the ranks reach each collective further apart
-// than hosts of their own would. Each process is therefore pinned to a share of
-// the cores the job may use, as a host has cores of its own: with H processes and
-// C cores, H <= C gives process h a block of C/H cores (the first C mod H blocks
-// one more), and H > C puts process h on core h mod C, so that every core holds
-// the same number of processes, give or take one. Measured on 2 cores with 4
-// workers (BENCHMARKS.md, "Hosts on cores"): cnn's ssgd ran 22.0–24.0 ms an
-// iteration pinned against 24.9–28.3 ms unpinned at 1Gbit, mgwfbp 57.9–58.6
-// against 60.4–61.9 ms at 100Mbit. `--shared-cores` leaves the placement to the
-// kernel, for a machine the job shares with other work.
+// per worker (and server). Where the machine has a core for each of them, each
+// process is pinned to a share of the cores the job may use, as a host has cores
+// of its own: with H processes and C >= H cores, process h gets a block of C/H
+// cores (the first C mod H blocks one more). Left to the kernel they migrate at
+// every wake-up and run beside one another: with 2 workers on 2 cores, mgwfbp ran
+// 7.4–7.7 ms an iteration pinned against 8.5–10.4 ms unpinned at 1Gbit, and the
+// PyTorch DDP peer 38.3–38.9 against 41.1–42.5 ms at 100Mbit (BENCHMARKS.md,
+// "Hosts on cores").
+//
+// Where the processes outnumber the cores no placement is a host's own. Pinned
+// (`--cores pinned`), process h goes on core h mod C, so that each core holds as
+// many as any other, give or take one; 4 workers on 2 cores then run faster still
+// (ssgd 19.2–22.6 ms against 22.8–24.5 at 1Gbit, PyTorch DDP alike), but the
+// kernel's work for a rank's traffic lands on its core-mate (a layer beside a
+// message at 20Mbit took 1.93× as long, against 1.57× shared) and the planner,
+// which times two small collectives issued together beside the layers (the
+// second adding 14% at 1Gbit, against 55% shared), ordered bytescheduler first
+// where it ran last (+51%). So by default (`auto`) such a job shares the cores,
+// as the benches in the README do; `--cores shared` shares them always, for a
+// machine the job shares with other work.
 //
 // Between fork and exec only system calls are safe, so the set is built before
 // the fork (CoreSet) and applied there with one sched_setaffinity.
@@ -25,6 +33,7 @@
 
 #include <sched.h>
 
+#include <string_view>
 #include <vector>
 
 namespace weft {
@@ -33,8 +42,22 @@ namespace weft {
 // THROWS std::system_error if the kernel does not say.
 std::vector<int> usable_cores();
 
-// The cores process `process` of `processes` runs on, out of `cores` (Note [Hosts
-// on cores]), ascending. REQUIRES: !cores.empty(), 0 <= process < processes
+// Where a job's processes run (Note [Hosts on cores]): `--cores auto|pinned|shared`.
+enum class CorePlacement { kAuto, kPinned, kShared };
+
+// "auto", "pinned", "shared"; THROWS UsageError naming `flag` and the accepted
+// values for anything else.
+CorePlacement parse_core_placement(std::string_view text, std::string_view flag = "--cores");
+std::string_view to_string(CorePlacement placement);
+
+// The help of --cores, for every command that starts a job's processes.
+inline constexpr const char* kCorePlacementHelp =
+    "where the job's processes run: auto (each pinned to cores of its own where there is one for each, else "
+    "on any core), pinned (each on its share of the cores, in turn where they outnumber them), shared (any "
+    "core)";
+
+// The cores process `process` of `processes` runs on pinned, out of `cores` (Note
+// [Hosts on cores]), ascending. REQUIRES: !cores.empty(), 0 <= process < processes
 // (THROWS std::invalid_argument naming the values otherwise).
 std::vector<int> cores_of(const std::vector<int>& cores, int process, int processes);
 
@@ -48,9 +71,10 @@ struct CoreSet {
 // The mask of `cores`. REQUIRES: every core in [0, CPU_SETSIZE).
 CoreSet core_set(const std::vector<int>& cores);
 
-// The mask for process `process` of `processes` on the calling thread's cores;
-// an empty one when `shared` (--shared-cores).
-CoreSet pinning_for(int process, int processes, bool shared);
+// The mask for process `process` of `processes` on the calling thread's cores
+// under `placement`: empty (any core) for kShared, and for kAuto where the
+// processes outnumber the cores.
+CoreSet pinning_for(int process, int processes, CorePlacement placement);
 
 // Pins the calling process to `set` unless it is empty; returns false (errno set)
 // if the kernel refused. Async-signal-safe: one system call, for between fork and

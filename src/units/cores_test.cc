@@ -1,5 +1,6 @@
 #include "units/cores.h"
 #include "units/cores_testing.h"
+#include "units/units.h"
 
 #include <map>
 #include <set>
@@ -66,9 +67,24 @@ TEST(CoresOf, RefusesWhatIsNotAProcessOfTheJob) {
   EXPECT_THROW(cores_of({0}, -1, 1), std::invalid_argument);
 }
 
-TEST(Pinning, SharedCoresPinNothing) {
-  EXPECT_TRUE(pinning_for(0, 4, /*shared=*/true).empty());
-  EXPECT_FALSE(pinning_for(0, 4, /*shared=*/false).empty());
+TEST(Pinning, AutoPinsOnlyWhereEachProcessHasACoreOfItsOwn) {
+  const int cores = static_cast<int>(usable_cores().size());
+  EXPECT_TRUE(pinning_for(0, 1, CorePlacement::kShared).empty());
+  EXPECT_FALSE(pinning_for(0, cores + 1, CorePlacement::kPinned).empty());
+  EXPECT_FALSE(pinning_for(0, cores, CorePlacement::kAuto).empty());
+  EXPECT_TRUE(pinning_for(0, cores + 1, CorePlacement::kAuto).empty());
+}
+
+TEST(Placement, ReadsWhatItWrites) {
+  for (const CorePlacement p : {CorePlacement::kAuto, CorePlacement::kPinned, CorePlacement::kShared}) {
+    EXPECT_EQ(parse_core_placement(to_string(p)), p);
+  }
+  try {
+    parse_core_placement("numa", "--cores");
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--cores numa: expected auto, pinned or shared");
+  }
 }
 
 TEST(CoreList, ReadsTheKernelsRanges) {
