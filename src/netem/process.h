@@ -47,8 +47,8 @@ struct SpawnRequest {
 // Starts the program and returns its pid once exec has succeeded.
 // REQUIRES: !request.argv.empty().
 // THROWS std::system_error naming the executable and the step that failed (opening
-// the namespace, entering it, pinning it to its cores, exec) when the program could not be started; no child
-// is left running in that case.
+// the namespace, entering it, pinning it to its cores, exec) when the program
+// could not be started; no child is left running in that case.
 pid_t spawn(const SpawnRequest& request);
 
 // The path execvp would run for `name`: `name` itself if it contains a '/', else the
