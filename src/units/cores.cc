@@ -45,7 +45,6 @@ CoreSet core_set(const std::vector<int>& cores) {
     if (core < 0 || core >= CPU_SETSIZE) throw std::invalid_argument(fmt::format("core_set: core {}", core));
     CPU_SET(core, &set.mask);
   }
-  set.pinned = !cores.empty();
   return set;
 }
 

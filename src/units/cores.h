@@ -64,8 +64,7 @@ std::vector<int> cores_of(const std::vector<int>& cores, int process, int proces
 // An affinity mask ready for sched_setaffinity; empty() means none (no pinning).
 struct CoreSet {
   cpu_set_t mask{};
-  bool pinned = false;
-  bool empty() const { return !pinned; }
+  bool empty() const { return CPU_COUNT(&mask) == 0; }
 };
 
 // The mask of `cores`. REQUIRES: every core in [0, CPU_SETSIZE).
