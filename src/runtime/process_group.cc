@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -24,6 +25,31 @@ std::chrono::milliseconds to_millis(Seconds s) {
 }
 
 }  // namespace
+
+std::chrono::steady_clock::time_point common_origin(c10d::Store& store, int rank, int world,
+                                                    const std::string& machine,
+                                                    std::chrono::steady_clock::time_point left) {
+  const auto key = [](int r) { return "weft/origin/" + std::to_string(r); };
+  const std::string mine = fmt::format("{} {}", left.time_since_epoch().count(), machine);
+  store.set(key(rank), std::vector<std::uint8_t>(mine.begin(), mine.end()));
+  auto latest = left;
+  for (int r = 0; r < world; ++r) {
+    const std::vector<std::uint8_t> theirs = store.get(key(r));
+    const std::string text(theirs.begin(), theirs.end());
+    const size_t space = text.find(' ');
+    if (machine.empty() || space == std::string::npos || text.substr(space + 1) != machine) return left;
+    const std::chrono::steady_clock::duration since_epoch(std::stoll(text.substr(0, space)));
+    latest = std::max(latest, std::chrono::steady_clock::time_point(since_epoch));
+  }
+  return latest;
+}
+
+std::chrono::steady_clock::time_point common_origin(const Group& group) {
+  const auto left = std::chrono::steady_clock::now();
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return common_origin(*group.store, group.rank, group.world, boot, left);
+}
 
 std::string local_address_towards(const std::string& host) {
   addrinfo hints{};

@@ -1,7 +1,7 @@
 // Recorder: where a worker's threads put the timeline events they measure
-// (SPEC §1.3). Times are seconds since a common origin — the moment every rank left
-// the start barrier — so the ranks' timelines line up in one trace (to within the
-// barrier's skew, a few tens of microseconds on one host).
+// (SPEC §1.3). Times are seconds since a common origin — the moment every rank had
+// left the start barrier (Note [A common time origin], runtime/process_group.h) —
+// so the ranks' timelines line up in one trace.
 //
 // Thread-safety: add() and now() may be called from any thread; take() once the
 // producers are done.

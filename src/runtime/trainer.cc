@@ -378,7 +378,7 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
 
   group.collectives->barrier()->wait();  // the workers' common time origin
-  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations);
+  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
   const std::int64_t steps = std::stoll(string_of(group.store->get(kStepsKey)));
   run_server({.schedule = &schedule, .layers = layers, .optimizer = &optimizer, .group = group.collectives,
               .workers = workers, .server = server, .iterations = steps, .recorder = &recorder});
@@ -419,7 +419,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   MetricsFile metrics;
   if (leader) metrics = MetricsFile(options.metrics, /*truncate=*/true);
   group.collectives->barrier()->wait();  // the common time origin, and the metrics file exists
-  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations);
+  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
   if (!leader) metrics = MetricsFile(options.metrics, /*truncate=*/false);
 
   const std::int64_t steps = total_steps(options, *data);
