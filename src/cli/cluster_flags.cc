@@ -59,29 +59,43 @@ FittedAllReduce load_fit(const std::string& file) {
   const std::string text = read_input(file, "the all-reduce fit given to --network");
   try {
     const auto j = nlohmann::json::parse(text);
+    const auto gather_below = j.value("gather_below_bytes", Bytes{0});
+    if (gather_below < 0) {
+      throw UsageError(fmt::format("--network {}: gather_below_bytes = {}; expected a size >= 0 in bytes", file,
+                                   gather_below));
+    }
+    const std::string origin = fmt::format("--network {}", file);
     FittedAllReduce fit;
-    if (j.contains("points")) {  // the measured times themselves (Note [Measured all-reduce curve])
-      std::vector<MeasuredAllReduce> points;
-      for (const auto& p : j.at("points")) {
-        points.push_back({.bytes = p.at("bytes").get<Bytes>(), .seconds = p.at("seconds").get<double>()});
-      }
-      fit = measured_curve(std::move(points), fmt::format("--network {}", file));
-    } else {
+    if (!j.contains("points")) {
       fit = {.a = j.at("a_s").get<double>(), .b = j.at("b_s_per_byte").get<double>()};
       if (!(fit.a >= 0) || !(fit.b > 0)) {
         throw UsageError(fmt::format("--network {}: a_s = {} must be >= 0 and b_s_per_byte = {} > 0",
                                      file, fit.a, fit.b));
       }
+    } else if (j.at("points").at(0).contains("allreduce_s")) {
+      // Each algorithm's own times (Note [One curve per algorithm]).
+      std::vector<MeasuredAllReduce> ring, gathered;
+      for (const auto& p : j.at("points")) {
+        const auto bytes = p.at("bytes").get<Bytes>();
+        ring.push_back({.bytes = bytes, .seconds = p.at("allreduce_s").get<double>()});
+        if (p.contains("allgather_s") && summed_by_allgather(bytes, gather_below)) {
+          gathered.push_back({.bytes = bytes, .seconds = p.at("allgather_s").get<double>()});
+        }
+      }
+      fit = measured_curves(std::move(ring), std::move(gathered), gather_below, origin);
+    } else {  // the time of the algorithm used at each size (Note [Measured all-reduce curve])
+      std::vector<MeasuredAllReduce> points;
+      for (const auto& p : j.at("points")) {
+        points.push_back({.bytes = p.at("bytes").get<Bytes>(), .seconds = p.at("seconds").get<double>()});
+      }
+      fit = measured_curve(std::move(points), origin);
     }
-    fit.gather_below = j.value("gather_below_bytes", Bytes{0});
-    if (fit.gather_below < 0) {
-      throw UsageError(fmt::format("--network {}: gather_below_bytes = {}; expected a size >= 0 in bytes", file,
-                                   fit.gather_below));
-    }
+    fit.gather_below = gather_below;
     return fit;
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("--network {}: expected a JSON object with points [{{bytes, seconds}}, ...] "
-                                 "or numbers a_s and b_s_per_byte, and optionally an integer "
+    throw UsageError(fmt::format("--network {}: expected a JSON object with points [{{bytes, seconds}}, ...] (or "
+                                 "[{{bytes, allreduce_s, allgather_s}}, ...]) or numbers a_s and b_s_per_byte, "
+                                 "and optionally an integer "
                                  "gather_below_bytes (as `weft profile --network --out` writes): {}",
                                  file, e.what()));
   }

@@ -121,18 +121,19 @@ LinkSet links_of(const Cluster& c) {
   return links;
 }
 
-FittedAllReduce measured_curve(std::vector<MeasuredAllReduce> points, std::string_view origin) {
-  if (points.size() < 2) {
-    throw UsageError(fmt::format("{}: {} measured all-reduce size(s); need at least two", origin, points.size()));
-  }
+namespace {
+
+// Checks `points` (named `what` in `origin`'s errors) and makes their times
+// non-decreasing in size (Note [Measured all-reduce curve]).
+void check_and_pool(std::vector<MeasuredAllReduce>& points, std::string_view what, std::string_view origin) {
   for (std::size_t i = 0; i < points.size(); ++i) {
     const MeasuredAllReduce& p = points[i];
     if (p.bytes <= 0 || (i > 0 && p.bytes <= points[i - 1].bytes)) {
-      throw UsageError(fmt::format("{}: points[{}].bytes = {}; sizes must be positive and strictly ascending",
-                                   origin, i, p.bytes));
+      throw UsageError(fmt::format("{}: {}[{}].bytes = {}; sizes must be positive and strictly ascending",
+                                   origin, what, i, p.bytes));
     }
     if (!positive(p.seconds)) {
-      throw UsageError(fmt::format("{}: points[{}].seconds = {}; need a finite time > 0", origin, i, p.seconds));
+      throw UsageError(fmt::format("{}: {}[{}].seconds = {}; need a finite time > 0", origin, what, i, p.seconds));
     }
   }
   // Pool adjacent violators: each block holds the mean time of the sizes it spans.
@@ -154,6 +155,15 @@ FittedAllReduce measured_curve(std::vector<MeasuredAllReduce> points, std::strin
   for (const Block& block : blocks) {
     for (int k = 0; k < block.count; ++k) points[i++].seconds = block.mean();
   }
+}
+
+}  // namespace
+
+FittedAllReduce measured_curve(std::vector<MeasuredAllReduce> points, std::string_view origin) {
+  if (points.size() < 2) {
+    throw UsageError(fmt::format("{}: {} measured all-reduce size(s); need at least two", origin, points.size()));
+  }
+  check_and_pool(points, "points", origin);
   const MeasuredAllReduce& last = points.back();
   const MeasuredAllReduce& before = points[points.size() - 2];
   double b = (last.seconds - before.seconds) / static_cast<double>(last.bytes - before.bytes);
@@ -163,16 +173,32 @@ FittedAllReduce measured_curve(std::vector<MeasuredAllReduce> points, std::strin
   return fit;
 }
 
+FittedAllReduce measured_curves(std::vector<MeasuredAllReduce> ring, std::vector<MeasuredAllReduce> gathered,
+                                Bytes gather_below, std::string_view origin) {
+  // The ring sums no message smaller than gather_below: its times there are only
+  // noise to pool into the sizes it does sum.
+  const auto first_summed = std::find_if(ring.begin(), ring.end(),
+                                         [&](const MeasuredAllReduce& p) { return p.bytes >= gather_below; });
+  if (!gathered.empty() && ring.end() - first_summed >= 2) ring.erase(ring.begin(), first_summed);
+  FittedAllReduce fit = measured_curve(std::move(ring), origin);
+  check_and_pool(gathered, "all-gather points", origin);
+  fit.gather_curve = std::move(gathered);
+  fit.gather_below = gather_below;
+  return fit;
+}
+
 namespace {
 
-// startup(n) of Note [Measured all-reduce curve].
+// startup(n) of Notes [Measured all-reduce curve] and [One curve per algorithm].
 Seconds curve_startup(const FittedAllReduce& f, Bytes n) {
   const auto startup = [&](const MeasuredAllReduce& p) {
     return std::max(0.0, p.seconds - f.b * static_cast<double>(p.bytes));
   };
-  if (n <= f.curve.front().bytes) return startup(f.curve.front());
-  if (n >= f.curve.back().bytes) return startup(f.curve.back());
-  const auto hi = std::lower_bound(f.curve.begin(), f.curve.end(), n,
+  const bool gathered = !f.gather_curve.empty() && summed_by_allgather(n, f.gather_below);
+  const std::vector<MeasuredAllReduce>& curve = gathered ? f.gather_curve : f.curve;
+  if (n <= curve.front().bytes) return startup(curve.front());
+  if (n >= curve.back().bytes) return startup(curve.back());
+  const auto hi = std::lower_bound(curve.begin(), curve.end(), n,
                                    [](const MeasuredAllReduce& p, Bytes size) { return p.bytes < size; });
   const auto lo = std::prev(hi);
   const double w = static_cast<double>(n - lo->bytes) / static_cast<double>(hi->bytes - lo->bytes);

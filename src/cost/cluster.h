@@ -49,8 +49,12 @@ struct FittedAllReduce {
   std::vector<MeasuredAllReduce> curve;
   // Messages of at most this many bytes are summed by all-gather, the others by
   // ring all-reduce (Note [Small all-reduces by all-gather] in
-  // runtime/process_group.h); the curve's times are those of the algorithm used.
+  // runtime/process_group.h).
   Bytes gather_below = 0;
+  // The all-gather's times at the sizes it sums, which startup(n) follows for
+  // those messages, as `curve` (the ring's) for the others (Note [One curve per
+  // algorithm]). Empty: `curve` holds the time of the algorithm used at each size.
+  std::vector<MeasuredAllReduce> gather_curve;
   // Collectives the measured transport runs at once (Note [Collectives in flight]
   // in sim/simulator.cc): a fit is of weft's own Gloo group. 0 = any number.
   int concurrent = kRuntimeCollectiveThreads;
@@ -78,6 +82,26 @@ inline bool summed_by_allgather(Bytes bytes, Bytes gather_below) { return bytes 
 // THROWS UsageError (naming `origin`) for fewer than two sizes, sizes not positive
 // and strictly ascending, or times not positive and finite.
 FittedAllReduce measured_curve(std::vector<MeasuredAllReduce> points, std::string_view origin);
+
+// Note [One curve per algorithm]
+// ------------------------------
+// Messages up to gather_below are summed by all-gather, larger ones by ring, and a
+// single curve through the time of the algorithm used at each timed size draws a
+// line across the switch: behind 1Gbit links (4 workers on 2 cores) 64 KiB took
+// 3.2 ms by all-gather and 4.8 by ring, 256 KiB 6.5 by ring, so a 72.5 KiB
+// message, summed by ring, was read as 3.4 ms off the line from the all-gather's
+// 64 KiB, where the ring's own curve says 4.9. So each algorithm has its curve:
+// the ring's from gather_below up (every size is timed by ring, but below it the
+// ring sums nothing, and its times there, pooled in, would only carry their noise
+// to the sizes it sums: 8.1 ms at 4 KiB against 5.1 at 256 KiB in one profile),
+// the all-gather's through the sizes it sums, and a message follows the curve of
+// the algorithm that sums it. Both curves are made non-decreasing as above; b is
+// the ring's, whose large messages set the rate.
+//
+// THROWS UsageError (naming `origin`) as measured_curve does, for either curve (the
+// all-gather's may have a single size, or none).
+FittedAllReduce measured_curves(std::vector<MeasuredAllReduce> ring, std::vector<MeasuredAllReduce> gathered,
+                                Bytes gather_below, std::string_view origin);
 
 struct Cluster {
   int workers = 1;

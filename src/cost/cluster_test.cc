@@ -100,6 +100,36 @@ TEST(MeasuredCurve, TimesNeverDecreaseWithSize) {
   }
 }
 
+// Note [One curve per algorithm], with the times `weft bench` measured on 4 workers
+// behind 1Gbit links (2026-12-03): the ring at every size, the all-gather up to
+// 64 KiB, where it was faster.
+TEST(MeasuredCurve, EachAlgorithmFollowsItsOwnCurve) {
+  const std::vector<MeasuredAllReduce> by_ring = {
+      {4_KiB, 5.24e-3}, {16_KiB, 5.11e-3}, {64_KiB, 4.76e-3}, {256_KiB, 6.55e-3}, {1_MiB, 13.06e-3}};
+  const std::vector<MeasuredAllReduce> gathered = {{4_KiB, 2.50e-3}, {16_KiB, 3.48e-3}, {64_KiB, 3.21e-3}};
+  Cluster c = ring(4, 1_Gbit, 0);
+  c.fitted = measured_curves(by_ring, gathered, 64_KiB, "net.json");
+  // The ring's curve starts where it sums: at 64 KiB.
+  const Cluster ring_only = [&] {
+    Cluster r = c;
+    r.fitted = measured_curve({by_ring.begin() + 2, by_ring.end()}, "net.json");
+    return r;
+  }();
+  EXPECT_DOUBLE_EQ(c.fitted->b, ring_only.fitted->b);  // the ring's large messages set the rate
+  EXPECT_EQ(c.fitted->gather_below, 64_KiB);
+  // Up to 64 KiB, the all-gather's times (16 and 64 KiB pooled into their mean).
+  EXPECT_NEAR(allreduce_time(c, 4_KiB), 2.50e-3, 1e-12);
+  EXPECT_NEAR(allreduce_time(c, 64_KiB), (3.48e-3 + 3.21e-3) / 2, 1e-12);
+  // Beyond it, the ring's, also just past the switch: a 72.5 KiB message costs
+  // what the ring takes there, not a step up from the all-gather's 64 KiB.
+  for (const Bytes n : {Bytes{64_KiB + 1}, Bytes{74'240}, Bytes{231'000}, Bytes{1_MiB}}) {
+    EXPECT_NEAR(allreduce_time(c, n), allreduce_time(ring_only, n), 1e-12) << n << " bytes";
+  }
+  EXPECT_GT(allreduce_time(c, 74'240), allreduce_time(c, 64_KiB) + 1e-3);
+  // Its slower small sizes are not pooled into 256 KiB's time.
+  EXPECT_NEAR(allreduce_time(c, 256_KiB), 6.55e-3, 1e-12);
+}
+
 TEST(MeasuredCurve, BadPointsAreNamed) {
   const auto message = [](std::vector<MeasuredAllReduce> points) {
     try {
