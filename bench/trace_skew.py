@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""How far apart the ranks reach and leave each collective in a bench's measured
+trace, against the skew its profile measured (Note [Skew], src/sim/simulator.cc).
+
+For each collective every worker recorded (the k-th comm event of an iteration),
+from the ranks' issue and end times (one clock since Note [A common time origin],
+src/runtime/process_group.h):
+  last - mean   how much later than the average rank the last one issued it: what
+                the profile's skew_s stands for;
+  from waits    the same, computed as the profile computes it, from how long each
+                rank waited: mean wait less the least;
+  issue spread  first to last issue;
+  end spread    first to last rank to see it end;
+  after last    from the last issue to the median end.
+Medians over the collectives of the steady iterations (from --from).
+
+Example: bench/trace_skew.py /tmp/bench-folder
+"""
+import argparse
+import collections
+import json
+import pathlib
+import statistics
+
+
+def collectives(trace):
+    events = json.loads(trace.read_text())["traceEvents"]
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e["name"] == "thread_name"}
+    found = collections.defaultdict(lambda: collections.defaultdict(list))
+    for e in events:
+        if e.get("ph") == "X" and threads.get((e["pid"], e["tid"])) == "comm":
+            found[e["args"]["iteration"]][e["pid"]].append((e["ts"] / 1e3, (e["ts"] + e["dur"]) / 1e3))
+    for iteration, ranks in sorted(found.items()):
+        for k in range(min(len(v) for v in ranks.values())):
+            yield iteration, [ranks[r][k] for r in sorted(ranks)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="+", type=pathlib.Path, help="bench folders (their --out)")
+    parser.add_argument("--from", dest="first", type=int, default=5, help="first steady iteration (default 5)")
+    args = parser.parse_args()
+    print(f"{'folder':28} {'link':7} {'strategy':9} {'n':>4} {'profile skew':>12} {'last-mean':>9} "
+          f"{'from waits':>10} {'issue spread':>12} {'end spread':>10} {'after last':>10}  (ms)")
+    for folder in args.folders:
+        bench_path = folder / "bench.json"
+        trace = json.loads(bench_path.read_text()).get("traces", {}) if bench_path.exists() else {}
+        if not (folder / "trace-measured.json").exists() or not trace:
+            print(f"{str(folder):28} no measured trace")
+            continue
+        link, strategy = trace.get("link", "?"), trace.get("strategy", "?")
+        profile_path = folder / f"profile-{link}.json"
+        skew = json.loads(profile_path.read_text()).get("skew_s", float("nan")) if profile_path.exists() else float("nan")
+        rows = collections.defaultdict(list)
+        for iteration, ranks in collectives(folder / "trace-measured.json"):
+            if iteration < args.first or len(ranks) < 2:
+                continue
+            issues = [s for s, _ in ranks]
+            ends = [e for _, e in ranks]
+            waits = [e - s for s, e in ranks]
+            rows["last-mean"].append(max(issues) - statistics.mean(issues))
+            rows["from waits"].append(statistics.mean(waits) - min(waits))
+            rows["issue spread"].append(max(issues) - min(issues))
+            rows["end spread"].append(max(ends) - min(ends))
+            rows["after last"].append(statistics.median(ends) - max(issues))
+        if not rows:
+            print(f"{str(folder):28} {link:7} {strategy:9} no collective that two ranks recorded")
+            continue
+        median = {k: statistics.median(v) for k, v in rows.items()}
+        print(f"{str(folder):28} {link:7} {strategy:9} {len(rows['last-mean']):4} {skew * 1e3:12.2f} "
+              f"{median['last-mean']:9.2f} {median['from waits']:10.2f} {median['issue spread']:12.2f} "
+              f"{median['end spread']:10.2f} {median['after last']:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
