@@ -1,0 +1,83 @@
+#include "cli/cluster_flags.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "units/units.h"
+
+namespace weft::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A --network file in a folder of the test's own, removed after it.
+class NetworkFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("weft_cluster_flags_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Cluster load(const std::string& json) const {
+    const fs::path file = dir_ / "net.json";
+    std::ofstream(file) << json;
+    return make_cluster({.workers = 4, .bandwidth = "1Gbit", .network_file = file.string()});
+  }
+
+  fs::path dir_;
+};
+
+// Note [One curve per algorithm]: `weft profile --network --out` writes each
+// algorithm's time beside the time of the one used (`seconds`); the loader takes
+// the ring's and the all-gather's, so a message just past the switch costs the
+// ring's time there, where the one curve through `seconds` steps up from the
+// all-gather's.
+TEST_F(NetworkFile, EachAlgorithmsTimesMakeItsCurve) {
+  const std::string points = R"([
+      {"bytes": 16384, "seconds": 0.0030, "allreduce_s": 0.0050, "allgather_s": 0.0030},
+      {"bytes": 65536, "seconds": 0.0032, "allreduce_s": 0.0048, "allgather_s": 0.0032},
+      {"bytes": 262144, "seconds": 0.0065, "allreduce_s": 0.0065, "allgather_s": 0.0090},
+      {"bytes": 1048576, "seconds": 0.0130, "allreduce_s": 0.0130, "allgather_s": 0.0300}])";
+  const Cluster both = load(R"({"gather_below_bytes": 65536, "points": )" + points + "}");
+  ASSERT_TRUE(both.fitted.has_value());
+  EXPECT_EQ(both.fitted->gather_below, 65536);
+  EXPECT_NEAR(allreduce_time(both, 16384), 0.0030, 1e-9);  // by all-gather
+  EXPECT_NEAR(allreduce_time(both, 262144), 0.0065, 1e-9);  // by ring
+  EXPECT_GT(allreduce_time(both, 74240), 0.0048);  // by ring, at least its 64 KiB time
+
+  // The same sizes with the time of the algorithm used only: one curve, from
+  // 3.2 ms at 64 KiB.
+  const Cluster one = load(R"({"gather_below_bytes": 65536, "points": [
+      {"bytes": 16384, "seconds": 0.0030}, {"bytes": 65536, "seconds": 0.0032},
+      {"bytes": 262144, "seconds": 0.0065}, {"bytes": 1048576, "seconds": 0.0130}]})");
+  EXPECT_LT(allreduce_time(one, 74240), 0.0040);
+  EXPECT_GT(allreduce_time(both, 74240), allreduce_time(one, 74240) + 1e-3);
+}
+
+TEST_F(NetworkFile, BadFilesAreNamedWithWhatIsAccepted) {
+  const auto message = [&](const std::string& json) {
+    try {
+      load(json);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string empty = message(R"({"points": []})");
+  EXPECT_NE(empty.find("net.json"), std::string::npos) << empty;
+  EXPECT_NE(empty.find("allreduce_s"), std::string::npos) << empty;
+  const std::string descending = message(R"({"gather_below_bytes": 0, "points": [
+      {"bytes": 4096, "allreduce_s": 0.002}, {"bytes": 1024, "allreduce_s": 0.003}]})");
+  EXPECT_NE(descending.find("points[1].bytes = 1024"), std::string::npos) << descending;
+}
+
+}  // namespace
+}  // namespace weft::cli
