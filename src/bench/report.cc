@@ -38,11 +38,30 @@ Tally tally(const std::vector<const RunResult*>& runs, std::optional<double> (Ru
   return t;
 }
 
+RepeatSpread repeat_spread(const std::vector<const RunResult*>& runs) {
+  RepeatSpread s;
+  std::vector<double> spreads;
+  for (const RunResult* run : runs) {
+    if (run->measured_iterations.size() < 2) continue;
+    const auto [fastest, slowest] =
+        std::minmax_element(run->measured_iterations.begin(), run->measured_iterations.end());
+    spreads.push_back(100 * (*slowest / *fastest - 1));
+    if (spreads.back() > s.largest_pct) {
+      s.largest_pct = spreads.back();
+      s.largest = run->strategy;
+    }
+  }
+  s.strategies = static_cast<int>(spreads.size());
+  if (!spreads.empty()) s.median_pct = median(spreads);
+  return s;
+}
+
 Agreement agreement_of(const std::string& link, const std::vector<const RunResult*>& runs) {
   Agreement g{.link = link,
               .predicted = tally(runs, &RunResult::error_pct),
               .retimed = tally(runs, &RunResult::retimed_error_pct),
-              .on_own_compute = tally(runs, &RunResult::own_compute_error_pct)};
+              .on_own_compute = tally(runs, &RunResult::own_compute_error_pct),
+              .repeats = repeat_spread(runs)};
   for (const RunResult* a : runs) {
     for (const RunResult* b : runs) {
       // Each pair once, as (predicted faster, predicted slower).
@@ -67,15 +86,23 @@ std::string format_agreement(const Agreement& g) {
                                 g.predicted.within_tolerance, g.predicted.runs, kTolerancePct,
                                 g.predicted.median_abs_error_pct);
   const auto also = [&](const Tally& t, const char* what) {
-    if (t.runs > 0) out += fmt::format(", {} of {} {} ({:.1f}%)", t.within_tolerance, t.runs, what, t.median_abs_error_pct);
+    if (t.runs > 0) {
+      out += fmt::format(", {} of {} {} ({:.1f}%)", t.within_tolerance, t.runs, what, t.median_abs_error_pct);
+    }
   };
   also(g.retimed, "re-timed before their runs");
   also(g.on_own_compute, "on their own compute");
-  if (g.ordered_pairs == 0) return out + "\n";
-  out += swapped == 0 ? fmt::format("; all {} pairs it orders measured in its order\n", g.ordered_pairs)
-                      : fmt::format("; {} of {} pairs it orders measured in its order, {} swapped beyond their runs' "
-                                    "spread\n",
-                                    g.ordered_pairs - swapped, g.ordered_pairs, apart);
+  if (g.ordered_pairs > 0) {
+    out += swapped == 0 ? fmt::format("; all {} pairs it orders measured in its order", g.ordered_pairs)
+                        : fmt::format("; {} of {} pairs it orders measured in its order, {} swapped beyond their "
+                                      "runs' spread",
+                                      g.ordered_pairs - swapped, g.ordered_pairs, apart);
+  }
+  out += "\n";
+  if (g.repeats.strategies > 0) {
+    out += fmt::format("{:<9}   the runs of one strategy differ by a median {:.1f}%, at most {:.1f}% ({})\n", "",
+                       g.repeats.median_pct, g.repeats.largest_pct, g.repeats.largest);
+  }
   for (const SwappedPair& s : g.swapped) {
     out += fmt::format("{:<9}   {} predicted faster than {}, measured {:.1f}% slower{}\n", "", s.predicted_faster,
                        s.predicted_slower, s.measured_gap_pct,
@@ -123,8 +150,8 @@ std::string format_table(const BenchResults& r) {
       out += fmt::format("{:<9} {:<14} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", first ? link.link : "",
                          run.kind == "weft" ? run.strategy : run.kind, format_duration(run.measured_iteration),
                          duration_or_dash(run.predicted_iteration), or_dash(run.error_pct(), "{:+.1f}%"),
-                         or_dash(run.retimed_error_pct(), "{:+.1f}%"), or_dash(run.own_compute_error_pct(), "{:+.1f}%"), or_dash(run.speedup_vs_wfbp, "{:.2f}x"),
-                         or_dash(run.predicted_speedup_vs_wfbp, "{:.2f}x"));
+                         or_dash(run.retimed_error_pct(), "{:+.1f}%"), or_dash(run.own_compute_error_pct(), "{:+.1f}%"),
+                         or_dash(run.speedup_vs_wfbp, "{:.2f}x"), or_dash(run.predicted_speedup_vs_wfbp, "{:.2f}x"));
       if (accuracy) {
         out += fmt::format(" {:>10} {:>10}", duration_or_dash(run.time_to_accuracy),
                            duration_or_dash(run.training_time_to_accuracy));
@@ -133,7 +160,9 @@ std::string format_table(const BenchResults& r) {
       first = false;
     }
   }
-  for (const FailedRun& f : r.failed) out += fmt::format("failed: {} on {}: {} (log: {})\n", f.strategy, f.link, f.message, f.log);
+  for (const FailedRun& f : r.failed) {
+    out += fmt::format("failed: {} on {}: {} (log: {})\n", f.strategy, f.link, f.message, f.log);
+  }
   for (const SkippedStrategy& s : r.skipped) out += fmt::format("skipped: {}: {}\n", s.strategy, s.reason);
   const std::vector<Agreement> agreements = agreement(r);
   if (!agreements.empty()) out += "agreement with the planner (weft's runs):\n";

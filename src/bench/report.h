@@ -13,7 +13,9 @@
 // (their predictions more than kTiePct apart) is checked; a pair measured the
 // other way round is called out, with whether it lies beyond the two strategies'
 // spread of repeated runs (then the plan is wrong about them) or not (then the
-// bench cannot tell them apart).
+// bench cannot tell them apart). Beside them, how far apart each strategy's
+// repeated runs measured: no prediction can come closer to every run than half
+// that, whatever the model.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -47,6 +49,15 @@ struct Tally {
   double median_abs_error_pct = 0;
 };
 
+// How far apart the repeated runs of one strategy measured, (slowest − fastest) /
+// fastest, over the strategies run more than once.
+struct RepeatSpread {
+  int strategies = 0;  // 0: none ran more than once
+  double median_pct = 0;
+  double largest_pct = 0;
+  std::string largest;  // the strategy whose runs differ most
+};
+
 struct Agreement {
   std::string link;
   Tally predicted;  // weft runs with a prediction
@@ -55,6 +66,7 @@ struct Agreement {
   Tally on_own_compute;
   int ordered_pairs = 0;     // pairs of those runs whose predictions are more than kTiePct apart
   std::vector<SwappedPair> swapped;  // those measured the other way round, by gap, largest first
+  RepeatSpread repeats;
 };
 
 // One per link with at least one weft run that has a prediction, in the order of

@@ -109,6 +109,28 @@ TEST(Agreement, SwappedPairsSayWhetherTheirRunsOverlap) {
       << table;
 }
 
+TEST(Agreement, SaysHowFarApartEachStrategysRunsMeasured) {
+  BenchResults r;
+  r.links = {{.link = "100Mbit"}};
+  r.runs = {run("ssgd", 0.030, {0.030, 0.033}),         // 10% apart
+            run("flsgd", 0.020, {0.025, 0.020, 0.021}),  // 25%, listed out of order
+            run("mgwfbp", 0.035, {0.034, 0.0357}),       // 5%
+            run("dcredit", 0.040, {0.050})};             // run once: no spread
+  const RepeatSpread s = agreement(r).at(0).repeats;
+  EXPECT_EQ(s.strategies, 3);
+  EXPECT_NEAR(s.median_pct, 10, 1e-9);
+  EXPECT_NEAR(s.largest_pct, 25, 1e-9);
+  EXPECT_EQ(s.largest, "flsgd");
+  const std::string table = format_table(r);
+  EXPECT_NE(table.find("the runs of one strategy differ by a median 10.0%, at most 25.0% (flsgd)"),
+            std::string::npos)
+      << table;
+
+  r.runs = {run("ssgd", 0.030, {0.030}), run("flsgd", 0.020, {0.025})};
+  EXPECT_EQ(agreement(r).at(0).repeats.strategies, 0);
+  EXPECT_EQ(format_table(r).find("differ by"), std::string::npos);
+}
+
 TEST(Agreement, ASwapBetweenSingleRunsIsNeverBeyondTheirSpread) {
   BenchResults r;
   r.links = {{.link = "100Mbit"}};
