@@ -56,10 +56,11 @@ TEST_F(ChildTest, StopEarlyEndsTheChildAndWhatItStarted) {
   const std::string script = "echo $$ > " + file("pid").string() + "; sleep 600 & echo $! > " +
                              file("grandchild").string() + "; wait";
   int polls = 0;
-  const ChildResult r = run_child({.argv = {"sh", "-c", script},
-                                   .log = file("c.log"),
-                                   .stop_early = [&] { return ++polls > 3 && std::filesystem::exists(file("grandchild")); }},
-                                  signals_);
+  const ChildResult r =
+      run_child({.argv = {"sh", "-c", script},
+                 .log = file("c.log"),
+                 .stop_early = [&] { return ++polls > 3 && std::filesystem::exists(file("grandchild")); }},
+                signals_);
   EXPECT_TRUE(r.stopped_early);
   EXPECT_FALSE(alive(pid_in("pid")));
   EXPECT_FALSE(alive(pid_in("grandchild")));  // the whole process group went

@@ -133,7 +133,8 @@ std::vector<std::string> plan_command(const Tools& tools, const Link& link, cons
   const bool ps = uses_servers(strategies.front());
   for (const std::string& s : strategies) {
     if (uses_servers(s) != ps) {
-      throw std::logic_error(fmt::format("plan_command: {} and {} run on different architectures", strategies.front(), s));
+      throw std::logic_error(
+          fmt::format("plan_command: {} and {} run on different architectures", strategies.front(), s));
     }
   }
   std::vector<std::string> argv = concat({tools.weft, "plan", "--profile", profile},

@@ -21,7 +21,8 @@ json iteration_json(const IterationLine& l) {
 }
 
 json eval_json(const EvalLine& e) {
-  return {{"rank", e.rank}, {"iter", e.iter}, {"time_s", e.time}, {"eval", {{"accuracy", e.accuracy}, {"loss", e.loss}}}};
+  return {
+      {"rank", e.rank}, {"iter", e.iter}, {"time_s", e.time}, {"eval", {{"accuracy", e.accuracy}, {"loss", e.loss}}}};
 }
 
 TEST(Metrics, ParsesWhatTheTrainerWritesInAnyMixAndOrder) {
@@ -69,7 +70,8 @@ TEST(Metrics, ParsesWhatTheTrainerWritesInAnyMixAndOrder) {
 // Every required field, removed or mistyped, is an error naming the file, the line
 // and the field.
 TEST(Metrics, AMissingOrMistypedFieldNamesFileLineAndField) {
-  const json iteration = iteration_json({.rank = 1, .iter = 3, .time = 1.5, .iteration = 0.1, .loss = 2, .strategy = "wfbp"});
+  const json iteration =
+      iteration_json({.rank = 1, .iter = 3, .time = 1.5, .iteration = 0.1, .loss = 2, .strategy = "wfbp"});
   const json eval = eval_json({.rank = 0, .iter = 3, .time = 2, .accuracy = 0.8, .loss = 0.5});
   const std::string first = iteration.dump() + "\n";
   for (const json& line : {iteration, eval}) {
@@ -123,7 +125,8 @@ TEST(MetricsTail, ReadsOnlyCompleteLinesAndContinuesWhereItStopped) {
   std::filesystem::remove(file);
   MetricsTail tail(file);
   EXPECT_TRUE(tail.poll().iterations.empty());  // no file yet: nothing
-  const std::string a = iteration_json({.rank = 0, .iter = 0, .time = 1, .iteration = 1, .loss = 1, .strategy = "s"}).dump();
+  const std::string a =
+      iteration_json({.rank = 0, .iter = 0, .time = 1, .iteration = 1, .loss = 1, .strategy = "s"}).dump();
   const std::string b = eval_json({.rank = 0, .iter = 0, .time = 2, .accuracy = 0.9, .loss = 1}).dump();
   std::ofstream out(file);
   out << a << "\n" << b.substr(0, 10) << std::flush;
@@ -149,7 +152,9 @@ TEST(MetricsTail, DeliversEveryLineExactlyOnceWhateverThePollingRhythm) {
     std::string text;
     const int lines = 1 + static_cast<int>(rng() % 30);
     for (int i = 0; i < lines; ++i) {
-      text += iteration_json({.rank = 0, .iter = i, .time = static_cast<double>(i), .iteration = 1, .loss = 0, .strategy = "s"}).dump() + "\n";
+      const IterationLine line{
+          .rank = 0, .iter = i, .time = static_cast<double>(i), .iteration = 1, .loss = 0, .strategy = "s"};
+      text += iteration_json(line).dump() + "\n";
     }
     MetricsTail tail(file);
     std::ofstream out(file);

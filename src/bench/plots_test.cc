@@ -54,8 +54,11 @@ TEST(Plots, AccuracyDrawsOnlyRunsThatEvaluated) {
 
 // Drawing for real, where gnuplot is installed (Debian's gnuplot-nox).
 TEST(Plots, GnuplotDrawsTheScripts) {
-  if (netem::find_executable("gnuplot").empty()) GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("weft_plots_" + std::to_string(::getpid()));
+  if (netem::find_executable("gnuplot").empty()) {
+    GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox)";
+  }
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("weft_plots_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   for (const PlotText& plot : {iteration_time_plot(two_links()), accuracy_plot(two_links()), accuracy_plot({})}) {
     const std::filesystem::path image = render(plot, dir);

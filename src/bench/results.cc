@@ -274,8 +274,10 @@ BenchResults results_from_json(const json& document, std::string_view origin) {
   });
   top.each("runs", [&](const Reader& r) { results.runs.push_back(read_run(r)); });
   top.each("failed", [&](const Reader& f) {
-    results.failed.push_back(
-        {.strategy = f.string("strategy"), .link = f.string("link"), .message = f.string("message"), .log = f.string("log")});
+    results.failed.push_back({.strategy = f.string("strategy"),
+                              .link = f.string("link"),
+                              .message = f.string("message"),
+                              .log = f.string("log")});
   });
   top.each("skipped", [&](const Reader& s) {
     results.skipped.push_back({.strategy = s.string("strategy"), .reason = s.string("reason")});

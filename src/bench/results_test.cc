@@ -52,7 +52,9 @@ BenchResults random_results(std::mt19937& rng) {
       r.runs.push_back(run);
     }
   }
-  if (rng() % 2) r.failed.push_back({.strategy = "plsgd", .link = "20Mbit", .message = "exited \"2\"", .log = "logs/x.log"});
+  if (rng() % 2) {
+    r.failed.push_back({.strategy = "plsgd", .link = "20Mbit", .message = "exited \"2\"", .log = "logs/x.log"});
+  }
   if (rng() % 2) r.skipped.push_back({.strategy = "ps", .reason = "--strategy ps: parameter-server ..."});
   if (rng() % 2) r.traces = TracePair{.strategy = "dcredit", .link = "20Mbit", .predicted = "p.json", .measured = ""};
   return r;

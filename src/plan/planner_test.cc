@@ -33,7 +33,8 @@ TEST(Planner, EvaluatesEveryStrategyOfTheArchitectureAndRecommendsTheFastest) {
 }
 
 TEST(Planner, JsonHasExactlyTheFieldsOfTheSpec) {
-  const auto j = nlohmann::json::parse(plan_json(plan(zoo_profile("gpt2"), kCluster, {.strategies = {"wfbp", "ssgd"}})));
+  const auto j =
+      nlohmann::json::parse(plan_json(plan(zoo_profile("gpt2"), kCluster, {.strategies = {"wfbp", "ssgd"}})));
   for (const char* key : {"model", "workers", "bandwidth_Bps", "latency_s", "arch", "strategies", "recommended"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }

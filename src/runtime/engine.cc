@@ -892,9 +892,10 @@ class Engine::Comm {
     }
     if (e_.options_.recorder) {
       const auto& names = e_.options_.layer_names;
+      const auto at = static_cast<size_t>(l);
+      const std::string layer = at < names.size() ? names[at] : std::to_string(l);
       e_.options_.recorder->add({.lane = "update",
-                                 .name = "step " + (static_cast<size_t>(l) < names.size() ? names[static_cast<size_t>(l)]
-                                                                                          : std::to_string(l)),
+                                 .name = "step " + layer,
                                  .start = start,
                                  .end = e_.options_.recorder->now(),
                                  .iteration = t,

@@ -142,7 +142,8 @@ torch::nn::GroupNorm group_norm(int channels) {
 
 class Stem final : public LayerModule {
  public:
-  explicit Stem(int out) : conv_(register_module("conv", conv(1, out, 3, 2))), norm_(register_module("norm", group_norm(out))) {}
+  explicit Stem(int out)
+      : conv_(register_module("conv", conv(1, out, 3, 2))), norm_(register_module("norm", group_norm(out))) {}
   torch::Tensor forward(const torch::Tensor& x) override { return torch::relu(norm_(conv_(x))); }
 
  private:

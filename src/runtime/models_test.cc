@@ -32,7 +32,8 @@ TEST_P(EveryModel, ForwardAndBackwardHaveTheExpectedShapes) {
   const Batch batch = synthetic_batch(GetParam(), 3);
   const torch::Tensor output = forward(*model, batch.input);
   const bool text = GetParam() == "gpt-tiny";
-  const std::vector<std::int64_t> expected = text ? std::vector<std::int64_t>{3, 64, 256} : std::vector<std::int64_t>{3, 10};
+  const std::vector<std::int64_t> expected =
+      text ? std::vector<std::int64_t>{3, 64, 256} : std::vector<std::int64_t>{3, 10};
   EXPECT_EQ(output.sizes().vec(), expected);
 
   const torch::Tensor loss = model->loss(output, batch.target);
@@ -107,8 +108,9 @@ TEST_P(EveryModel, ModelsBuiltOnThreadsAtOnceAreIdentical) {
   for (const auto& m : models) expect_equal_parameters(*models[0], *m, true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Runtime, EveryModel, testing::ValuesIn(model_names()),
-                         [](const auto& info) { return info.param == "gpt-tiny" ? std::string("gpt_tiny") : info.param; });
+INSTANTIATE_TEST_SUITE_P(Runtime, EveryModel, testing::ValuesIn(model_names()), [](const auto& info) {
+  return info.param == "gpt-tiny" ? std::string("gpt_tiny") : info.param;
+});
 
 TEST(MakeModel, AnUnknownNameListsTheAcceptedOnes) {
   try {

@@ -91,7 +91,8 @@ std::map<int, RankTimes> read_trace(const fs::path& file) {
 }
 
 // For t = 1..kSteps-2: how long before the last message of t completed the
-// forward of t+1 started (> 0: it overlaps; Note [End of the last message]). Iteration 0 is left out: it includes the warm-up.
+// forward of t+1 started (> 0: it overlaps; Note [End of the last message]).
+// Iteration 0 is left out: it includes the warm-up.
 std::map<int, double> overlap_by_iteration(const RankTimes& r, int rank) {
   std::map<int, double> out;
   for (int t = 1; t + 1 < kSteps; ++t) {
@@ -125,14 +126,15 @@ class MeasuredOverlap : public TrainTest {
     const fs::path profile = fixed_time_profile("cnn", 8, 0.001, 0.002);
     if (profile.empty()) return {};
     const fs::path trace = dir_ / (strategy + ".json");
-    const auto [status, err] = weft(
-        strategy,
-        {"netem", "--workers", "2", "--bandwidth", "10Mbit", "--timeout", "240s", "--",
-         WEFT_BINARY, "train", "--model", "cnn", "--synthetic", "--strategy", strategy, "--steps",
-         std::to_string(kSteps), "--batch", "8", "--partition", "16KiB", "--credit", "32KiB",
-         // what the planner assumes is the emulated link: dcredit's windows fit it
-         "--bandwidth", "10Mbit", "--profile", profile.string(), "--trace", trace.string(), "--no-progress", "--failure-timeout", "60"},
-        std::chrono::seconds(300));
+    const auto [status, err] =
+        weft(strategy,
+             {"netem", "--workers", "2", "--bandwidth", "10Mbit", "--timeout", "240s", "--", WEFT_BINARY, "train",
+              "--model", "cnn", "--synthetic", "--strategy", strategy, "--steps", std::to_string(kSteps), "--batch",
+              "8", "--partition", "16KiB", "--credit", "32KiB",
+              // what the planner assumes is the emulated link: dcredit's windows fit it
+              "--bandwidth", "10Mbit", "--profile", profile.string(), "--trace", trace.string(), "--no-progress",
+              "--failure-timeout", "60"},
+             std::chrono::seconds(300));
     EXPECT_EQ(status, 0) << err;
     if (status != 0) return {};
     auto ranks = read_trace(trace);

@@ -238,7 +238,8 @@ LayerSets optimal_partition(const Costs& costs, int H) {
     size_t head = 0, tail = 0;
     for (int j = 0, next = 0; j <= L; ++j) {
       for (; next <= L && overflow[static_cast<size_t>(next)] < j; ++next) {
-        while (tail > head && before[static_cast<size_t>(window[tail - 1])] >= before[static_cast<size_t>(next)]) --tail;
+        const Seconds next_before = before[static_cast<size_t>(next)];
+        while (tail > head && before[static_cast<size_t>(window[tail - 1])] >= next_before) --tail;
         window[tail++] = next;
       }
       while (window[head] < j) ++head;  // i = j is in the window: o(j) < j always

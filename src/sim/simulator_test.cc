@@ -486,7 +486,9 @@ TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
     if (trial % 3 == 1) dispatch = {.kind = DispatchPolicy::Kind::kCredit, .credit = 1_MiB, .windows = {}};
-    if (trial % 3 == 2) dispatch = {.kind = DispatchPolicy::Kind::kWindows, .credit = 0, .windows = {2_MiB, 1_MiB, 3_MiB}};
+    if (trial % 3 == 2) {
+      dispatch = {.kind = DispatchPolicy::Kind::kWindows, .credit = 0, .windows = {2_MiB, 1_MiB, 3_MiB}};
+    }
     const Timeline symmetric = simulate(one_period(ops, dispatch), p, c, {.iterations = 5, .record_iterations = 1});
     std::vector<Seconds> offsets(static_cast<size_t>(c.workers), 0);
     offsets.back() = 1e-15;
