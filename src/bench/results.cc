@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "units/files.h"
+#include "units/json_reader.h"
 
 namespace weft::bench {
 namespace {
@@ -51,83 +52,11 @@ json to_json(const RunResult& r) {
           {"training_time_to_accuracy_s", optional_number(r.training_time_to_accuracy)}};
 }
 
-// Reads fields of one JSON object, naming them by their path in messages.
-class Reader {
- public:
-  Reader(const json& object, std::string path, std::string_view origin)
-      : object_(object), path_(std::move(path)), origin_(origin) {
-    if (!object_.is_object()) fail("", "an object", object_);
-  }
+// What a bench.json is, for messages about a missing field.
+constexpr std::string_view kWhat = "a `weft bench` results file, schema weft-bench/1";
+static_assert(kWhat.ends_with(kResultsSchema));
 
-  const json& get(const std::string& name) const {
-    const auto it = object_.find(name);
-    if (it == object_.end()) {
-      throw UsageError(fmt::format("{}: missing field {}{} (a `weft bench` results file, schema {})", origin_,
-                                   prefix(), name, kResultsSchema));
-    }
-    return *it;
-  }
-  std::string string(const std::string& name) const {
-    const json& v = get(name);
-    if (!v.is_string()) fail(name, "a string", v);
-    return v.get<std::string>();
-  }
-  double number(const std::string& name) const {
-    const json& v = get(name);
-    if (!v.is_number()) fail(name, "a number", v);
-    return v.get<double>();
-  }
-  std::optional<double> optional_number(const std::string& name) const {
-    const json& v = get(name);
-    if (v.is_null()) return std::nullopt;
-    if (!v.is_number()) fail(name, "a number or null", v);
-    return v.get<double>();
-  }
-  // For fields added to the schema later: files written before them lack them.
-  std::optional<double> newer_number(const std::string& name) const {
-    return has(name) ? optional_number(name) : std::nullopt;
-  }
-  std::int64_t integer(const std::string& name) const {
-    const json& v = get(name);
-    if (!v.is_number_integer()) fail(name, "an integer", v);
-    return v.get<std::int64_t>();
-  }
-  std::vector<double> numbers(const std::string& name) const {
-    std::vector<double> out;
-    const json& v = get(name);
-    if (!v.is_array()) fail(name, "an array of numbers", v);
-    for (const json& x : v) {
-      if (!x.is_number()) fail(name, "an array of numbers", v);
-      out.push_back(x.get<double>());
-    }
-    return out;
-  }
-  bool boolean(const std::string& name) const {
-    const json& v = get(name);
-    if (!v.is_boolean()) fail(name, "true or false", v);
-    return v.get<bool>();
-  }
-  // Calls read(Reader) for each element of the array `name`.
-  template <typename F>
-  void each(const std::string& name, F read) const {
-    const json& v = get(name);
-    if (!v.is_array()) fail(name, "an array", v);
-    for (std::size_t i = 0; i < v.size(); ++i) read(Reader(v[i], fmt::format("{}{}[{}]", prefix(), name, i), origin_));
-  }
-  bool has(const std::string& name) const { return object_.contains(name); }
-  Reader child(const std::string& name) const { return Reader(get(name), prefix() + name, origin_); }
-
- private:
-  std::string prefix() const { return path_.empty() ? "" : path_ + "."; }
-  [[noreturn]] void fail(const std::string& name, const char* expected, const json& value) const {
-    const std::string where = name.empty() ? (path_.empty() ? "the document" : path_) : prefix() + name;
-    throw UsageError(fmt::format("{}: {} is {}, expected {}", origin_, where, value.dump(), expected));
-  }
-
-  const json& object_;
-  std::string path_;
-  std::string_view origin_;
-};
+using Reader = JsonReader;
 
 Mode parse_mode(const std::string& text, std::string_view origin) {
   if (text == "iterations") return Mode::kIterations;
@@ -239,7 +168,7 @@ json to_json(const BenchResults& results) {
 }
 
 BenchResults results_from_json(const json& document, std::string_view origin) {
-  const Reader top(document, "", origin);
+  const Reader top(document, "", origin, kWhat);
   if (const std::string schema = top.string("schema"); schema != kResultsSchema) {
     throw UsageError(fmt::format("{}: schema is \"{}\", expected \"{}\"", origin, schema, kResultsSchema));
   }
@@ -298,13 +227,7 @@ void write_results(const BenchResults& results, const std::filesystem::path& fil
 
 BenchResults read_results(const std::filesystem::path& file) {
   const std::string text = read_input(file, "the bench.json that `weft bench --out DIR` writes");
-  json document;
-  try {
-    document = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw UsageError(fmt::format("{}: not JSON: {}", file.string(), e.what()));
-  }
-  return results_from_json(document, file.string());
+  return results_from_json(parse_json(text, file.string(), kWhat), file.string());
 }
 
 void compute_speedups(BenchResults& results) {

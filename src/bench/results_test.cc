@@ -259,7 +259,7 @@ TEST(Results, ReadingSaysWhichFileIsMissingOrNotJson) {
   };
   EXPECT_NE(message_of(dir / "absent.json").find("absent.json: cannot read the bench.json"), std::string::npos);
   std::ofstream(dir / "truncated.json") << "{\"schema\": \"weft-bench/1\", \"runs\": [";
-  EXPECT_NE(message_of(dir / "truncated.json").find("truncated.json: not JSON"), std::string::npos);
+  EXPECT_NE(message_of(dir / "truncated.json").find("truncated.json: not valid JSON"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

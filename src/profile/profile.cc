@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "units/files.h"
+#include "units/json_reader.h"
 
 namespace weft {
 
@@ -233,19 +234,7 @@ void read_optional(const json& root, const char* field, std::string_view accepte
 }  // namespace
 
 Profile parse_profile(std::string_view json_text, std::string_view origin) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ...";
-    // the bracketed id means nothing to a user.
-    std::string_view detail = e.what();
-    if (auto end = detail.find("] "); end != std::string_view::npos) detail.remove_prefix(end + 2);
-    throw UsageError(
-        fmt::format("{}: not valid JSON ({}, byte {}); expected a profile object "
-                    "as in SPEC §6",
-                    origin, detail, e.byte));
-  }
+  const json root = parse_json(json_text, origin, "a profile object as in SPEC §6");
   if (!root.is_object()) {
     throw UsageError(
         fmt::format("{}: the top level is a JSON {}; expected an object with a \"layers\" array",
