@@ -123,6 +123,7 @@ struct SimulateFlags {
   ClusterFlags cluster;
   StrategyFlags strategy;
   std::string name = "wfbp";
+  std::string schedule;  // simulate this schedule instead of planning `name`
   int iterations = 0;
   bool json = false;
   bool no_tune = false;
@@ -131,29 +132,50 @@ struct SimulateFlags {
   std::string schedule_out;
 };
 
+// The planner resolves and tunes the strategy, as `weft plan` and `weft train` do.
+Schedule planned_schedule(const SimulateFlags& flags, const Profile& profile, const Cluster& cluster) {
+  PlanOptions options{.strategies = {flags.name},
+                      .strategy = make_strategy_options(flags.strategy),
+                      .tune = !flags.no_tune};
+  return weft::plan(profile, cluster, options).strategies.at(0).schedule;
+}
+
+// --schedule: a schedule that does not fit the model or the cluster is bad input.
+Schedule given_schedule(const std::string& file, const Profile& profile, const Cluster& cluster) {
+  Schedule schedule = load_schedule(file);
+  try {
+    validate(schedule, profile, cluster.workers);
+  } catch (const std::logic_error& e) {
+    throw UsageError(fmt::format("--schedule {}: does not fit the model and workers given: {}", file, e.what()));
+  }
+  const bool ps = std::ranges::any_of(schedule.iterations, [](const std::vector<CommOp>& ops) {
+    return std::ranges::any_of(ops, [](const CommOp& op) { return op.kind == OpKind::kParameterServer; });
+  });
+  if (ps != (cluster.arch == Arch::kParameterServer)) {
+    throw UsageError(fmt::format("--schedule {}: its operations are {}, so give --arch {}", file,
+                                 ps ? "a parameter server's" : "all-reduces", ps ? "ps (and --servers)" : "allreduce"));
+  }
+  return schedule;
+}
+
 // --schedule-out: a bad path is bad input.
 void run_simulate(const SimulateFlags& flags) {
   if (flags.iterations < 0) throw UsageError(fmt::format("--iterations {}: expected >= 0", flags.iterations));
   const Profile profile = load_model(flags.model);
   const Cluster cluster = make_cluster(flags.cluster);
-  PlanOptions options{.strategies = {flags.name},
-                      .strategy = make_strategy_options(flags.strategy),
-                      .tune = !flags.no_tune};
-  // The planner resolves and tunes the strategy; the run itself is simulated here
-  // with the requested length and recording.
-  const Plan plan = weft::plan(profile, cluster, options);
-  const PlannedStrategy& chosen = plan.strategies.at(0);
-  const Timeline timeline = simulate(chosen.schedule, profile, cluster,
+  const Schedule schedule = flags.schedule.empty() ? planned_schedule(flags, profile, cluster)
+                                                   : given_schedule(flags.schedule, profile, cluster);
+  const Timeline timeline = simulate(schedule, profile, cluster,
                                      {.iterations = flags.iterations,
                                       .record_iterations = flags.trace.empty() ? 0 : flags.trace_iterations});
-  if (!flags.schedule_out.empty()) write_output("--schedule-out", flags.schedule_out, to_json(chosen.schedule));
+  if (!flags.schedule_out.empty()) write_output("--schedule-out", flags.schedule_out, to_json(schedule));
   if (!flags.trace.empty()) write_output("--trace", flags.trace, chrome_trace_json({&timeline}));
   if (flags.json) {
     fmt::print("{}\n", summary_json(timeline.summary));
     return;
   }
   const Summary& s = timeline.summary;
-  fmt::print("{} {} on {} workers at {}: {} iterations simulated\n", plan.model, flags.name,
+  fmt::print("{} {} on {} workers at {}: {} iterations simulated\n", profile.model, schedule.strategy,
              cluster.workers, format_bandwidth(cluster.bandwidth), s.iterations);
   fmt::print("  iteration     {}\n  compute       {}\n  exposed comm  {}\n  link busy     {:.0f}%\n",
              format_duration(s.iteration), format_duration(s.compute), format_duration(s.exposed_comm),
@@ -195,6 +217,14 @@ void add_simulate(CLI::App& app, int& exit_status) {
   cmd->add_option("--trace-iterations", flags->trace_iterations, "iterations recorded in --trace")
       ->capture_default_str();
   cmd->add_option("--schedule-out", flags->schedule_out, "write the schedule as JSON");
+  CLI::Option* schedule = cmd->add_option(
+      "--schedule", flags->schedule,
+      "simulate this schedule (from --schedule-out) as it is, instead of planning --strategy: e.g. what a run "
+      "executed, on other layer times");
+  for (const char* planning : {"--strategy", "--H", "--T", "--partition", "--credit", "--easgd-alpha", "--easgd-beta",
+                               "--no-tune"}) {
+    schedule->excludes(cmd->get_option(planning));
+  }
   cmd->callback([flags] { run_simulate(*flags); });
 }
 

@@ -1,6 +1,7 @@
 #include "schedule/schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <stdexcept>
 
@@ -8,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "profile/profile.h"
+#include "units/files.h"
+#include "units/json_reader.h"
 
 namespace weft {
 
@@ -172,6 +175,71 @@ std::string to_json(const Schedule& s) {
     iterations.push_back(std::move(list));
   }
   return j.dump(1);
+}
+
+namespace {
+
+constexpr std::string_view kWhat = "a schedule from `weft simulate --schedule-out`";
+
+template <typename Kind, std::size_t N>
+Kind kind_named(const JsonReader& r, const std::string& field, const std::array<Kind, N>& kinds) {
+  const std::string name = r.string(field);
+  std::string accepted;
+  for (const Kind k : kinds) {
+    if (name == to_string(k)) return k;
+    accepted += fmt::format("{}\"{}\"", accepted.empty() ? "" : " or ", to_string(k));
+  }
+  r.reject(field, accepted, name);
+}
+
+CommOp read_op(const JsonReader& r) {
+  CommOp op{.kind = kind_named(r, "kind", std::array{OpKind::kAverageGradients, OpKind::kAverageParameters,
+                                                     OpKind::kParameterServer}),
+            .ready_after = static_cast<int>(r.integer("ready_after")),
+            .release_offset = r.numbers("release_offset_s"),
+            .priority = static_cast<int>(r.integer("priority")),
+            .needed_by = static_cast<int>(r.integer("needed_by")),
+            .server = static_cast<int>(r.integer("server"))};
+  const nlohmann::json& chunks = r.array("chunks");
+  for (const nlohmann::json& c : chunks) {
+    const bool triple = c.is_array() && c.size() == 3 &&
+                        std::all_of(c.begin(), c.end(), [](const auto& x) { return x.is_number_integer(); });
+    if (!triple) r.reject("chunks", "an array of [layer, offset, length] integer triples", chunks);
+    op.chunks.push_back({.layer = c[0].get<int>(), .offset = c[1].get<Bytes>(), .length = c[2].get<Bytes>()});
+  }
+  return op;
+}
+
+}  // namespace
+
+Schedule parse_schedule(std::string_view json_text, std::string_view origin) {
+  const nlohmann::json document = parse_json(json_text, origin, kWhat);
+  const JsonReader top(document, "", origin, kWhat);
+  const JsonReader dispatch = top.child("dispatch");
+  const JsonReader easgd = top.child("easgd");
+  top.child("options");  // an object, or it says so
+  Schedule s{.strategy = top.string("strategy"),
+             .period = static_cast<int>(top.integer("period")),
+             .dispatch = {.kind = kind_named(dispatch, "policy",
+                                             std::array{DispatchPolicy::Kind::kInOrder, DispatchPolicy::Kind::kCredit,
+                                                        DispatchPolicy::Kind::kWindows}),
+                          .credit = dispatch.integer("credit_B"),
+                          .windows = dispatch.integers("windows_B")},
+             .easgd = {.alpha = easgd.number("alpha"), .beta = easgd.number("beta")},
+             .options_json = top.get("options").dump()};
+  const nlohmann::json& iterations = top.array("iterations");
+  for (std::size_t i = 0; i < iterations.size(); ++i) {
+    if (!iterations[i].is_array()) top.reject(top.element("iterations", i), "an array of operations", iterations[i]);
+    auto& ops = s.iterations.emplace_back();
+    for (std::size_t k = 0; k < iterations[i].size(); ++k) {
+      ops.push_back(read_op(JsonReader(iterations[i][k], fmt::format("iterations[{}][{}]", i, k), origin, kWhat)));
+    }
+  }
+  return s;
+}
+
+Schedule load_schedule(const std::filesystem::path& file) {
+  return parse_schedule(read_input(file, "the schedule (JSON from `weft simulate --schedule-out`)"), file.string());
 }
 
 }  // namespace weft

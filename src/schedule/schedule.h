@@ -19,7 +19,9 @@
 // Thread-safety: plain data.
 #pragma once
 
+#include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "units/units.h"
@@ -115,7 +117,17 @@ struct Schedule {
 // - kWindows has windows > 0 bytes; kCredit has credit > 0.
 void validate(const Schedule& schedule, const Profile& profile, int workers);
 
-// JSON for inspection (`weft simulate --schedule-out`); not read back.
+// JSON (`weft simulate --schedule-out`), read back by parse_schedule: `weft
+// simulate --schedule` executes a schedule as it was written, on whatever
+// profile it is given (the bench predicts the schedule a run executed on the
+// run's own compute this way).
 std::string to_json(const Schedule& schedule);
+
+// The schedule to_json wrote. THROWS UsageError naming `origin` and the field by
+// its path (e.g. "iterations[0][2].chunks") for text that is not JSON, a missing
+// or mistyped field, or an unknown kind or policy, saying what is accepted.
+// Whether the schedule fits a model is validate()'s to say.
+Schedule parse_schedule(std::string_view json_text, std::string_view origin);
+Schedule load_schedule(const std::filesystem::path& file);
 
 }  // namespace weft

@@ -1,9 +1,12 @@
 #include "schedule/schedule.h"
 
+#include <functional>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "profile/profile.h"
+#include "units/units.h"
 
 namespace weft {
 namespace {
@@ -23,6 +26,66 @@ Schedule per_layer(const Profile& p) {
     s.iterations[0].push_back({.chunks = {{l, 0, 400}}, .ready_after = l});
   }
   return s;
+}
+
+// Every field, and a value of every kind and policy, comes back as it was written.
+TEST(ScheduleJson, ReadsBackWhatItWrote) {
+  Schedule s = per_layer(three_layers());
+  s.period = 2;
+  s.iterations.push_back({{.chunks = {{0, 0, 100}, {2, 100, 300}},
+                           .kind = OpKind::kParameterServer,
+                           .ready_after = 0,
+                           .release_offset = {0, 1.5e-3, 0.25, 1e-9},
+                           .priority = -3,
+                           .needed_by = 2,
+                           .server = 1},
+                          {.chunks = {{1, 0, 400}}, .kind = OpKind::kAverageParameters, .needed_by = kBarrier}});
+  s.dispatch = {.kind = DispatchPolicy::Kind::kWindows, .credit = 7, .windows = {4096, 1 << 20}};
+  s.easgd = {.alpha = 0.225, .beta = 0.9};
+  s.options_json = R"({"H":5,"partition_B":65536})";
+  const Schedule back = parse_schedule(to_json(s), "s.json");
+  EXPECT_EQ(to_json(back), to_json(s));
+  EXPECT_EQ(back.iterations[1][0].release_offset, s.iterations[1][0].release_offset);
+  EXPECT_EQ(back.iterations[1][1].kind, OpKind::kAverageParameters);
+  EXPECT_EQ(back.dispatch.windows, s.dispatch.windows);
+  EXPECT_EQ(nlohmann::json::parse(back.options_json), nlohmann::json::parse(s.options_json));
+  for (const auto kind : {DispatchPolicy::Kind::kInOrder, DispatchPolicy::Kind::kCredit}) {
+    s.dispatch.kind = kind;
+    EXPECT_EQ(parse_schedule(to_json(s), "s.json").dispatch.kind, kind);
+  }
+}
+
+// A file that is not a schedule is named, with the field by its path and what is accepted.
+TEST(ScheduleJson, ABadFileNamesTheFieldAndWhatIsAccepted) {
+  const std::string good = to_json(per_layer(three_layers()));
+  const auto message = [](const std::string& text) {
+    try {
+      parse_schedule(text, "s.json");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    edit(j);
+    return message(j.dump());
+  };
+  EXPECT_NE(message(good.substr(0, good.size() / 2)).find("s.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(edited([](auto& j) { j.erase("period"); }).find("missing field period (a schedule from"),
+            std::string::npos);
+  EXPECT_NE(edited([](auto& j) { j["dispatch"]["policy"] = "fastest"; })
+                .find(R"(dispatch.policy is "fastest", expected "in-order" or "credit" or "windows")"),
+            std::string::npos);
+  EXPECT_NE(edited([](auto& j) { j["iterations"][0][1]["kind"] = "sum"; }).find("iterations[0][1].kind is \"sum\""),
+            std::string::npos);
+  EXPECT_NE(edited([](auto& j) { j["iterations"][0][2]["chunks"] = {{1, 2}}; })
+                .find("iterations[0][2].chunks is [[1,2]], expected an array of [layer, offset, length]"),
+            std::string::npos);
+  EXPECT_NE(edited([](auto& j) { j["iterations"][0] = 3; }).find("iterations[0] is 3, expected an array"),
+            std::string::npos);
+  EXPECT_NE(edited([](auto& j) { j["options"] = "H=5"; }).find(R"(options is "H=5", expected an object)"),
+            std::string::npos);
 }
 
 TEST(Schedule, AcceptsACompleteGradientSchedule) {

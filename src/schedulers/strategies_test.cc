@@ -78,6 +78,8 @@ TEST(StrategiesTest, EveryStrategyMakesAValidScheduleForItsArchitecture) {
       EXPECT_EQ(schedule.strategy, info.name);
       EXPECT_NO_THROW(validate(schedule, profile, cluster.workers));
       EXPECT_TRUE(nlohmann::json::parse(schedule.options_json).is_object());
+      // What --schedule-out writes, --schedule reads back as it was.
+      EXPECT_EQ(to_json(parse_schedule(to_json(schedule), "round trip")), to_json(schedule));
       if (info.family == Family::kSynchronous) {
         EXPECT_EQ(schedule.period, 1);
       }
