@@ -120,11 +120,17 @@ class Bench {
   // Note [Re-timed before each run]: the layers' compute per iteration timed
   // now, for run `name`; none if the timing failed (said on the progress stream).
   std::optional<Seconds> retime(const std::string& name);
-  // `prediction` again with every layer of the link's profile `speed` times as
-  // long, for run `name` (Notes [Re-timed before each run] and [Predicted on
-  // the run's own compute]), by `weft simulate`; none if that failed (said on
-  // the progress stream). `tag` names its files: runs/<name>.<tag>.profile.json
-  // and logs/<tag>-<name>.log.
+  // The schedule `strategy` executes on the link, as its runs plan it (the
+  // link's profile and fit, the tuned options), written once per link and
+  // strategy to runs/<link>-<strategy>.schedule.json; none if that failed (said
+  // on the progress stream).
+  std::optional<fs::path> schedule_of(const Link& link, const LinkResult& network, const std::string& strategy,
+                                      const Prediction& prediction);
+  // `strategy`'s schedule on the link simulated again with every layer of the
+  // link's profile `speed` times as long, for run `name` (Notes [Re-timed before
+  // each run] and [Predicted on the run's own compute]), by `weft simulate
+  // --schedule`; none if that failed (said on the progress stream). `tag` names
+  // its files: runs/<name>.<tag>.profile.json and logs/<tag>-<name>.log.
   std::optional<Seconds> predict_scaled(const Link& link, const LinkResult& network, const std::string& strategy,
                                         const Prediction& prediction, double speed, const std::string& name,
                                         const std::string& tag);
@@ -147,6 +153,8 @@ class Bench {
   int runs_done_ = 0, runs_total_ = 0;  // training runs, for progress lines
   // (link, strategy) -> every run of it, for record()
   std::map<std::pair<std::string, std::string>, std::vector<RunResult>> runs_by_strategy_;
+  // (link, strategy) -> its schedule, for schedule_of()
+  std::map<std::pair<std::string, std::string>, fs::path> schedules_;
 };
 
 ChildResult Bench::run(ChildOptions child) {
@@ -329,9 +337,28 @@ std::optional<Seconds> Bench::retime(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<fs::path> Bench::schedule_of(const Link& link, const LinkResult& network, const std::string& strategy,
+                                           const Prediction& prediction) {
+  const std::pair key{link.name, strategy};
+  if (const auto made = schedules_.find(key); made != schedules_.end()) return made->second;
+  const fs::path schedule = out_ / "runs" / fmt::format("{}-{}.schedule.json", slug(link.name), strategy);
+  const fs::path log_file = log(fmt::format("schedule-{}-{}", slug(link.name), strategy));
+  std::vector<std::string> argv = simulate_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
+                                                   (out_ / network.network).string(), strategy, prediction.options, "");
+  argv.insert(argv.end(), {"--schedule-out", schedule.string()});
+  const ChildResult r = run({.argv = argv, .log = log_file, .timeout = kShortTimeout});
+  if (!r.succeeded()) {
+    say(fmt::format("could not write {}'s schedule: {}", strategy, failure(r, log_file)));
+    return std::nullopt;
+  }
+  return schedules_[key] = schedule;
+}
+
 std::optional<Seconds> Bench::predict_scaled(const Link& link, const LinkResult& network, const std::string& strategy,
                                              const Prediction& prediction, double speed, const std::string& name,
                                              const std::string& tag) {
+  const std::optional<fs::path> schedule = schedule_of(link, network, strategy, prediction);
+  if (!schedule) return std::nullopt;
   Profile scaled = load_profile(out_ / network.profile);
   for (Layer& layer : scaled.layers) {
     layer.fp *= speed;
@@ -340,9 +367,9 @@ std::optional<Seconds> Bench::predict_scaled(const Link& link, const LinkResult&
   const fs::path profile = out_ / "runs" / fmt::format("{}.{}.profile.json", name, tag);
   save_profile(scaled, profile);
   const fs::path log_file = log(fmt::format("{}-{}", tag, name));
-  const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, profile.string(),
-                                                      (out_ / network.network).string(), strategy,
-                                                      prediction.options, ""),
+  const ChildResult r = run({.argv = simulate_schedule_command(o_.tools, link, o_.training, profile.string(),
+                                                               (out_ / network.network).string(), strategy,
+                                                               schedule->string()),
                              .log = log_file,
                              .timeout = kShortTimeout});
   try {

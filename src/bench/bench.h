@@ -75,14 +75,18 @@
 // and the runs that followed computed 37–45 ms, so every prediction at 1Gbit
 // ran 15–35% short — a miss of the profile, not of the model. To tell the two
 // apart, each run of weft's is predicted a second time with every layer's time
-// scaled by its measured compute over the plan's (slowed) compute, the
-// schedule's options as they were tuned: `predicted_on_own_compute_s`
-// (results.h), written to runs/<run>.profile.json and simulated by `weft
-// simulate`. An error that remains against it is the cost model's, or the
-// network's own drift; one that vanishes was the machine's. The scaling is
-// uniform, so a run whose layers slowed unevenly (only those overlapping
-// messages) is only approximately put right; the DDP peer reports no compute
-// and gets no such prediction.
+// scaled by its measured compute over the plan's (slowed) compute:
+// `predicted_on_own_compute_s` (results.h), the profile written to
+// runs/<run>.own-compute.profile.json. What is simulated on it is the schedule
+// the run executed — planned once per link and strategy from the link's
+// profile, written to runs/<link>-<strategy>.schedule.json, and given to `weft
+// simulate --schedule` — not the strategy planned again: on scaled layers
+// mgwfbp would merge, dcredit size its windows and dreamddp group its layers
+// otherwise than the run did. An error that remains against it is the cost
+// model's, or the network's own drift; one that vanishes was the machine's.
+// The scaling is uniform, so a run whose layers slowed unevenly (only those
+// overlapping messages) is only approximately put right; the DDP peer reports
+// no compute and gets no such prediction.
 //
 // Note [Re-timed before each run]
 // The own-compute prediction tells the machine's misses from the model's after
@@ -90,10 +94,10 @@
 // peer's too), P processes time the layers together again for 100 iterations
 // (`weft profile --nproc P`, about 6 s with cnn), and the run is predicted once
 // more with every layer of the link's profile scaled by that compute over the
-// profile's: `predicted_retimed_s` (results.h), simulated as above from
-// runs/<run>.retimed.profile.json. It is a prediction in full — nothing of the
-// run is known yet — on the machine as it is then rather than as it was when
-// the link was profiled, minutes earlier. Fewer iterations do not do: of eight
+// profile's: `predicted_retimed_s` (results.h), the run's schedule simulated as
+// above on runs/<run>.retimed.profile.json. It is a prediction in full —
+// nothing of the run is known yet — on the machine as it is then rather than as
+// it was when the link was profiled, minutes earlier. Fewer iterations do not do: of eight
 // re-timings of 30 back to back, seven measured 21.5–24.5 ms and one 34.4 (which
 // processes share a core lasts long enough to bias a short timing, as Note
 // [Profiling under contention]'s 200 iterations are for); eight of 100 measured

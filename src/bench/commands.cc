@@ -161,6 +161,14 @@ std::vector<std::string> simulate_command(const Tools& tools, const Link& link, 
   return trace.empty() ? argv : concat(argv, {"--trace", trace});
 }
 
+std::vector<std::string> simulate_schedule_command(const Tools& tools, const Link& link, const Training& training,
+                                                   const std::string& profile, const std::string& network,
+                                                   const std::string& strategy, const std::string& schedule) {
+  return concat(concat({tools.weft, "simulate", "--schedule", schedule, "--profile", profile},
+                       cluster_flags(tools, link, network, servers_of(training, strategy))),
+                {"--json"});
+}
+
 std::vector<std::string> train_command(const Tools& tools, const Link& link, const Training& training,
                                        const std::string& strategy, const nlohmann::json& options,
                                        const std::string& profile, const std::string& network,

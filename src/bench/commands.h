@@ -104,6 +104,14 @@ std::vector<std::string> simulate_command(const Tools& tools, const Link& link, 
                                           const std::string& strategy, const nlohmann::json& options,
                                           const std::string& trace);
 
+// `weft simulate --schedule` of a schedule `strategy` made (written by the
+// above with --schedule-out) on the layer times of `profile`: the same
+// messages, windows and groups, whatever those layer times would make the
+// strategy plan (Note [Predicted on the run's own compute] in bench.h).
+std::vector<std::string> simulate_schedule_command(const Tools& tools, const Link& link, const Training& training,
+                                                   const std::string& profile, const std::string& network,
+                                                   const std::string& strategy, const std::string& schedule);
+
 // `weft train` of one strategy, under the link (or with --nproc P on loopback),
 // built from the same profile and network fit as the prediction and with the
 // options the planner chose; `trace` empty for none. A parameter-server strategy

@@ -205,6 +205,14 @@ TEST(Commands, ParameterServerStrategiesBringTheirServersEverywhere) {
       EXPECT_TRUE(has(simulate, "--trace", "trace")) << strategy;
       EXPECT_FALSE(contains(simulate_command(kTools, kEmulated, t, "p", "n", strategy, {}, ""), "--trace"))
           << strategy;
+      // A schedule as it was made: nothing that would plan it again.
+      const auto again = simulate_schedule_command(kTools, kEmulated, t, "p", "n", strategy, "s.json");
+      EXPECT_TRUE(has(again, "--schedule", "s.json")) << strategy;
+      EXPECT_TRUE(has(again, "--profile", "p")) << strategy;
+      EXPECT_EQ(has(again, "--arch", "ps") && has(again, "--servers", s), ps) << strategy;
+      for (const char* planning : {"--strategy", "--H", "--partition", "--credit"}) {
+        EXPECT_FALSE(contains(again, planning)) << strategy << " " << planning;
+      }
     }
   }
 }
