@@ -1,0 +1,55 @@
+#include "bench/outputs.h"
+
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace weft::bench {
+namespace {
+
+std::string error_of(const std::function<void()>& read) {
+  try {
+    read();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// The shape `weft plan --json` prints (SPEC §6), with the bench's optional fields.
+constexpr std::string_view kPlan = R"({"model": "cnn", "workers": 4, "recommended": "mgwfbp", "strategies": [
+  {"name": "wfbp", "period": 1, "iteration_s": 0.043, "compute_s": 0.02, "exposed_comm_s": 0.023,
+   "speedup_vs_wfbp": 1.0, "options": {}},
+  {"name": "dcredit", "period": 1, "iteration_s": 0.039, "compute_s": 0.02, "slowed_compute_s": 0.024,
+   "exposed_comm_s": 0.019, "speedup_vs_wfbp": 1.1, "options": {"partition_B": 65536}}]})";
+
+TEST(Outputs, APlanGivesEachStrategysPrediction) {
+  const auto plan = parse_plan(kPlan, "plan.json");
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_DOUBLE_EQ(plan.at("wfbp").iteration, 0.043);
+  EXPECT_FALSE(plan.at("wfbp").slowed_compute);
+  EXPECT_DOUBLE_EQ(plan.at("dcredit").slowed_compute.value(), 0.024);
+  EXPECT_DOUBLE_EQ(plan.at("dcredit").speedup_vs_wfbp, 1.1);
+  EXPECT_EQ(plan.at("dcredit").options.at("partition_B"), 65536);
+}
+
+TEST(Outputs, WhatIsNotTheOutputExpectedNamesTheField) {
+  std::string plan(kPlan);
+  plan.replace(plan.find(R"("compute_s": 0.02, "slowed)"), 18, R"("compute_s": "20ms",)");
+  EXPECT_EQ(error_of([&] { parse_plan(plan, "plan.json"); }),
+            R"(plan.json: strategies[1].compute_s is "20ms", expected a number)");
+  EXPECT_EQ(error_of([] { parse_plan(R"({"strategies": [{"name": "ssgd"}]})", "plan.json"); }),
+            "plan.json: missing field strategies[0].iteration_s (the output of `weft plan --json` (SPEC §6))");
+  EXPECT_NE(error_of([] { parse_plan("weft: error", "plan.log"); }).find("plan.log: not valid JSON"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(parse_simulated_iteration(R"({"iteration_s": 0.5, "iterations": 10})", "s.log"), 0.5);
+  EXPECT_EQ(error_of([] { parse_simulated_iteration("{}", "s.log"); }),
+            "s.log: missing field iteration_s (the output of `weft simulate --json`)");
+  EXPECT_DOUBLE_EQ(parse_network_fit(R"({"a_s": 0.002, "b_s_per_byte": 1e-8})", "n.json").b, 1e-8);
+  EXPECT_EQ(error_of([] { parse_network_fit(R"({"a_s": null, "b_s_per_byte": 1e-8})", "n.json"); }),
+            "n.json: a_s is null, expected a number");
+}
+
+}  // namespace
+}  // namespace weft::bench
