@@ -1,21 +1,15 @@
 #include "bench/outputs.h"
 
-#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "units/usage_error_testing.h"
+
 namespace weft::bench {
 namespace {
 
-std::string error_of(const std::function<void()>& read) {
-  try {
-    read();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test_support::usage_error_of;
 
 // The shape `weft plan --json` prints (SPEC §6), with the bench's optional fields.
 constexpr std::string_view kPlan = R"({"model": "cnn", "workers": 4, "recommended": "mgwfbp", "strategies": [
@@ -37,17 +31,17 @@ TEST(Outputs, APlanGivesEachStrategysPrediction) {
 TEST(Outputs, WhatIsNotTheOutputExpectedNamesTheField) {
   std::string plan(kPlan);
   plan.replace(plan.find(R"("compute_s": 0.02, "slowed)"), 18, R"("compute_s": "20ms",)");
-  EXPECT_EQ(error_of([&] { parse_plan(plan, "plan.json"); }),
+  EXPECT_EQ(usage_error_of([&] { parse_plan(plan, "plan.json"); }),
             R"(plan.json: strategies[1].compute_s is "20ms", expected a number)");
-  EXPECT_EQ(error_of([] { parse_plan(R"({"strategies": [{"name": "ssgd"}]})", "plan.json"); }),
+  EXPECT_EQ(usage_error_of([] { parse_plan(R"({"strategies": [{"name": "ssgd"}]})", "plan.json"); }),
             "plan.json: missing field strategies[0].iteration_s (the output of `weft plan --json` (SPEC §6))");
-  EXPECT_NE(error_of([] { parse_plan("weft: error", "plan.log"); }).find("plan.log: not valid JSON"),
+  EXPECT_NE(usage_error_of([] { parse_plan("weft: error", "plan.log"); }).find("plan.log: not valid JSON"),
             std::string::npos);
   EXPECT_DOUBLE_EQ(parse_simulated_iteration(R"({"iteration_s": 0.5, "iterations": 10})", "s.log"), 0.5);
-  EXPECT_EQ(error_of([] { parse_simulated_iteration("{}", "s.log"); }),
+  EXPECT_EQ(usage_error_of([] { parse_simulated_iteration("{}", "s.log"); }),
             "s.log: missing field iteration_s (the output of `weft simulate --json`)");
   EXPECT_DOUBLE_EQ(parse_network_fit(R"({"a_s": 0.002, "b_s_per_byte": 1e-8})", "n.json").b, 1e-8);
-  EXPECT_EQ(error_of([] { parse_network_fit(R"({"a_s": null, "b_s_per_byte": 1e-8})", "n.json"); }),
+  EXPECT_EQ(usage_error_of([] { parse_network_fit(R"({"a_s": null, "b_s_per_byte": 1e-8})", "n.json"); }),
             "n.json: a_s is null, expected a number");
 }
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profile/profile.h"
-#include "units/units.h"
+#include "units/usage_error_testing.h"
 
 namespace weft {
 namespace {
@@ -59,12 +59,7 @@ TEST(ScheduleJson, ReadsBackWhatItWrote) {
 TEST(ScheduleJson, ABadFileNamesTheFieldAndWhatIsAccepted) {
   const std::string good = to_json(per_layer(three_layers()));
   const auto message = [](const std::string& text) {
-    try {
-      parse_schedule(text, "s.json");
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return test_support::usage_error_of([&] { parse_schedule(text, "s.json"); });
   };
   const auto edited = [&](const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json j = nlohmann::json::parse(good);
