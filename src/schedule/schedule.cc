@@ -229,10 +229,11 @@ Schedule parse_schedule(std::string_view json_text, std::string_view origin) {
              .options_json = top.get("options").dump()};
   const nlohmann::json& iterations = top.array("iterations");
   for (std::size_t i = 0; i < iterations.size(); ++i) {
-    if (!iterations[i].is_array()) top.reject(top.element("iterations", i), "an array of operations", iterations[i]);
+    const std::string path = top.element("iterations", i);
+    if (!iterations[i].is_array()) top.reject(path, "an array of operations", iterations[i]);
     auto& ops = s.iterations.emplace_back();
     for (std::size_t k = 0; k < iterations[i].size(); ++k) {
-      ops.push_back(read_op(JsonReader(iterations[i][k], fmt::format("iterations[{}][{}]", i, k), origin, kWhat)));
+      ops.push_back(read_op(JsonReader(iterations[i][k], fmt::format("{}[{}]", path, k), origin, kWhat)));
     }
   }
   return s;
