@@ -4,95 +4,53 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "units/files.h"
+#include "units/json_reader.h"
 
 namespace weft::bench {
 namespace {
 
-using nlohmann::json;
+constexpr std::string_view kWhat =
+    "a metrics line as `weft train --metrics` writes has rank, iter, time_s and either iteration_s, loss, "
+    "strategy or eval";
 
-// Where a line came from, for messages.
-struct LineRef {
-  std::string_view origin;
-  int number;  // 1-based
-};
-
-const json& field(const json& object, const char* name, const char* parent, LineRef where) {
-  const auto it = object.find(name);
-  if (it == object.end()) {
-    throw UsageError(fmt::format("{}:{}: missing field \"{}{}\" (a metrics line as `weft train --metrics` "
-                                 "writes has rank, iter, time_s and either iteration_s, loss, strategy or eval)",
-                                 where.origin, where.number, parent, name));
-  }
-  return *it;
-}
-
-double number(const json& object, const char* name, const char* parent, LineRef where, bool non_negative) {
-  const json& value = field(object, name, parent, where);
-  if (!value.is_number()) {
-    throw UsageError(fmt::format("{}:{}: field \"{}{}\" is {}, expected a number", where.origin, where.number,
-                                 parent, name, value.dump()));
-  }
-  const double v = value.get<double>();
-  if (non_negative && !(v >= 0)) {
-    throw UsageError(fmt::format("{}:{}: field \"{}{}\" is {}, expected a number >= 0", where.origin,
-                                 where.number, parent, name, v));
-  }
+double non_negative(const JsonReader& r, const std::string& name) {
+  const double v = r.number(name);
+  if (!(v >= 0)) r.reject(name, "a number >= 0", r.get(name));
   return v;
 }
 
-std::int64_t integer(const json& object, const char* name, LineRef where) {
-  const json& value = field(object, name, "", where);
-  if (!value.is_number_integer() || value.get<std::int64_t>() < 0) {
-    throw UsageError(fmt::format("{}:{}: field \"{}\" is {}, expected an integer >= 0", where.origin,
-                                 where.number, name, value.dump()));
-  }
-  return value.get<std::int64_t>();
+std::int64_t count(const JsonReader& r, const std::string& name) {
+  const std::int64_t v = r.integer(name);
+  if (v < 0) r.reject(name, "an integer >= 0", r.get(name));
+  return v;
 }
 
-void parse_line(std::string_view line, LineRef where, Metrics& out) {
+// `origin` is "FILE:LINE".
+void parse_line(std::string_view line, const std::string& origin, Metrics& out) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
-  json object;
-  try {
-    object = json::parse(line);
-  } catch (const json::parse_error& e) {
-    throw UsageError(fmt::format("{}:{}: not a JSON line: {}", where.origin, where.number, e.what()));
-  }
-  if (!object.is_object()) {
-    throw UsageError(fmt::format("{}:{}: expected a JSON object, got {}", where.origin, where.number,
-                                 object.dump()));
-  }
-  const int rank = static_cast<int>(integer(object, "rank", where));
-  const std::int64_t iter = integer(object, "iter", where);
-  const Seconds time = number(object, "time_s", "", where, true);
-  if (const auto eval = object.find("eval"); eval != object.end()) {
-    if (!eval->is_object()) {
-      throw UsageError(fmt::format("{}:{}: field \"eval\" is {}, expected an object with accuracy and loss",
-                                   where.origin, where.number, eval->dump()));
-    }
+  const nlohmann::json object = parse_json(line, origin, "one JSON object per line, as `weft train --metrics` writes");
+  const JsonReader r(object, "", origin, kWhat);
+  const int rank = static_cast<int>(count(r, "rank"));
+  const std::int64_t iter = count(r, "iter");
+  const Seconds time = non_negative(r, "time_s");
+  if (r.has("eval")) {
+    const JsonReader eval = r.child("eval");
     out.evals.push_back({.rank = rank,
                          .iter = iter,
                          .time = time,
-                         .accuracy = number(*eval, "accuracy", "eval.", where, true),
-                         .loss = number(*eval, "loss", "eval.", where, false)});
+                         .accuracy = non_negative(eval, "accuracy"),
+                         .loss = eval.number("loss")});
     return;
-  }
-  const json& strategy = field(object, "strategy", "", where);
-  if (!strategy.is_string()) {
-    throw UsageError(fmt::format("{}:{}: field \"strategy\" is {}, expected a string", where.origin, where.number,
-                                 strategy.dump()));
   }
   out.iterations.push_back({.rank = rank,
                             .iter = iter,
                             .time = time,
-                            .iteration = number(object, "iteration_s", "", where, true),
-                            .compute = object.contains("compute_s")
-                                           ? std::optional(number(object, "compute_s", "", where, true))
-                                           : std::nullopt,
-                            .loss = number(object, "loss", "", where, false),
-                            .strategy = strategy.get<std::string>()});
+                            .iteration = non_negative(r, "iteration_s"),
+                            .compute = r.has("compute_s") ? std::optional(non_negative(r, "compute_s")) : std::nullopt,
+                            .loss = r.number("loss"),
+                            .strategy = r.string("strategy")});
 }
 
 // Parses the complete lines of `text` (those ending in '\n'; a last line without
@@ -104,7 +62,7 @@ std::size_t parse_lines(std::string_view text, std::string_view origin, int firs
     const std::size_t end = text.find('\n', consumed);
     if (end == std::string_view::npos && !final) break;
     const std::size_t stop = end == std::string_view::npos ? text.size() : end;
-    parse_line(text.substr(consumed, stop - consumed), {origin, first_line + lines}, out);
+    parse_line(text.substr(consumed, stop - consumed), fmt::format("{}:{}", origin, first_line + lines), out);
     ++lines;
     consumed = end == std::string_view::npos ? text.size() : end + 1;
   }

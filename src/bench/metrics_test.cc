@@ -115,6 +115,13 @@ TEST(Metrics, RejectsNegativeTimesAndNonObjects) {
   EXPECT_DOUBLE_EQ(parse_metrics(line.dump(), "m").iterations.at(0).compute.value(), 0.05);
   line["rank"] = -1;
   EXPECT_THROW(parse_metrics(line.dump(), "m"), UsageError);
+  try {
+    parse_metrics(line.dump(), "m.jsonl");
+    ADD_FAILURE() << "no error for rank -1";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("m.jsonl:1: rank is -1, expected an integer >= 0"), std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(parse_metrics("[1, 2]", "m"), UsageError);
   EXPECT_THROW(parse_metrics("{\"rank\": 0,", "m"), UsageError);
 }

@@ -2,10 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "profile/zoo.h"
 #include "units/files.h"
+#include "units/json_reader.h"
 
 namespace weft::cli {
 
@@ -55,50 +54,42 @@ Profile load_model(const ModelFlags& flags) {
 }
 
 namespace {
+constexpr std::string_view kFit =
+    "a JSON object with points [{bytes, seconds}, ...] (or [{bytes, allreduce_s, allgather_s}, ...]) or numbers "
+    "a_s and b_s_per_byte, and optionally an integer gather_below_bytes, as `weft profile --network --out` writes";
+
 FittedAllReduce load_fit(const std::string& file) {
-  const std::string text = read_input(file, "the all-reduce fit given to --network");
-  try {
-    const auto j = nlohmann::json::parse(text);
-    const auto gather_below = j.value("gather_below_bytes", Bytes{0});
-    if (gather_below < 0) {
-      throw UsageError(fmt::format("--network {}: gather_below_bytes = {}; expected a size >= 0 in bytes", file,
-                                   gather_below));
+  const std::string origin = fmt::format("--network {}", file);
+  const nlohmann::json j = parse_json(read_input(file, "the all-reduce fit given to --network"), origin, kFit);
+  const JsonReader r(j, "", origin, kFit);
+  const Bytes gather_below = r.has("gather_below_bytes") ? r.integer("gather_below_bytes") : 0;
+  if (gather_below < 0) r.reject("gather_below_bytes", "a size >= 0 in bytes", r.get("gather_below_bytes"));
+  FittedAllReduce fit;
+  if (!r.has("points")) {
+    fit = {.a = r.number("a_s"), .b = r.number("b_s_per_byte")};
+    if (!(fit.a >= 0)) r.reject("a_s", "a number >= 0", r.get("a_s"));
+    if (!(fit.b > 0)) r.reject("b_s_per_byte", "a number > 0", r.get("b_s_per_byte"));
+  } else {
+    const nlohmann::json& points = r.array("points");
+    if (points.empty()) {
+      r.reject("points", "at least one point: {bytes, seconds} or {bytes, allreduce_s, allgather_s}", points);
     }
-    const std::string origin = fmt::format("--network {}", file);
-    FittedAllReduce fit;
-    if (!j.contains("points")) {
-      fit = {.a = j.at("a_s").get<double>(), .b = j.at("b_s_per_byte").get<double>()};
-      if (!(fit.a >= 0) || !(fit.b > 0)) {
-        throw UsageError(fmt::format("--network {}: a_s = {} must be >= 0 and b_s_per_byte = {} > 0",
-                                     file, fit.a, fit.b));
+    // Each algorithm's own times (Note [One curve per algorithm]), or the time
+    // of the algorithm used at each size (Note [Measured all-reduce curve]).
+    const bool per_algorithm = points[0].is_object() && points[0].contains("allreduce_s");
+    std::vector<MeasuredAllReduce> ring, gathered;
+    r.each("points", [&](const JsonReader& p) {
+      const Bytes bytes = p.integer("bytes");
+      ring.push_back({.bytes = bytes, .seconds = p.number(per_algorithm ? "allreduce_s" : "seconds")});
+      if (per_algorithm && p.has("allgather_s") && summed_by_allgather(bytes, gather_below)) {
+        gathered.push_back({.bytes = bytes, .seconds = p.number("allgather_s")});
       }
-    } else if (j.at("points").at(0).contains("allreduce_s")) {
-      // Each algorithm's own times (Note [One curve per algorithm]).
-      std::vector<MeasuredAllReduce> ring, gathered;
-      for (const auto& p : j.at("points")) {
-        const auto bytes = p.at("bytes").get<Bytes>();
-        ring.push_back({.bytes = bytes, .seconds = p.at("allreduce_s").get<double>()});
-        if (p.contains("allgather_s") && summed_by_allgather(bytes, gather_below)) {
-          gathered.push_back({.bytes = bytes, .seconds = p.at("allgather_s").get<double>()});
-        }
-      }
-      fit = measured_curves(std::move(ring), std::move(gathered), gather_below, origin);
-    } else {  // the time of the algorithm used at each size (Note [Measured all-reduce curve])
-      std::vector<MeasuredAllReduce> points;
-      for (const auto& p : j.at("points")) {
-        points.push_back({.bytes = p.at("bytes").get<Bytes>(), .seconds = p.at("seconds").get<double>()});
-      }
-      fit = measured_curve(std::move(points), origin);
-    }
-    fit.gather_below = gather_below;
-    return fit;
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("--network {}: expected a JSON object with points [{{bytes, seconds}}, ...] (or "
-                                 "[{{bytes, allreduce_s, allgather_s}}, ...]) or numbers a_s and b_s_per_byte, "
-                                 "and optionally an integer "
-                                 "gather_below_bytes (as `weft profile --network --out` writes): {}",
-                                 file, e.what()));
+    });
+    fit = per_algorithm ? measured_curves(std::move(ring), std::move(gathered), gather_below, origin)
+                        : measured_curve(std::move(ring), origin);
   }
+  fit.gather_below = gather_below;
+  return fit;
 }
 }  // namespace
 

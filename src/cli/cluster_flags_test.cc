@@ -77,6 +77,15 @@ TEST_F(NetworkFile, BadFilesAreNamedWithWhatIsAccepted) {
   const std::string descending = message(R"({"gather_below_bytes": 0, "points": [
       {"bytes": 4096, "allreduce_s": 0.002}, {"bytes": 1024, "allreduce_s": 0.003}]})");
   EXPECT_NE(descending.find("points[1].bytes = 1024"), std::string::npos) << descending;
+  const std::string flat = message(R"({"a_s": 0.001, "b_s_per_byte": 0})");
+  EXPECT_NE(flat.find("b_s_per_byte is 0, expected a number > 0"), std::string::npos) << flat;
+  const std::string timeless = message(R"({"points": [{"bytes": 1024}]})");
+  EXPECT_NE(timeless.find("missing field points[0].seconds"), std::string::npos) << timeless;
+  const std::string negative = message(R"({"gather_below_bytes": -1, "a_s": 0, "b_s_per_byte": 1e-9})");
+  EXPECT_NE(negative.find("gather_below_bytes is -1, expected a size >= 0"), std::string::npos) << negative;
+  const std::string broken = message("{\"points\": [");
+  EXPECT_NE(broken.find("not valid JSON"), std::string::npos) << broken;
+  EXPECT_NE(broken.find("a_s and b_s_per_byte"), std::string::npos) << broken;
 }
 
 }  // namespace
