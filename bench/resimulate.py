@@ -2,8 +2,9 @@
 """Re-simulate stored benches: what a change to the model, or to a profile's
 fields, does to the predictions of runs already measured.
 
-For every all-reduce run of each bench folder (its bench.json, and the
-profile-LINK.json and net-LINK.json it measured), predicts the run's strategy
+For every weft run of each bench folder (its bench.json, the
+profile-LINK.json and net-LINK.json it measured, and for parameter-server runs
+the plan-LINK-ps.json that says their cluster), predicts the run's strategy
 with `weft simulate` on the stored profile and fit, as stored and with the
 fields --set gives (or --drop removes), and prints both against the measured
 iteration time; with --weft-changed, the second by another weft binary.
@@ -23,6 +24,7 @@ import tempfile
 
 ALL_REDUCE = {"ssgd", "wfbp", "ddp", "mgwfbp", "bytescheduler", "dcredit", "flsgd", "plsgd", "dreamddp",
               "dreamddp-opt"}
+PARAMETER_SERVER = {"ps", "ps-interleaved"}
 
 
 def parse_setting(text):
@@ -35,11 +37,11 @@ def parse_setting(text):
         raise argparse.ArgumentTypeError(f"--set {text!r}: {value!r} is not a number") from None
 
 
-def predict(weft, profile, network, strategy, workers, scratch):
+def predict(weft, profile, network, cluster, strategy, workers, scratch):
     path = scratch / "profile.json"
     path.write_text(json.dumps(profile))
     done = subprocess.run([weft, "simulate", "--profile", str(path), "--network", str(network), "-P", str(workers),
-                           "--strategy", strategy, "--json"], capture_output=True, text=True)
+                           *cluster, "--strategy", strategy, "--json"], capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"weft simulate failed for {strategy} on {network}: {done.stderr.strip()}")
     return json.loads(done.stdout)["iteration_s"]
@@ -52,14 +54,28 @@ def runs_of(folder, only):
         print(f"{folder}: skipped, no readable bench.json ({e})", file=sys.stderr)
         return
     for run in bench["runs"]:
-        if run.get("kind") != "weft" or run["strategy"] not in ALL_REDUCE or run.get("options"):
+        if run.get("kind") != "weft" or run["strategy"] not in ALL_REDUCE | PARAMETER_SERVER or run.get("options"):
             continue
         if only and run["strategy"] not in only:
             continue
         profile = folder / f"profile-{run['link']}.json"
         network = folder / f"net-{run['link']}.json"
-        if profile.exists() and network.exists():
-            yield run, profile, network
+        cluster = cluster_flags(folder, run)
+        if profile.exists() and network.exists() and cluster is not None:
+            yield run, profile, network, cluster
+
+
+def cluster_flags(folder, run):
+    """The flags beyond the fit of the cluster the bench planned `run` for; None
+    for a parameter-server run whose bench kept no plan-LINK-ps.json."""
+    if run["strategy"] in ALL_REDUCE:
+        return []
+    plan = folder / f"plan-{run['link']}-ps.json"
+    if not plan.exists():
+        return None
+    plan = json.loads(plan.read_text())
+    return ["--arch", "ps", "--servers", str(plan["servers"]), "--bandwidth", str(round(plan["bandwidth_Bps"])),
+            "--server-bandwidth", str(round(plan["server_bandwidth_Bps"]))]
 
 
 def main():
@@ -83,15 +99,15 @@ def main():
         scratch = pathlib.Path(scratch)
         predictions = {}  # the repeats of a run share their profile, fit and strategy
         for folder in args.folders:
-            for run, profile_file, network in runs_of(folder, args.strategy):
+            for run, profile_file, network, cluster in runs_of(folder, args.strategy):
                 key = (profile_file, run["strategy"])
                 if key not in predictions:
                     stored = json.loads(profile_file.read_text())
                     changed = {k: v for k, v in stored.items() if k not in args.drop} | dict(args.settings)
                     workers = run["workers"]
-                    predictions[key] = (predict(args.weft, stored, network, run["strategy"], workers, scratch),
-                                        predict(args.weft_changed, changed, network, run["strategy"], workers,
-                                                scratch))
+                    predictions[key] = (
+                        predict(args.weft, stored, network, cluster, run["strategy"], workers, scratch),
+                        predict(args.weft_changed, changed, network, cluster, run["strategy"], workers, scratch))
                 before, after = predictions[key]
                 measured = run["measured_iteration_s"]
                 rows.append((before / measured - 1, after / measured - 1))
@@ -99,7 +115,7 @@ def main():
                       f"as stored {1e3 * before:7.1f} ({100 * rows[-1][0]:+6.1f}%)  "
                       f"changed {1e3 * after:7.1f} ({100 * rows[-1][1]:+6.1f}%)", flush=True)
     if not rows:
-        sys.exit("no all-reduce runs with a stored profile and fit in those folders")
+        sys.exit("no runs with a stored profile and fit (and for parameter servers, plan) in those folders")
     moved = [(b, a) for b, a in rows if abs(a - b) > 1e-9]
     print(f"{len(rows)} runs; {len(moved)} predicted differently, "
           f"{sum(abs(a) < abs(b) for b, a in moved)} of them closer to their measurement")
