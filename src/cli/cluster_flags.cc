@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
 #include "profile/zoo.h"
 #include "units/files.h"
 #include "units/json_reader.h"
@@ -77,16 +78,16 @@ FittedAllReduce load_fit(const std::string& file) {
     // Each algorithm's own times (Note [One curve per algorithm]), or the time
     // of the algorithm used at each size (Note [Measured all-reduce curve]).
     const bool per_algorithm = points[0].is_object() && points[0].contains("allreduce_s");
-    std::vector<MeasuredAllReduce> ring, gathered;
+    std::vector<MeasuredAllReduce> allreduce, allgather;
     r.each("points", [&](const JsonReader& p) {
       const Bytes bytes = p.integer("bytes");
-      ring.push_back({.bytes = bytes, .seconds = p.number(per_algorithm ? "allreduce_s" : "seconds")});
+      allreduce.push_back({.bytes = bytes, .seconds = p.number(per_algorithm ? "allreduce_s" : "seconds")});
       if (per_algorithm && p.has("allgather_s") && summed_by_allgather(bytes, gather_below)) {
-        gathered.push_back({.bytes = bytes, .seconds = p.number("allgather_s")});
+        allgather.push_back({.bytes = bytes, .seconds = p.number("allgather_s")});
       }
     });
-    fit = per_algorithm ? measured_curves(std::move(ring), std::move(gathered), gather_below, origin)
-                        : measured_curve(std::move(ring), origin);
+    fit = per_algorithm ? measured_curves(std::move(allreduce), std::move(allgather), gather_below, origin)
+                        : measured_curve(std::move(allreduce), origin);
   }
   fit.gather_below = gather_below;
   return fit;
