@@ -254,11 +254,13 @@ LinkResult Bench::profile_network(const Link& link) {
   const fs::path profile_file = out_ / fmt::format("profile-{}.json", slug(link.name));
   save_profile(linked, profile_file);
   say(fmt::format("{}: forward {} + backward {} per iteration; compute takes {:.0f}% longer while all-reducing, "
-                  "all-reduces {:.0f}% longer while computing; in step, the last worker reaches a collective {} "
+                  "all-reduces {:.0f}% longer while computing, transfers {:.0f}%; in step, the last worker reaches "
+                  "a collective {} "
                   "late ({} right after another, {} more per second computed apart); of two collectives issued "
                   "together, the second adds {:.0f}% of one's own time ({:.0f}% while the workers wait)",
                   link.name, format_duration(linked.forward_time()), format_duration(linked.backward_time()),
-                  100 * linked.compute_slowdown, 100 * linked.comm_slowdown, format_duration(linked.skew),
+                  100 * linked.compute_slowdown, 100 * linked.comm_slowdown,
+                  100 * linked.point_to_point_slowdown(), format_duration(linked.skew),
                   format_duration(linked.back_to_back_skew), format_duration(linked.drift), 100 * linked.pair_slowdown,
                   100 * linked.pair_slowdown_while(false)));
   return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file),

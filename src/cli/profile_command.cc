@@ -58,6 +58,10 @@ void print_table(const Profile& profile) {
                100 * profile.compute_slowdown, profile.compute_slowdown, 100 * profile.comm_slowdown,
                profile.comm_slowdown);
   }
+  if (profile.transfer_slowdown) {
+    fmt::print("transfers to the next process took {:.0f}% longer while computing (transfer_slowdown {:.3f})\n",
+               100 * *profile.transfer_slowdown, *profile.transfer_slowdown);
+  }
   if (profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0) {
     fmt::print("in step, the last process reached a collective {} after the average one (skew_s), {} when it "
                "followed another (back_to_back_skew_s); apart, {} further per second computed (drift {:.3f})\n",

@@ -119,7 +119,9 @@ void validate(const Profile& profile, std::string_view origin) {
                                                Optional{"start_delay_s", profile.start_delay, kDelay},
                                                Optional{"pair_slowdown", profile.pair_slowdown, kPair},
                                                Optional{"waiting_pair_slowdown",
-                                                        profile.waiting_pair_slowdown.value_or(0), kPair}}) {
+                                                        profile.waiting_pair_slowdown.value_or(0), kPair},
+                                               Optional{"transfer_slowdown", profile.transfer_slowdown.value_or(0),
+                                                        kSlowdown}}) {
     if (!(value >= 0) || !std::isfinite(value)) {
       throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, value, expected));
     }
@@ -253,6 +255,7 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "start_delay_s", "seconds >= 0", origin, profile.start_delay);
   read_optional(root, "pair_slowdown", "a number >= 0", origin, profile.pair_slowdown);
   read_optional(root, "waiting_pair_slowdown", "a number >= 0", origin, profile.waiting_pair_slowdown);
+  read_optional(root, "transfer_slowdown", "a number >= 0", origin, profile.transfer_slowdown);
   read_optional(root, "processes", "an integer >= 0", origin, profile.processes);
   read_optional(root, "cores", "an integer >= 0", origin, profile.cores);
 
@@ -301,6 +304,7 @@ std::string to_json(const Profile& profile) {
   root["device"] = profile.device;
   if (profile.compute_slowdown != 0) root["compute_slowdown"] = profile.compute_slowdown;
   if (profile.comm_slowdown != 0) root["comm_slowdown"] = profile.comm_slowdown;
+  if (profile.transfer_slowdown) root["transfer_slowdown"] = *profile.transfer_slowdown;
   if (profile.skew != 0) root["skew_s"] = profile.skew;
   if (profile.back_to_back_skew != 0) root["back_to_back_skew_s"] = profile.back_to_back_skew;
   if (profile.drift != 0) root["drift"] = profile.drift;
@@ -349,10 +353,11 @@ Profile median_profile(const std::vector<Profile>& profiles) {
     merged.layers[l].fp = median(fp);
     merged.layers[l].bp = median(bp);
   }
-  std::vector<double> compute, comm, skew, back_to_back_skew, drift, start_delay, pair, waiting_pair;
+  std::vector<double> compute, comm, transfer, skew, back_to_back_skew, drift, start_delay, pair, waiting_pair;
   for (const Profile& p : profiles) {
     compute.push_back(p.compute_slowdown);
     comm.push_back(p.comm_slowdown);
+    if (p.transfer_slowdown) transfer.push_back(*p.transfer_slowdown);
     skew.push_back(p.skew);
     back_to_back_skew.push_back(p.back_to_back_skew);
     drift.push_back(p.drift);
@@ -362,6 +367,7 @@ Profile median_profile(const std::vector<Profile>& profiles) {
   }
   merged.compute_slowdown = median(compute);
   merged.comm_slowdown = median(comm);
+  if (!transfer.empty()) merged.transfer_slowdown = median(transfer);
   merged.skew = median(skew);
   merged.back_to_back_skew = median(back_to_back_skew);
   merged.drift = median(drift);

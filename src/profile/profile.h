@@ -41,6 +41,12 @@ struct Profile {
   // has cores of its own. Measured by `weft profile --interference`.
   double compute_slowdown = 0;
   double comm_slowdown = 0;
+  // The same as comm_slowdown for a point-to-point transfer (a parameter
+  // server's push or answer) while its worker computes: the kernel moves its
+  // bytes, where every step of a ring all-reduce needs a core on every worker.
+  // Absent (profiles from before it was measured): comm_slowdown. Measured by
+  // `weft profile --interference`.
+  std::optional<double> transfer_slowdown;
   // Where more workers than cores compute, the kernel's time slices put them
   // out of step: the last worker reaches a collective this much later than the
   // average one, and every collective starts that much after its ops are ready
@@ -89,6 +95,8 @@ struct Profile {
   int size() const { return static_cast<int>(layers.size()); }
   std::int64_t total_params() const;
   Bytes total_bytes() const;
+  // transfer_slowdown where measured, else comm_slowdown.
+  double point_to_point_slowdown() const { return transfer_slowdown.value_or(comm_slowdown); }
   Seconds forward_time() const;   // sum of fp
   Seconds backward_time() const;  // sum of bp
   // While no worker computes, waiting_pair_slowdown; while some worker computes,
@@ -116,14 +124,15 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 // name or "profile"), the layer index and field, for: no layers, an empty name,
 // negative params, bytes_per_param < 1, negative or non-finite fp/bp; or naming
 // the field for a negative or non-finite compute_slowdown, comm_slowdown, skew, drift,
-// start_delay, pair_slowdown or waiting_pair_slowdown, or for negative processes
-// or cores.
+// start_delay, pair_slowdown, waiting_pair_slowdown or transfer_slowdown, or for
+// negative processes or cores.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
 // JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
 // the optional top-level `compute_slowdown`, `comm_slowdown`, `skew_s` and
 // `back_to_back_skew_s`, `drift`, `start_delay_s`, `pair_slowdown`, `processes` and
-// `cores` to 0; `waiting_pair_slowdown` is absent where absent.
+// `cores` to 0; `waiting_pair_slowdown` and `transfer_slowdown` are absent where
+// absent.
 // parse_profile THROWS UsageError naming `origin`, the layer index and the field
 // for a missing, mistyped or negative required field, and validates the result.
 Profile parse_profile(std::string_view json_text, std::string_view origin = "profile");

@@ -289,6 +289,30 @@ TEST(ProfileJson, WaitingPairSlowdownIsOptional) {
   }
 }
 
+// Absent, a point-to-point transfer is slowed as an all-reduce is.
+TEST(ProfileJson, TransferSlowdownIsOptional) {
+  const auto with = [](const std::string& fields) {
+    return "{" + fields + R"("layers": [{"name": "x", "params": 1, "fp_s": 1, "bp_s": 2}]})";
+  };
+  const Profile old = parse_profile(with(R"("comm_slowdown": 1.5, )"));
+  EXPECT_FALSE(old.transfer_slowdown);
+  EXPECT_EQ(old.point_to_point_slowdown(), 1.5);
+  EXPECT_EQ(to_json(old).find("transfer_slowdown"), std::string::npos) << to_json(old);
+  const Profile both = parse_profile(with(R"("comm_slowdown": 1.5, "transfer_slowdown": 0, )"));
+  EXPECT_EQ(both.transfer_slowdown, 0.0);  // not slowed is a measurement, not an absence
+  EXPECT_EQ(both.point_to_point_slowdown(), 0);
+  EXPECT_EQ(parse_profile(to_json(both)).transfer_slowdown, 0.0);
+  EXPECT_EQ(median_profile({both, old, both}).transfer_slowdown, 0.0);  // over the ranks that measured it
+  for (const std::string bad : {"-0.1", "\"much\""}) {
+    try {
+      parse_profile(with("\"transfer_slowdown\": " + bad + ", "), "p.json");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("p.json: field \"transfer_slowdown\""), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ProfileJson, ProcessesAndCoresAreCounts) {
   const auto with = [](const std::string& field, const std::string& value) {
     return "{\"" + field + "\": " + value + R"(, "layers": [{"name": "x", "params": 1, "fp_s": 1, "bp_s": 2}]})";

@@ -126,20 +126,29 @@ Profile profile_model(const LayerProfilerOptions& options) {
 
 namespace {
 
-// Rounds of all-reduces back to back on their own Gloo group, opened under `name`
+// What each round of a CollectiveStream does.
+enum class StreamKind {
+  kAllReduce,  // one all-reduce per size, all at once
+  kExchange,   // one buffer of the first size to the next rank, one from the previous, at once
+};
+
+// Rounds of collectives back to back on their own Gloo group, opened under `name`
 // (one no other group of the job has used), until stop(), each round timed (Notes
 // [Measuring interference] and [Measuring collectives at once]). Round k issues
-// one all-reduce per size of rounds[k % rounds.size()], all at once, and ends
-// when they all have. A collective error ends the stream, wakes
-// wait_for() and is rethrown by stop().
-class AllReduceStream {
+// what `kind` says for the sizes of rounds[k % rounds.size()] and ends when they
+// all have. A collective error ends the stream, wakes wait_for() and is rethrown
+// by stop().
+class CollectiveStream {
  public:
-  AllReduceStream(const Group& group, const std::string& name, std::vector<std::vector<Bytes>> rounds)
+  CollectiveStream(const Group& group, const std::string& name, std::vector<std::vector<Bytes>> rounds,
+                   StreamKind kind = StreamKind::kAllReduce)
       : collectives_(open_subgroup(group, name, kRuntimeCollectiveThreads)),
-        thread_([this, rounds = std::move(rounds)] { run(rounds); }) {}
-  AllReduceStream(const AllReduceStream&) = delete;
-  AllReduceStream& operator=(const AllReduceStream&) = delete;
-  ~AllReduceStream() {
+        rank_(group.rank),
+        world_(group.world),
+        thread_([this, rounds = std::move(rounds), kind] { run(rounds, kind); }) {}
+  CollectiveStream(const CollectiveStream&) = delete;
+  CollectiveStream& operator=(const CollectiveStream&) = delete;
+  ~CollectiveStream() {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
@@ -175,33 +184,49 @@ class AllReduceStream {
     Clock::time_point start, end;
   };
 
-  void run(const std::vector<std::vector<Bytes>>& rounds) {
+  void run(const std::vector<std::vector<Bytes>>& rounds, StreamKind stream_kind) {
     try {
       // Per round, one buffer per all-reduce (zeros, so sums stay finite), and
       // last in the first buffer a flag: every rank stops after the same round.
+      // An exchange round sends its first buffer and receives into the second,
+      // then all-reduces the flag alone, after its time is taken.
+      const bool exchange = stream_kind == StreamKind::kExchange;
       std::vector<std::vector<torch::Tensor>> buffers;
       for (const std::vector<Bytes>& sizes : rounds) {
         auto& round = buffers.emplace_back();
-        for (std::size_t i = 0; i < sizes.size(); ++i) {
-          round.push_back(torch::zeros({std::max<Bytes>(sizes[i] / 4, 1) + (i == 0 ? 1 : 0)}));
+        for (std::size_t i = 0; i < (exchange ? 2 : sizes.size()); ++i) {
+          const Bytes bytes = exchange ? sizes.at(0) : sizes[i];
+          round.push_back(torch::zeros({std::max<Bytes>(bytes / 4, 1) + (i == 0 && !exchange ? 1 : 0)}));
         }
       }
+      torch::Tensor exchange_flag = torch::zeros({1});
       for (std::size_t k = 0;; ++k) {
         const std::size_t kind = k % rounds.size();
         std::vector<torch::Tensor>& round = buffers[kind];
-        float* flag = round[0].data_ptr<float>() + (round[0].numel() - 1);
+        float* flag = exchange ? exchange_flag.data_ptr<float>() : round[0].data_ptr<float>() + (round[0].numel() - 1);
         *flag = stop_ ? 1 : 0;
         const auto start = Clock::now();
         std::vector<c10::intrusive_ptr<c10d::Work>> works;
-        for (torch::Tensor& buffer : round) {
-          std::vector<torch::Tensor> one{buffer};
-          works.push_back(collectives_->allreduce(one));
+        if (exchange) {
+          std::vector<torch::Tensor> out{round[0]}, in{round[1]};
+          works.push_back(collectives_->send(out, (rank_ + 1) % world_, /*tag=*/0));
+          works.push_back(collectives_->recv(in, (rank_ + world_ - 1) % world_, /*tag=*/0));
+        } else {
+          for (torch::Tensor& buffer : round) {
+            std::vector<torch::Tensor> one{buffer};
+            works.push_back(collectives_->allreduce(one));
+          }
         }
         for (const auto& work : works) work->wait();
+        const auto end = Clock::now();
+        if (exchange) {
+          std::vector<torch::Tensor> one{exchange_flag};
+          collectives_->allreduce(one)->wait();
+        }
         const bool last = *flag > 0;
         {
           std::lock_guard lock(mutex_);
-          timed_.push_back({kind, start, Clock::now()});
+          timed_.push_back({kind, start, end});
           changed_.notify_all();
         }
         if (last) break;
@@ -215,6 +240,8 @@ class AllReduceStream {
   }
 
   c10::intrusive_ptr<c10d::ProcessGroup> collectives_;
+  int rank_;
+  int world_;
   std::atomic<bool> stop_ = false;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
@@ -247,15 +274,42 @@ Profile profile_phase(const Group& group, LayerProfilerOptions options, const st
 // Note [Measuring interference]: how much slower this rank computes while
 // all-reducing, and all-reduces while computing. Returns the options it timed
 // the layers with while all-reducing.
+constexpr std::size_t kQuietRounds = 10;  // after one that warms the connections up
+
+// The times of a stream's first kQuietRounds rounds after the first, while this
+// rank only waits for them.
+std::vector<Seconds> quiet_rounds(CollectiveStream& stream) {
+  stream.wait_for(1 + kQuietRounds);
+  const std::vector<Seconds> quiet = stream.seconds_between({}, Clock::now());
+  if (quiet.size() < 1 + kQuietRounds) stream.stop();  // the stream failed: says why
+  return {quiet.begin() + 1, quiet.end()};
+}
+
+// The times of the stream's rounds (of its first kind) while this rank profiles
+// the phase `name` with `options`, then stops the stream; the phase's profile
+// goes to *profiled where given. THROWS std::runtime_error when no round fits in
+// the phase (`round` says what a round is).
+std::vector<Seconds> rounds_while_profiling(const Group& group, CollectiveStream& stream,
+                                            const LayerProfilerOptions& options, const std::string& name,
+                                            std::string_view round, Profile* profiled = nullptr) {
+  std::pair<Clock::time_point, Clock::time_point> timing;
+  Profile phase = profile_phase(group, options, name, &timing);
+  stream.stop();
+  std::vector<Seconds> rounds = stream.seconds_between(timing.first, timing.second);
+  if (rounds.empty()) {
+    throw std::runtime_error(fmt::format(
+        "rank {}: measuring interference: no {} ran within the {} timed iterations; raise --iterations",
+        group.rank, round, options.iterations));
+  }
+  if (profiled) *profiled = std::move(phase);
+  return rounds;
+}
+
 LayerProfilerOptions measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
-  constexpr std::size_t kQuietAllReduces = 10;  // after one that warms the connections up
   constexpr double kAllReducesTimedLoaded = 10;
   constexpr Seconds kTimedLoadedAtLeast = 0.5;  // mlp computes 40 iterations in ~15 ms
-  AllReduceStream stream(group, "stream", {{mine.total_bytes()}});
-  stream.wait_for(1 + kQuietAllReduces);
-  const std::vector<Seconds> quiet_all_reduces = stream.seconds_between({}, Clock::now());
-  if (quiet_all_reduces.size() < 1 + kQuietAllReduces) stream.stop();  // the stream failed: says why
-  const std::vector<Seconds> alone(quiet_all_reduces.begin() + 1, quiet_all_reduces.end());
+  CollectiveStream stream(group, "stream", {{mine.total_bytes()}});
+  const std::vector<Seconds> alone = quiet_rounds(stream);
   // The timed iterations must hold whole all-reduces, which take longer while
   // computing: at least ten quiet all-reduces' worth and half a second, whatever
   // --iterations says, or a model that computes fast beside a long all-reduce
@@ -266,19 +320,25 @@ LayerProfilerOptions measure_interference(const Group& group, const LayerProfile
     const Seconds at_least = std::max(kTimedLoadedAtLeast, kAllReducesTimedLoaded * median(alone));
     loaded_options.iterations = std::max(options.iterations, static_cast<int>(std::ceil(at_least / quiet)));
   }
-  std::pair<Clock::time_point, Clock::time_point> timing;
-  const Profile loaded = profile_phase(group, loaded_options, "weft/profiled-communicating", &timing);
-  stream.stop();
-  const std::vector<Seconds> loaded_all_reduces = stream.seconds_between(timing.first, timing.second);
-  if (loaded_all_reduces.empty()) {
-    throw std::runtime_error(fmt::format(
-        "rank {}: measuring interference: no all-reduce ran within the {} timed iterations; raise --iterations",
-        group.rank, loaded_options.iterations));
-  }
+  Profile loaded;
+  const std::vector<Seconds> loaded_all_reduces =
+      rounds_while_profiling(group, stream, loaded_options, "weft/profiled-communicating", "all-reduce", &loaded);
   const Seconds communicating = loaded.forward_time() + loaded.backward_time();
   mine.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
   mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
   return loaded_options;
+}
+
+// Note [Measuring interference]: the same for point-to-point transfers, each rank
+// sending a buffer of the model's size to the next while receiving one from the
+// previous, timed with `loaded` (measure_interference's options). Sets
+// mine.transfer_slowdown.
+void measure_transfer_slowdown(const Group& group, const LayerProfilerOptions& loaded, Profile& mine) {
+  CollectiveStream stream(group, "transfers", {{mine.total_bytes()}}, StreamKind::kExchange);
+  const std::vector<Seconds> alone = quiet_rounds(stream);
+  const std::vector<Seconds> beside_layers =
+      rounds_while_profiling(group, stream, loaded, "weft/profiled-transferring", "transfer");
+  mine.transfer_slowdown = std::max(0.0, median(beside_layers) / median(alone) - 1);
 }
 
 // Note [Measuring collectives at once]: one small all-reduce, and two issued
@@ -290,7 +350,7 @@ struct PairTimes {
 };
 constexpr Bytes kStartUpBytes = 256;  // all start-up: its bytes take 0.2 ms even behind 20 Mbit/s
 PairTimes time_pairs(const Group& group, const LayerProfilerOptions& options) {
-  AllReduceStream stream(group, "pairs", {{kStartUpBytes}, {kStartUpBytes, kStartUpBytes}});
+  CollectiveStream stream(group, "pairs", {{kStartUpBytes}, {kStartUpBytes, kStartUpBytes}});
   std::pair<Clock::time_point, Clock::time_point> timing;
   profile_phase(group, options, "weft/profiled-pairing", &timing);
   stream.stop();
@@ -500,7 +560,9 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   if (job.interference) {
     // The pairs are timed for as long as the model's all-reduces were, which is
     // at least ten small pairs' worth.
-    const PairTimes pairs = time_pairs(group, measure_interference(group, options, mine));
+    const LayerProfilerOptions loaded = measure_interference(group, options, mine);
+    measure_transfer_slowdown(group, loaded, mine);
+    const PairTimes pairs = time_pairs(group, loaded);
     measure_skew(group, options, mine);
     mine.pair_slowdown = pair_slowdown(pairs.single, pairs.pair, mine.back_to_back_skew);
   }

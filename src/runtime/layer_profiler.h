@@ -55,7 +55,12 @@
 // − 1, each at least 0: what the simulator needs to slow the layers and messages
 // that overlap (Note [Interference], sim/simulator.cc). The stream stops when any
 // rank asks, in a flag summed with the data, so every rank runs the same number
-// of all-reduces.
+// of all-reduces. Then the same for point-to-point transfers, on a group of their
+// own: each rank sends a buffer of the model's size to the next rank while
+// receiving one from the one before, alone and then while profiling as long
+// again, and transfer_slowdown = (median transfer while computing) / (median
+// alone) − 1, what a parameter server's pushes and answers follow (the stop
+// flag goes in a small all-reduce after each timed transfer).
 //
 // Note [Measuring collectives at once]
 // Next, still with ModelProfileJob::interference, the processes profile once more,

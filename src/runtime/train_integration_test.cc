@@ -189,7 +189,8 @@ TEST_F(TrainTest, ProfilingSeveralProcessesTimesMoreIterationsByDefault) {
 }
 
 // `--interference` (Note [Measuring interference]): a second phase beside an
-// all-reduce stream on its own group, a third beside pairs of small ones (Note
+// all-reduce stream on its own group, another beside a stream of transfers from
+// rank to rank, a third beside pairs of small ones (Note
 // [Measuring collectives at once]), then a fourth in step that times the skews
 // (Note [Measuring skew]); both groups' processes end with the job.
 TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
@@ -217,6 +218,9 @@ TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   const double pair = profile.value("pair_slowdown", 0.0);  // written when above 0
   EXPECT_GE(pair, 0);
   EXPECT_LE(pair, 1);
+  ASSERT_TRUE(profile.contains("transfer_slowdown")) << profile.dump();  // measured, whatever its value
+  EXPECT_GE(profile.at("transfer_slowdown").get<double>(), 0);
+  EXPECT_LT(profile.at("transfer_slowdown").get<double>(), 100);
   ASSERT_TRUE(profile.contains("waiting_pair_slowdown")) << profile.dump();  // measured, whatever its value
   EXPECT_GE(profile.at("waiting_pair_slowdown").get<double>(), 0);
   EXPECT_LE(profile.at("waiting_pair_slowdown").get<double>(), 1);

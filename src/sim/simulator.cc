@@ -37,7 +37,16 @@ namespace weft {
 // training did not see. The profile's two factors model it: while a worker has a
 // message on the network its layers take (1 + compute_slowdown) times their time,
 // and while it computes its messages advance 1 + comm_slowdown times slower
-// (Network::set_stretch; a collective, while any of its workers computes).
+// (Network::set_stretch; a collective, while any of its workers computes). A
+// parameter server's transfers, point to point, advance 1 + transfer_slowdown
+// times slower where the profile measured it: the kernel moves their bytes
+// while the sender computes, where each step of a ring all-reduce needs a core
+// on every worker. Traced at 1Gbit, `ps`'s exchange of its head group took a
+// median 13.8 ms from push to answer, 74% of it beside the layers, where
+// comm_slowdown (1.14) predicted 18.2 ms (BENCHMARKS.md, "Every strategy with
+// the current code"); timed on their own, transfers were 0–8% slower beside the
+// layers where all-reduces were 83–103%, and `ps` at 1Gbit was predicted within
+// 4.1% where comm_slowdown had it 13.0% slow ("Transfers timed on their own").
 // Both rates change in the middle of a layer or message, so with either factor
 // > 0 a segment is one layer, and its end is re-timed when its worker's first
 // message starts or last one ends: the work left is kept, the new end queued, and
@@ -492,7 +501,8 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       machine_workers_(std::max(1, profile.processes)),
       cores_(profile.cores),
       shares_cores_(profile.cores > 0 && profile.processes > profile.cores),
-      one_layer_segments_(profile.compute_slowdown > 0 || profile.comm_slowdown > 0 || shares_cores_ ||
+      one_layer_segments_(profile.compute_slowdown > 0 || profile.comm_slowdown > 0 ||
+                          profile.point_to_point_slowdown() > 0 || shares_cores_ ||
                           profile.start_delay > 0 ||
                           profile.pair_slowdown_while(true) != profile.pair_slowdown_while(false)),
       skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0 || profile.start_delay > 0) &&
@@ -776,7 +786,7 @@ Stretch Simulation::collective_stretch() const {
 }
 
 double Simulation::message_stretch(int wi) const {
-  return workers_state_[static_cast<size_t>(wi)].computing ? 1 + profile_.comm_slowdown : 1;
+  return workers_state_[static_cast<size_t>(wi)].computing ? 1 + profile_.point_to_point_slowdown() : 1;
 }
 
 // Worker wi may have started or stopped computing: its messages follow.
@@ -789,7 +799,7 @@ void Simulation::restretch_messages(int wi, Seconds now) {
     start_held_collectives(now);  // if the limit now lets more run at once
     return;
   }
-  if (profile_.comm_slowdown == 0) return;
+  if (profile_.point_to_point_slowdown() == 0) return;
   for (const Part& part : parts_) {
     if (network_.in_flight(part.flow) && ps_messages_[static_cast<size_t>(part.message)].worker == wi) {
       network_.set_stretch(part.flow, message_stretch(wi), now);

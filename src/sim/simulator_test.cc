@@ -731,6 +731,33 @@ TEST(Simulate, SlowdownsStretchOnlyWhatOverlaps) {
   }
 }
 
+// Note [Interference]: a parameter server's transfers follow transfer_slowdown
+// where the profile has it, comm_slowdown where not; collectives follow
+// comm_slowdown alone.
+TEST(Simulate, PointToPointTransfersFollowTheirOwnSlowdown) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    Profile p = random_profile(rng);
+    const Cluster c = random_ring(rng);
+    const Cluster server = parameter_server(c.workers, c.bandwidth, c.latency);
+    std::vector<CommOp> per_layer;  // each layer pushed as its backward ends: beside the next ones
+    for (int l = p.size() - 1; l >= 0; --l) per_layer.push_back(ps_op(p, {l}));
+    const Schedule ps = one_period(per_layer);
+    const Schedule wfbp = one_period(per_layer_backward_order(p, false));
+    const double slowdown = std::uniform_real_distribution(0.1, 2.0)(rng);
+    const auto iteration = [&](const Schedule& s, const Cluster& cluster, double comm,
+                               std::optional<double> transfer) {
+      Profile q = p;
+      q.comm_slowdown = comm;
+      q.transfer_slowdown = transfer;
+      return simulate(s, q, cluster).summary.iteration;
+    };
+    EXPECT_NEAR(iteration(ps, server, slowdown, 0), iteration(ps, server, 0, std::nullopt), 1e-12) << trial;
+    EXPECT_NEAR(iteration(ps, server, 0, slowdown), iteration(ps, server, slowdown, std::nullopt), 1e-12) << trial;
+    EXPECT_NEAR(iteration(wfbp, c, slowdown, 0), iteration(wfbp, c, slowdown, std::nullopt), 1e-12) << trial;
+  }
+}
+
 // Note [Shared cores]: two workers profiled together on one core. Both compute
 // the first iteration at the profile's pace; then the server answers worker 0
 // first, which computes alone, at twice that pace, until worker 1's answer
