@@ -203,7 +203,8 @@ class CollectiveStream {
       for (std::size_t k = 0;; ++k) {
         const std::size_t kind = k % rounds.size();
         std::vector<torch::Tensor>& round = buffers[kind];
-        float* flag = exchange ? exchange_flag.data_ptr<float>() : round[0].data_ptr<float>() + (round[0].numel() - 1);
+        float* flag =
+            exchange ? exchange_flag.data_ptr<float>() : round[0].data_ptr<float>() + (round[0].numel() - 1);
         *flag = stop_ ? 1 : 0;
         const auto start = Clock::now();
         std::vector<c10::intrusive_ptr<c10d::Work>> works;
@@ -271,9 +272,6 @@ Profile profile_phase(const Group& group, LayerProfilerOptions options, const st
   return profile_model(options);
 }
 
-// Note [Measuring interference]: how much slower this rank computes while
-// all-reducing, and all-reduces while computing. Returns the options it timed
-// the layers with while all-reducing.
 constexpr std::size_t kQuietRounds = 10;  // after one that warms the connections up
 
 // The times of a stream's first kQuietRounds rounds after the first, while this
@@ -305,6 +303,9 @@ std::vector<Seconds> rounds_while_profiling(const Group& group, CollectiveStream
   return rounds;
 }
 
+// Note [Measuring interference]: how much slower this rank computes while
+// all-reducing, and all-reduces while computing. Returns the options it timed
+// the layers with while all-reducing.
 LayerProfilerOptions measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
   constexpr double kAllReducesTimedLoaded = 10;
   constexpr Seconds kTimedLoadedAtLeast = 0.5;  // mlp computes 40 iterations in ~15 ms
