@@ -8,6 +8,7 @@
 #include <string>
 
 #include "units/units.h"
+#include "units/usage_error_testing.h"
 
 namespace weft::cli {
 namespace {
@@ -63,14 +64,7 @@ TEST_F(NetworkFile, EachAlgorithmsTimesMakeItsCurve) {
 }
 
 TEST_F(NetworkFile, BadFilesAreNamedWithWhatIsAccepted) {
-  const auto message = [&](const std::string& json) {
-    try {
-      load(json);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = [&](const std::string& json) { return test_support::usage_error_of([&] { load(json); }); };
   const std::string empty = message(R"({"points": []})");
   EXPECT_NE(empty.find("net.json"), std::string::npos) << empty;
   EXPECT_NE(empty.find("allreduce_s"), std::string::npos) << empty;
