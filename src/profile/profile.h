@@ -49,8 +49,9 @@ struct Profile {
   std::optional<double> transfer_slowdown;
   // Where more workers than cores compute, the kernel's time slices put them
   // out of step: the last worker reaches a collective this much later than the
-  // average one, and every collective starts that much after its ops are ready
-  // (Note [Skew], sim/simulator.cc). 0 (the default) where workers keep in step.
+  // average one, and every collective starts that much after its ops are ready,
+  // as does the push that completes a parameter server's exchange (Note [Skew],
+  // sim/simulator.cc). 0 (the default) where workers keep in step.
   // Measured by `weft profile --interference`.
   Seconds skew = 0;
   // The same for a collective issued as soon as the one before it ends: the

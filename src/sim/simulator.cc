@@ -80,7 +80,8 @@ namespace weft {
 // its errors fell from 2–9% to 1–4% on four benches), while `ps`'s simulated
 // workers are answered within 0.2 ms of each other and compute in step, so `ps`
 // barely moves — the traced run had them 0–11 ms apart, which the kernel's
-// choice of whom to run when an answer arrives decides and nothing here models.
+// choice of whom to run when an answer arrives decides; Note [Skew] puts back
+// only the last worker's lateness at each exchange.
 
 // Note [Skew]
 // ------------
@@ -102,8 +103,21 @@ namespace weft {
 // bound 0, predictions of strategies that send several messages in a row ran
 // 5–12% low. The worker's trace shows the wait inside the collective, as a
 // measured trace does; the wait uses no bytes and no cores (Note [Interference]
-// starts with the transfer). Parameter-server transfers are point to point and
-// not delayed.
+// starts with the transfer).
+//
+// A parameter server's exchange is a meeting too: the server answers an op once
+// all P pushes of it are in. Its simulated workers are apart where the schedule
+// and the answers in turn put them, but not by the time slices, so the push that
+// completes an op's P launches leaves `skew` after its launch (its trace shows
+// the wait inside the push). A late push that queues behind the others at the
+// server costs little; one the server waits for costs the skew. In a traced
+// ps-interleaved run at 1Gbit the workers began an iteration up to 8 ms apart
+// where the simulated ones were 0.2 ms apart; re-simulating every stored bench,
+// its predictions at 1Gbit went from a mean 10% fast to 4% (25 of 38 within 10%,
+// from 17), and ps's from 2.5% fast to 2.5% slow (BENCHMARKS.md, "The last
+// worker's push"). Only `skew`: the transfers need no core at each step (Note
+// [Interference]), so `start_delay` does not apply, and the workers meet at every
+// exchange, so there is no drift.
 //
 // Workers that compute long without waiting on one another drift further apart:
 // `skew` grows by `drift` times the compute beyond half an iteration (over which
@@ -240,6 +254,7 @@ enum class EventKind : std::uint8_t {
   kBackwardEnd,  // `op` = {iteration, layer}: release that layer's ops without offset
   kRelease,      // `op`: its release offset has passed
   kCollectiveDue,  // `op.iteration`: the collective of that sequence number may start (Note [Skew])
+  kPushDue,        // `op.iteration`: the part whose push may now leave (Note [Skew])
 };
 
 struct QueuedEvent {
@@ -344,9 +359,11 @@ class Simulation {
     std::vector<OpRef> ops;
     int waiting = 0;  // ops whose P pushes have not all arrived
     Seconds start = 0;
+    Seconds leaves = 0;  // its push leaves no earlier (Note [Skew])
     Network::FlowId flow = -1;  // its push or pull, while one is on the network
   };
   struct ServerOp {
+    int launched = 0;                // its pushes launched so far
     std::vector<int> waiting_parts;  // the parts holding it whose pushes arrived, one per worker
   };
   // Note [Parameter-server transport]: messages that take turns, in order.
@@ -413,6 +430,7 @@ class Simulation {
   Channel& answer_channel(const Part& part);
   void send(Channel& channel, int part, void (Simulation::*start)(int, Seconds), Seconds now);
   void next_in_turn(Channel& channel, void (Simulation::*start)(int, Seconds), Seconds now);
+  void push_when_due(int part, Seconds now);
   void start_push(int part, Seconds now);
   void on_push_done(int part, Seconds now);
   void answer_in_order(int server, Seconds now);
@@ -606,6 +624,9 @@ Timeline Simulation::run() {
         break;
       case EventKind::kCollectiveDue:
         start_collective(e.op.iteration, e.time);
+        break;
+      case EventKind::kPushDue:
+        start_push(e.op.iteration, e.time);
         break;
     }
   }
@@ -1018,14 +1039,17 @@ void Simulation::launch_ps(int wi, Message message, Seconds now) {
       }
       Part& part = parts_[static_cast<size_t>(p)];
       part = Part{.message = index, .server = comm.server, .bytes = 0, .ops = {}, .waiting = 0,
-                  .start = now};
+                  .start = now, .leaves = now};
       ++m.parts_left;
     }
-    parts_[static_cast<size_t>(p)].ops.push_back(op);
-    parts_[static_cast<size_t>(p)].bytes += comm.bytes();
+    Part& part = parts_[static_cast<size_t>(p)];
+    part.ops.push_back(op);
+    part.bytes += comm.bytes();
+    // Note [Skew]: the last worker to reach an exchange is late.
+    if (++server_op(op).launched == workers_) part.leaves = now + profile_.skew;
   }
   for (int p : part_of_server) {
-    if (p >= 0) send(push_channel(parts_[static_cast<size_t>(p)]), p, &Simulation::start_push, now);
+    if (p >= 0) send(push_channel(parts_[static_cast<size_t>(p)]), p, &Simulation::push_when_due, now);
   }
 }
 
@@ -1059,6 +1083,17 @@ void Simulation::next_in_turn(Channel& channel, void (Simulation::*start)(int, S
   (this->*start)(next, now);
 }
 
+// The channel stays the part's while it waits, so a worker's pushes keep their order.
+void Simulation::push_when_due(int p, Seconds now) {
+  const Seconds leaves = parts_[static_cast<size_t>(p)].leaves;
+  if (leaves > now) {
+    push_event(leaves, ps_messages_[static_cast<size_t>(parts_[static_cast<size_t>(p)].message)].worker,
+               EventKind::kPushDue, {.iteration = p, .index = 0});
+  } else {
+    start_push(p, now);
+  }
+}
+
 void Simulation::start_push(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
@@ -1073,7 +1108,7 @@ void Simulation::start_push(int p, Seconds now) {
 void Simulation::on_push_done(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   part.flow = -1;
-  next_in_turn(push_channel(part), &Simulation::start_push, now);
+  next_in_turn(push_channel(part), &Simulation::push_when_due, now);
   const PsMessage& m = ps_messages_[static_cast<size_t>(part.message)];
   if (recording(part.ops.front().iteration)) {
     record(m.worker, lane_name(m.lane), fmt::format("push {} to server {}", describe(m.message), part.server),
