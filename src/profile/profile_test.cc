@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "profile/zoo.h"
+#include "units/usage_error_testing.h"
 
 namespace weft {
 namespace {
@@ -280,12 +281,9 @@ TEST(ProfileJson, WaitingPairSlowdownIsOptional) {
   EXPECT_EQ(lower_beside.pair_slowdown_while(true), 0.8);  // computing never frees cores for them
   EXPECT_EQ(lower_beside.pair_slowdown_while(false), 0.8);
   for (const std::string bad : {"-0.1", "\"much\""}) {
-    try {
-      parse_profile(with("\"waiting_pair_slowdown\": " + bad + ", "), "p.json");
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("p.json: field \"waiting_pair_slowdown\""), std::string::npos) << e.what();
-    }
+    const std::string error =
+        test_support::usage_error_of([&] { parse_profile(with("\"waiting_pair_slowdown\": " + bad + ", "), "p.json"); });
+    EXPECT_NE(error.find("p.json: field \"waiting_pair_slowdown\""), std::string::npos) << bad << ": " << error;
   }
 }
 
@@ -304,12 +302,9 @@ TEST(ProfileJson, TransferSlowdownIsOptional) {
   EXPECT_EQ(parse_profile(to_json(both)).transfer_slowdown, 0.0);
   EXPECT_EQ(median_profile({both, old, both}).transfer_slowdown, 0.0);  // over the ranks that measured it
   for (const std::string bad : {"-0.1", "\"much\""}) {
-    try {
-      parse_profile(with("\"transfer_slowdown\": " + bad + ", "), "p.json");
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("p.json: field \"transfer_slowdown\""), std::string::npos) << e.what();
-    }
+    const std::string error =
+        test_support::usage_error_of([&] { parse_profile(with("\"transfer_slowdown\": " + bad + ", "), "p.json"); });
+    EXPECT_NE(error.find("p.json: field \"transfer_slowdown\""), std::string::npos) << bad << ": " << error;
   }
 }
 

@@ -43,8 +43,8 @@ namespace weft {
 // while the sender computes, where each step of a ring all-reduce needs a core
 // on every worker. Traced at 1Gbit, `ps`'s exchange of its head group took a
 // median 13.8 ms from push to answer, 74% of it beside the layers, where
-// comm_slowdown (1.14) predicted 18.2 ms (BENCHMARKS.md, "Every strategy with
-// the current code"); timed on their own, transfers were 0–8% slower beside the
+// comm_slowdown (1.14) predicted 18.2 ms (BENCHMARKS.md, "Every strategy
+// before transfer_slowdown"); timed on their own, transfers were 0–8% slower beside the
 // layers where all-reduces were 83–103%, and `ps` at 1Gbit was predicted within
 // 4.1% where comm_slowdown had it 13.0% slow ("Transfers timed on their own").
 // Both rates change in the middle of a layer or message, so with either factor

@@ -655,14 +655,12 @@ TEST(Simulate, SkewDelaysThePushThatCompletesAnExchange) {
 
   CommOp staggered = ps_op(in_step, {0});  // each push arrives as the next leaves
   for (int w = 0; w < workers; ++w) staggered.release_offset.push_back(w * one);
-  const auto pushed = ends(staggered, skewed, "push");
-  const auto pulled = ends(staggered, skewed, "pull");
-  for (int w = 0; w < workers; ++w) {
-    const Seconds late = w == workers - 1 ? skewed.skew : 0;
-    EXPECT_NEAR(pushed[static_cast<size_t>(w)], ends(staggered, in_step, "push")[static_cast<size_t>(w)] + late,
-                1e-12) << w;
-    EXPECT_NEAR(pulled[static_cast<size_t>(w)], ends(staggered, in_step, "pull")[static_cast<size_t>(w)] + skewed.skew,
-                1e-12) << w;
+  const auto pushed = ends(staggered, in_step, "push"), pulled = ends(staggered, in_step, "pull");
+  const auto pushed_late = ends(staggered, skewed, "push"), pulled_late = ends(staggered, skewed, "pull");
+  for (size_t w = 0; w < workers; ++w) {
+    const Seconds late = w == workers - 1 ? skewed.skew : 0;  // only the last push waits
+    EXPECT_NEAR(pushed_late[w], pushed[w] + late, 1e-12) << w;
+    EXPECT_NEAR(pulled_late[w], pulled[w] + skewed.skew, 1e-12) << w;
   }
 
   const CommOp together = ps_op(in_step, {0});
