@@ -1,5 +1,7 @@
 #include "cli/cluster_flags.h"
 
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -50,6 +52,14 @@ void add_strategy_flags(CLI::App& command, StrategyFlags& flags) {
 Profile load_model(const ModelFlags& flags) {
   if (!flags.profile_file.empty()) return load_profile(flags.profile_file);
   if (flags.batch < 1) throw UsageError(fmt::format("--batch {}: expected an integer >= 1", flags.batch));
+  const std::vector<std::string> zoo = zoo_models();
+  if (std::find(zoo.begin(), zoo.end(), flags.model) == zoo.end()) {
+    // A model weft trains has layer times only where they are measured.
+    throw UsageError(fmt::format(
+        "--model {}: not a zoo model (those are {}); if it is one `weft train` trains, measure its profile "
+        "first: `weft profile --model {} --out {}.json`, then --profile {}.json",
+        flags.model, fmt::join(zoo, ", "), flags.model, flags.model, flags.model));
+  }
   return zoo_profile(flags.model, {.batch = flags.batch, .device = flags.device,
                                    .sequence_length = flags.sequence_length});
 }

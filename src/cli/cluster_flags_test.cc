@@ -82,5 +82,14 @@ TEST_F(NetworkFile, BadFilesAreNamedWithWhatIsAccepted) {
   EXPECT_NE(broken.find("a_s and b_s_per_byte"), std::string::npos) << broken;
 }
 
+// A model weft trains is not in the zoo: the error says how to plan it.
+TEST(LoadModel, AModelWeftTrainsIsPlannedFromItsMeasuredProfile) {
+  const std::string cnn = test_support::usage_error_of([] { load_model({.model = "cnn"}); });
+  EXPECT_NE(cnn.find("--model cnn: not a zoo model"), std::string::npos) << cnn;
+  EXPECT_NE(cnn.find("gpt2"), std::string::npos) << cnn;
+  EXPECT_NE(cnn.find("`weft profile --model cnn --out cnn.json`, then --profile cnn.json"), std::string::npos) << cnn;
+  EXPECT_EQ(load_model({.model = "resnet18"}).model, "resnet18");
+}
+
 }  // namespace
 }  // namespace weft::cli

@@ -3,6 +3,7 @@
 //                (--nproc K: K processes profiling together, as K workers share the cores;
 //                --interference: and how much compute and all-reduces slow each other)
 //   --network    the all-reduce cost fit a + b·n over real Gloo all-reduces
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "profile/profile.h"
+#include "profile/zoo.h"
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
 #include "runtime/network_profile.h"
@@ -98,6 +100,12 @@ int run_model_profile(const ProfileFlags& flags) {
   if (flags.model.empty()) {
     throw UsageError(fmt::format("weft profile: give --model (one of {}) or --network",
                                  fmt::join(runtime::model_names(), ", ")));
+  }
+  const std::vector<std::string> zoo = zoo_models();
+  if (std::find(zoo.begin(), zoo.end(), flags.model) != zoo.end()) {
+    throw UsageError(fmt::format("--model {}: a zoo model, whose layer times are computed, not measured: `weft plan "
+                                 "--model {}` predicts it; weft profile measures the models weft trains: {}",
+                                 flags.model, flags.model, fmt::join(runtime::model_names(), ", ")));
   }
   const runtime::ModelProfileJob job{
       .profiler = {.model = flags.model,
