@@ -357,8 +357,8 @@ Schedule make_dcredit(const Profile& profile, const Cluster& cluster,
                       const StrategyOptions& options) {
   const Bytes partition = options.partition.value_or(kDefaultPartition);
   const std::vector<Block> blocks = partition_blocks(profile, partition);
-  const WindowPlan plan = fastest_window_plan(
-      profile, blocks, [&cluster](Bytes n) { return allreduce_time(cluster, n); });
+  // Note [A collective's lateness in plans] (message_time.h).
+  const WindowPlan plan = fastest_window_plan(profile, blocks, collective_time(profile, cluster));
 
   Schedule schedule;
   schedule.strategy = "dcredit";

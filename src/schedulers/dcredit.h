@@ -14,18 +14,14 @@
 // Thread-safety: pure functions.
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "profile/profile.h"
 #include "schedulers/blocks.h"
+#include "schedulers/message_time.h"
 #include "units/units.h"
 
 namespace weft {
-
-// The time one message of n bytes takes alone on the channel: allreduce_time()
-// of the cluster (α + β·n in the α–β ring model, a + b·n when fitted).
-using MessageTime = std::function<Seconds(Bytes)>;
 
 struct WindowPlan {
   std::vector<int> windows;     // blocks in each message (the seed's w); sums to the block count

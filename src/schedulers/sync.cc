@@ -5,7 +5,6 @@
 #include "schedulers/sync.h"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -22,10 +21,6 @@ namespace {
 // torch/csrc/distributed/c10d/reducer.hpp: kDefaultFirstBucketBytes = 1 MiB).
 constexpr Bytes kDdpFirstBucketBytes = Bytes{1} << 20;
 constexpr Bytes kDdpBucketBytes = Bytes{25} << 20;
-
-std::function<Seconds(Bytes)> allreduce_cost(const Cluster& cluster) {
-  return [&cluster](Bytes n) { return allreduce_time(cluster, n); };
-}
 
 }  // namespace
 
@@ -97,8 +92,7 @@ LayerGroups ddp_buckets(const Profile& profile, Bytes first_cap, Bytes cap) {
 // visited are unmerged. That pairwise test is not exact: sync_test.cc keeps a
 // profile on which the greedy rule is slower than this programme
 // (MgwfbpTest.PublishedGreedyIsNotOptimal).
-LayerGroups optimal_merge(const Profile& profile,
-                          const std::function<Seconds(Bytes)>& message_time) {
+LayerGroups optimal_merge(const Profile& profile, const MessageTime& message_time) {
   const std::vector<int> v = layers_with_bytes(profile);
   const size_t m = v.size();
   const std::vector<Seconds> bp_end = backward_end_times(profile);
@@ -135,7 +129,7 @@ LayerGroups optimal_merge(const Profile& profile,
 }
 
 Seconds merged_finish_time(const Profile& profile, const LayerGroups& groups,
-                           const std::function<Seconds(Bytes)>& message_time) {
+                           const MessageTime& message_time) {
   const std::vector<Seconds> bp_end = backward_end_times(profile);
   Seconds channel_free = 0;
   for (const auto& group : groups) {
@@ -202,7 +196,8 @@ Schedule make_ddp(const Profile& profile, const Cluster&, const StrategyOptions&
 }
 
 Schedule make_mgwfbp(const Profile& profile, const Cluster& cluster, const StrategyOptions&) {
-  const LayerGroups groups = optimal_merge(profile, allreduce_cost(cluster));
+  // Note [A collective's lateness in plans] (message_time.h).
+  const LayerGroups groups = optimal_merge(profile, collective_time(profile, cluster));
   return in_order_allreduce("mgwfbp", profile, groups, groups_json(groups));
 }
 

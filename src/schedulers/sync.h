@@ -9,12 +9,12 @@
 // Thread-safety: pure functions.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "profile/profile.h"
 #include "schedule/schedule.h"
+#include "schedulers/message_time.h"
 
 namespace weft {
 
@@ -39,13 +39,12 @@ LayerGroups ddp_buckets(const Profile& profile, Bytes first_cap, Bytes cap);
 // dynamic programming in O(L^2) calls of `message_time`; see Note [Exact merged-
 // gradient WFBP] in sync.cc. Ties go to the grouping found first, which favours
 // shorter last messages.
-LayerGroups optimal_merge(const Profile& profile,
-                          const std::function<Seconds(Bytes)>& message_time);
+LayerGroups optimal_merge(const Profile& profile, const MessageTime& message_time);
 
 // The finish time, from the start of the backward pass, of the last message of
 // `groups` sent as optimal_merge describes (0 if there are no groups).
 Seconds merged_finish_time(const Profile& profile, const LayerGroups& groups,
-                           const std::function<Seconds(Bytes)>& message_time);
+                           const MessageTime& message_time);
 
 // A period-1 gradient all-reduce schedule sending one operation per group, in
 // list order, one at a time (kInOrder), each needed by the barrier. An operation

@@ -265,6 +265,32 @@ TEST(MgwfbpTest, RecordsItsGroupsAndTheirFinishMatchesTheSimulator) {
   }
 }
 
+// Note [A collective's lateness in plans]: four layers whose backward (5 ms) hides
+// each one's all-reduce (4.8 ms) are sent one by one; when every collective also
+// waits 6 ms for its last worker and a core, one message per layer queues up, and
+// mgwfbp merges them into fewer, which the simulator, charging that lateness,
+// finds faster than the merging planned without it.
+TEST(MgwfbpTest, MergesByEachCollectivesLateness) {
+  const Cluster cluster{.workers = 4, .bandwidth = 10_Gbit, .latency = 0};
+  Profile late{.model = "late"};
+  for (int l = 0; l < 4; ++l) {
+    late.layers.push_back({.name = "l" + std::to_string(l), .params = 1'000'000, .fp = 2e-3, .bp = 5e-3});
+  }
+  late.skew = late.back_to_back_skew = 3e-3;
+  late.start_delay = 3e-3;
+  Profile prompt = late;
+  prompt.skew = prompt.back_to_back_skew = prompt.start_delay = 0;
+  const auto groups = [](const Schedule& s) {
+    return nlohmann::json::parse(s.options_json).at("groups").get<LayerGroups>();
+  };
+  const Schedule priced = make_mgwfbp(late, cluster, {});
+  const Schedule unpriced = make_mgwfbp(prompt, cluster, {});
+  EXPECT_EQ(groups(unpriced), (LayerGroups{{3}, {2}, {1}, {0}}));
+  EXPECT_LT(groups(priced).size(), 4u);
+  EXPECT_EQ(groups(priced), optimal_merge(late, [&](Bytes n) { return 6e-3 + allreduce_time(cluster, n); }));
+  EXPECT_LT(iteration_time(priced, late, cluster), iteration_time(unpriced, late, cluster));
+}
+
 // Every contiguous merging of the whole model, layers without parameters included:
 // bit i of `cuts` set means a message ends after the i-th layer in backward order.
 // Such a message is ready after its smallest layer even when that layer has no bytes.

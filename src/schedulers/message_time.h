@@ -1,0 +1,48 @@
+// What the planners that price messages — mgwfbp's merging (sync.h) and
+// D-Credit's windows (dcredit.h) — charge one collective.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+
+#include "cost/cluster.h"
+#include "profile/profile.h"
+#include "units/units.h"
+
+namespace weft {
+
+// The time one message of n bytes costs a plan.
+using MessageTime = std::function<Seconds(Bytes)>;
+
+// Note [A collective's lateness in plans]
+// ---------------------------------------
+// A collective starts when its last worker reaches it: `skew` after its data is
+// ready on the average worker, and no earlier than `back_to_back_skew` after it
+// was launched (when it queued for the channel); launched while the workers
+// compute, `start_delay` later still, while its steps wait for a core (Notes
+// [Skew] and [Start delay] in sim/simulator.cc). Each collective pays that once,
+// whatever its size. A plan that prices a message at its time alone on the
+// channel sees only the fit's start-up, and splits where each extra collective
+// pays the lateness too. So the planners price a message at allreduce_time()
+// plus max(skew, back_to_back_skew) + start_delay: what the simulator charges a
+// message launched during the backward, exactly where the two skews are equal
+// (the last message, launched after the backward, pays no start delay; the
+// plans do not tell the two apart). A profile without them prices messages as
+// before.
+//
+// Measured side by side (BENCHMARKS.md "A collective's lateness in plans"; 4
+// workers on 2 cores, cnn, one profile per link: skew 2.1 ms and start delay 4.2
+// ms at 100Mbit): dcredit at 1Gbit planned 4 MiB blocks in 3 windows where it had
+// 128 KiB blocks in 5, and ran 11% faster (37.7 against 44.0 ms, 7 of 8 rounds
+// faster); mgwfbp sent the head with block3, and dcredit at 100Mbit fewer
+// windows, within the runs' noise (±2%). The simulator expects more of the
+// merged plans than they give (4–11% more). DreamDDP's sets (local_sgd.h) still
+// price each layer's all-reduce alone: not measured.
+inline MessageTime collective_time(const Profile& profile, const Cluster& cluster) {
+  const Seconds late = std::max(profile.skew, profile.back_to_back_skew) + profile.start_delay;
+  return [&cluster, late](Bytes n) { return late + allreduce_time(cluster, n); };
+}
+
+}  // namespace weft
