@@ -35,11 +35,11 @@ using MessageTime = std::function<Seconds(Bytes)>;
 // Measured side by side (BENCHMARKS.md "A collective's lateness in plans"; 4
 // workers on 2 cores, cnn, one profile per link: skew 2.1 ms and start delay 4.2
 // ms at 100Mbit): dcredit at 1Gbit planned 4 MiB blocks in 3 windows where it had
-// 128 KiB blocks in 5, and ran 11% faster (37.7 against 44.0 ms, 7 of 8 rounds
-// faster); mgwfbp sent the head with block3, and dcredit at 100Mbit fewer
-// windows, within the runs' noise (±2%). The simulator expects more of the
-// merged plans than they give (4–11% more). DreamDDP's sets (local_sgd.h) still
-// price each layer's all-reduce alone: not measured.
+// 128 KiB blocks in 5, and ran 13% faster (7 of 8 rounds); mgwfbp sent the head
+// with block3, and dcredit at 100Mbit fewer windows, within 3% either way. The
+// simulator expects more of the merged plans than they give (4–18% more).
+// DreamDDP's sets (local_sgd.h) still price each layer's all-reduce alone: not
+// measured.
 inline MessageTime collective_time(const Profile& profile, const Cluster& cluster) {
   const Seconds late = std::max(profile.skew, profile.back_to_back_skew) + profile.start_delay;
   return [&cluster, late](Bytes n) { return late + allreduce_time(cluster, n); };
