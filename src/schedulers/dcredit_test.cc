@@ -17,6 +17,7 @@
 #include "cost/cluster.h"
 #include "schedule/dispatcher.h"
 #include "schedulers/blocks.h"
+#include "schedulers/lateness_testing.h"
 #include "schedulers/strategies.h"
 #include "sim/simulator.h"
 
@@ -397,22 +398,13 @@ TEST(DcreditTest, ScheduleCarriesThePlanAndItsOptions) {
   }
 }
 
-// Note [A collective's lateness in plans]: four layers of 4 blocks, each layer's
-// backward (5 ms) as long as its blocks take on the link. Priced alone, a block
-// goes as soon as the channel is free; priced with the 6 ms every collective
-// waits for its last worker and a core, the windows fuse blocks into fewer
-// messages, and the simulator, which charges that lateness, finds the iteration
-// shorter than with the windows planned without it.
+// Note [A collective's lateness in plans]: each layer of lateness_case() cut into
+// 4 blocks. Priced alone, a block goes as soon as the channel is free; priced
+// with the 6 ms every collective waits for its last worker and a core, the
+// windows fuse blocks into fewer messages, and the simulator, which charges that
+// lateness, finds the iteration shorter than with the windows planned without it.
 TEST(DcreditTest, APlanPricesEveryCollectivesLatenessAndFusesMore) {
-  const Cluster cluster{.workers = 4, .bandwidth = 10_Gbit, .latency = 0};
-  Profile late{.model = "late"};
-  for (int l = 0; l < 4; ++l) {
-    late.layers.push_back({.name = "l" + std::to_string(l), .params = 1'000'000, .fp = 2e-3, .bp = 5e-3});
-  }
-  late.skew = late.back_to_back_skew = 3e-3;
-  late.start_delay = 3e-3;
-  Profile prompt = late;
-  prompt.skew = prompt.back_to_back_skew = prompt.start_delay = 0;
+  const auto [cluster, late, prompt] = lateness_case();
   const StrategyOptions options{.partition = 1_MiB};
   const Schedule priced = make_dcredit(late, cluster, options);
   const Schedule unpriced = make_dcredit(prompt, cluster, options);

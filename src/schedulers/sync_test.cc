@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schedulers/lateness_testing.h"
 #include "schedulers/strategies.h"
 #include "sim/simulator.h"
 
@@ -265,21 +266,13 @@ TEST(MgwfbpTest, RecordsItsGroupsAndTheirFinishMatchesTheSimulator) {
   }
 }
 
-// Note [A collective's lateness in plans]: four layers whose backward (5 ms) hides
-// each one's all-reduce (4.8 ms) are sent one by one; when every collective also
-// waits 6 ms for its last worker and a core, one message per layer queues up, and
-// mgwfbp merges them into fewer, which the simulator, charging that lateness,
-// finds faster than the merging planned without it.
+// Note [A collective's lateness in plans]: the layers of lateness_case() are
+// sent one by one; when every collective also waits 6 ms for its last worker and
+// a core, one message per layer queues up, and mgwfbp merges them into fewer,
+// which the simulator, charging that lateness, finds faster than the merging
+// planned without it.
 TEST(MgwfbpTest, MergesByEachCollectivesLateness) {
-  const Cluster cluster{.workers = 4, .bandwidth = 10_Gbit, .latency = 0};
-  Profile late{.model = "late"};
-  for (int l = 0; l < 4; ++l) {
-    late.layers.push_back({.name = "l" + std::to_string(l), .params = 1'000'000, .fp = 2e-3, .bp = 5e-3});
-  }
-  late.skew = late.back_to_back_skew = 3e-3;
-  late.start_delay = 3e-3;
-  Profile prompt = late;
-  prompt.skew = prompt.back_to_back_skew = prompt.start_delay = 0;
+  const auto [cluster, late, prompt] = lateness_case();
   const auto groups = [](const Schedule& s) {
     return nlohmann::json::parse(s.options_json).at("groups").get<LayerGroups>();
   };
