@@ -1,6 +1,7 @@
 // D-Credit's window sequence (SPEC §4.2, seed 001), computed offline from the
-// profile and the all-reduce cost; exposed for make_dcredit (schedulers/dcredit.cc),
-// for the planner and for tests.
+// profile and what one message costs (make_dcredit: collective_time(), Note [A
+// collective's lateness in plans] in message_time.h); exposed for make_dcredit
+// (schedulers/dcredit.cc), for the planner and for tests.
 //
 // The sequence is read by DispatchPolicy::kWindows exactly as the Dispatcher
 // implements it: one message at a time, and whenever the channel is free and some
