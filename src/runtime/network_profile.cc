@@ -23,6 +23,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr Bytes kGrowth = 4;  // sizes min, 4·min, 16·min, ..., max
 
+// Note [Sizes in rounds]
+// A slow spell of this shared machine lasts seconds to minutes. Timed one size
+// after another, the spell fell on whichever sizes were being timed: in one
+// bench's 20Mbit fit, 4 KiB took 17.3 ms (7.6 in the fit before), 64 and 256 KiB
+// 36% and 29% longer, 1 MiB 6%, and every all-reduce prediction over that link
+// came out 17–30% slow. So the repeats go in rounds, each timing every size once,
+// smallest first: a size's median is over times spread across the whole
+// measurement, and a spell shorter than half of it moves no median. Each size is
+// summed by ring and, while it races, by all-gather right after (the two compared
+// under the same conditions). A warm-up round times both at every size; after
+// it, and after each round, the all-gather goes on racing only up to the first
+// size it has lost (still_racing), so it is timed at large sizes, where it moves
+// P−1 times the message, once.
 std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
   std::vector<Bytes> out;
   for (Bytes n = o.min_bytes; n < o.max_bytes; n *= kGrowth) out.push_back(n);
@@ -42,7 +55,7 @@ void report(const NetworkProfileOptions& options, int world, const std::vector<S
                      {"max_relative_error", fit.max_relative_error},
                      {"gather_below_bytes", threshold},
                      {"points", nlohmann::json::array()}};
-  fmt::print("summing among {} workers (median of {} per size): ring all-reduce, and all-gather while it is "
+  fmt::print("summing among {} workers (median of {} rounds): ring all-reduce, and all-gather while it is "
              "faster\n",
              world, options.repeats);
   fmt::print("{:>10} {:>12} {:>12} {:>12} {:>9}\n", "bytes", "all-reduce", "all-gather", "fitted", "error");
@@ -89,34 +102,41 @@ int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
     sum_of(sum.result);
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
-  std::vector<SumTimes> timed;
-  bool gathering = true;  // while the all-gather has won at every size so far
-  const auto all = sizes(options);
-  for (size_t k = 0; k < all.size(); ++k) {
-    const Bytes n = all[k];
-    std::vector<Seconds> ring, gather;
-    for (int r = 0; r <= options.repeats; ++r) {  // r = 0: warm-up
-      const Seconds t = time_sum(n, false);
-      if (r > 0) ring.push_back(t);
-      if (!gathering) continue;
-      const Seconds g = time_sum(n, true);
-      if (r > 0) gather.push_back(g);
+  // Note [Sizes in rounds].
+  const std::vector<Bytes> all = sizes(options);
+  std::vector<std::vector<Seconds>> ring(all.size()), gather(all.size());
+  std::size_t racing = all.size();  // the smallest sizes, also summed by all-gather
+  auto medians = [&] {
+    std::vector<SumTimes> timed;
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      SumTimes t{.bytes = all[k], .allreduce = median(ring[k])};
+      if (k < racing) t.allgather = median(gather[k]);
+      timed.push_back(t);
     }
-    SumTimes t{.bytes = n, .allreduce = median(ring)};
-    if (gathering) {
-      t.allgather = median(gather);
-      // Rank 0's times decide, for every rank: all must go on issuing the same
-      // collectives.
-      std::vector<torch::Tensor> won{torch::tensor({*t.allgather < t.allreduce ? 1 : 0})};
-      group.collectives->broadcast(won)->wait();
-      gathering = won[0].item<int>() == 1;
+    return timed;
+  };
+  for (int round = 0; round <= options.repeats; ++round) {  // round 0: warm-up
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      ring[k].push_back(time_sum(all[k], false));
+      if (k < racing) gather[k].push_back(time_sum(all[k], true));
     }
-    timed.push_back(t);
+    // Rank 0's times decide, for every rank: all must go on issuing the same
+    // collectives.
+    std::vector<torch::Tensor> still{
+        torch::tensor({group.rank == 0 ? static_cast<std::int64_t>(still_racing(medians(), racing)) : 0})};
+    group.collectives->broadcast(still)->wait();
+    racing = static_cast<std::size_t>(still[0].item<std::int64_t>());
+    if (round == 0) {  // the warm-up only says where the all-gather races
+      for (auto& times : ring) times.clear();
+      for (auto& times : gather) times.clear();
+    }
     if (group.rank == 0) {
-      std::cerr << fmt::format("\rmeasuring all-reduces: {}/{} sizes", k + 1, all.size())
-                << (k + 1 == all.size() ? "\n" : "") << std::flush;
+      std::cerr << fmt::format("\rmeasuring all-reduces: {} sizes, round {}/{}", all.size(), round,
+                               options.repeats)
+                << (round == options.repeats ? "\n" : "") << std::flush;
     }
   }
+  const std::vector<SumTimes> timed = medians();
   if (group.rank == 0) report(options, group.world, timed);
   group.collectives->barrier()->wait();  // rank 0 hosts the store: nobody leaves before it is done
   return 0;
@@ -131,6 +151,12 @@ Bytes gather_below(const std::vector<SumTimes>& timed) {
     threshold = t.bytes;
   }
   return threshold;
+}
+
+std::size_t still_racing(const std::vector<SumTimes>& medians, std::size_t racing) {
+  std::size_t won = 0;
+  while (won < medians.size() && medians[won].allgather && *medians[won].allgather < medians[won].allreduce) ++won;
+  return std::min(racing, won + 1);
 }
 
 std::vector<NetworkPoint> points_used(const std::vector<SumTimes>& timed) {

@@ -37,13 +37,13 @@ struct NetworkProfileOptions {
   std::optional<int> nproc;         // spawn this many local workers; unset = worker or alone
   Bytes min_bytes = 4 << 10;        // smallest message (4 KiB)
   Bytes max_bytes = 64 << 20;       // largest message (64 MiB); sizes grow by 4x
-  int repeats = 5;                  // timed all-reduces per size (after one warm-up)
+  int repeats = 5;                  // rounds, each timing every size once (after a warm-up round)
   std::filesystem::path out;        // the fit as JSON; empty = print only
   Seconds failure_timeout = 60;     // as TrainOptions::failure_timeout
   CorePlacement cores = CorePlacement::kAuto;  // as TrainOptions::cores
 };
 
-// One measured size: the median of the repeats on rank 0 — what the planner's
+// One measured size: the median of the repeats (rounds) on rank 0 — what the planner's
 // measured curve is made of (cost/cluster.h).
 using NetworkPoint = MeasuredAllReduce;
 
@@ -55,8 +55,8 @@ struct NetworkFit {
 };
 
 // One size summed both ways (Note [Small all-reduces by all-gather] in
-// runtime/process_group.h), medians on rank 0. The all-gather is timed only while
-// it has been faster at every smaller size.
+// runtime/process_group.h), medians on rank 0. The all-gather is timed only at the
+// sizes where it races (still_racing).
 struct SumTimes {
   Bytes bytes = 0;
   Seconds allreduce = 0;
@@ -66,6 +66,12 @@ struct SumTimes {
 // The largest size up to which every size, from the smallest, was summed faster
 // by all-gather; 0 if the smallest was not. `timed` ascending by size.
 Bytes gather_below(const std::vector<SumTimes>& timed);
+
+// After a round (Note [Sizes in rounds] in network_profile.cc): how many of the
+// smallest sizes the all-gather goes on racing at — up to and including the first
+// it has lost at so far, never more than the `racing` it raced at (a size dropped
+// lacks rounds). `medians` ascending by size.
+std::size_t still_racing(const std::vector<SumTimes>& medians, std::size_t racing);
 
 // The time of the algorithm a job would use at each size (all-gather up to
 // gather_below(timed), ring all-reduce beyond): the curve the planner reads.

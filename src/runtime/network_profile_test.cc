@@ -74,6 +74,19 @@ TEST(GatherBelow, AnAllGatherWinLaterDoesNotCountAfterALoss) {
   EXPECT_EQ(gather_below({{.bytes = 4096, .allreduce = 4e-3}}), 0);  // never timed
 }
 
+TEST(StillRacing, KeepsTheSizesTheAllGatherWonAndTheFirstItLostNeverMoreThanBefore) {
+  const std::vector<SumTimes> medians{{.bytes = 4096, .allreduce = 6e-3, .allgather = 4e-3},
+                                      {.bytes = 16384, .allreduce = 7e-3, .allgather = 5e-3},
+                                      {.bytes = 65536, .allreduce = 8e-3, .allgather = 16e-3},
+                                      {.bytes = 262144, .allreduce = 30e-3, .allgather = 20e-3}};
+  EXPECT_EQ(still_racing(medians, 4), 3u);  // the win at 256 KiB, after a loss, does not count
+  EXPECT_EQ(still_racing(medians, 2), 2u);  // 64 KiB was dropped before: it lacks rounds
+  const std::vector<SumTimes> lost{{.bytes = 4096, .allreduce = 4e-3, .allgather = 5e-3},
+                                   {.bytes = 16384, .allreduce = 7e-3}};
+  EXPECT_EQ(still_racing(lost, 2), 1u);  // the smallest still races: its loss may be noise
+  EXPECT_EQ(still_racing({{.bytes = 4096, .allreduce = 4e-3, .allgather = 3e-3}}, 1), 1u);
+}
+
 TEST(NetworkProfileOptions, BadValuesNameTheirOption) {
   EXPECT_THROW(validate(NetworkProfileOptions{.nproc = 1}), UsageError);
   EXPECT_THROW(validate(NetworkProfileOptions{.min_bytes = 8192, .max_bytes = 4096}), UsageError);
