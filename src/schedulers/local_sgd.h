@@ -20,12 +20,16 @@
 //   E(S) = end of the chain: e ← max(bp_end(l), e) + c(l) for l in S, descending,
 //
 // with F, B the whole forward and backward, bp_end(l) the end of layer l's backward
-// from the start of the backward pass, and c(l) the all-reduce time of layer l
-// alone (allreduce_time; 0 for a layer without parameters, which sends nothing).
+// from the start of the backward pass, and c(l) the time of layer l's all-reduce
+// (collective_time: its lateness and its time on the channel, Note [A
+// collective's lateness in plans] in message_time.h; 0 for a layer without
+// parameters, which sends nothing).
 // This is seed 002's Eq. 7/8 term t_BP^{L_1:h-1} + t_BP^{h0} + max(t_BP^{L_h:H} −
 // t_BP^{h0}, t_COMM^{L_h}) with the forward added. The objective of a plan is the
 // period time, the sum over h; the simulator measures exactly H × its mean
-// iteration time for the schedule built from the same sets (tested).
+// iteration time for the schedule built from the same sets (tested) on a profile
+// without lateness, and about that with it (the plan charges every collective
+// its lateness during the backward).
 //
 // The term of a set depends on the set only, not on h, and splitting a contiguous
 // set never increases the sum (the input-side part overhangs the backward by at
@@ -61,7 +65,7 @@ namespace weft::local_sgd {
 // The per-layer times the planning reads (Note [The local-SGD objective]).
 struct Costs {
   std::vector<Seconds> bp_end;  // per layer: end of its backward, from the backward start
-  std::vector<Seconds> comm;    // per layer: all-reduce time of its parameters alone
+  std::vector<Seconds> comm;    // per layer: its parameters' all-reduce (collective_time)
   Seconds forward = 0;          // F: the whole forward pass
   Seconds backward = 0;         // B: the whole backward pass (= bp_end[0])
 

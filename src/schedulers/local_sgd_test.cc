@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profile/zoo.h"
+#include "schedulers/lateness_testing.h"
 #include "schedulers/strategies.h"
 #include "sim/simulator.h"
 
@@ -452,6 +453,31 @@ TEST(LocalSgdSimulated, StrategiesTakeThePredictedTime) {
     EXPECT_TRUE(near(flsgd, H * compute + allreduce_time(cluster, profile.total_bytes())))
         << flsgd;
   }
+}
+
+// Note [A collective's lateness in plans]: the layers of lateness_case(), each
+// averaged by its own all-reduce, in a period of 2. Priced without lateness every
+// plan overhangs the backward by one all-reduce, and the plan averages all four
+// layers in one iteration; with every collective 6 ms late, a chain of four
+// overhangs it by far more, and the plan averages the output layer alone in one
+// iteration, the other three in the next. The simulator, charging that lateness,
+// finds that faster.
+TEST(LocalSgdSimulated, SetsPriceEachCollectivesLateness) {
+  const auto [cluster, late, prompt] = lateness_case();
+  const Costs costs = local_sgd::costs_of(late, cluster);
+  for (int l = 0; l < late.size(); ++l) {
+    EXPECT_DOUBLE_EQ(costs.comm[static_cast<size_t>(l)],
+                     6e-3 + allreduce_time(cluster, late.layers[static_cast<size_t>(l)].bytes()));
+  }
+  const auto sets = [](const Schedule& s) {
+    return nlohmann::json::parse(s.options_json).at("sets").get<LayerSets>();
+  };
+  const StrategyOptions options{.H = 2};
+  const Schedule priced = make_dreamddp_opt(late, cluster, options);
+  const Schedule unpriced = make_dreamddp_opt(prompt, cluster, options);
+  EXPECT_EQ(sets(unpriced), (LayerSets{{3, 2, 1, 0}, {}}));
+  EXPECT_EQ(sets(priced), (LayerSets{{3}, {2, 1, 0}}));
+  EXPECT_LT(simulated_period(priced, late, cluster), simulated_period(unpriced, late, cluster));
 }
 
 TEST(LocalSgdSimulated, BubbleFillingNeverSlowsAnIteration) {
