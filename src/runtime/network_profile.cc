@@ -22,6 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr Bytes kGrowth = 4;  // sizes min, 4·min, 16·min, ..., max
+constexpr int kRoundsRaced = 3;  // Note [Sizes in rounds]
 
 // Note [Sizes in rounds]
 // A slow spell of this shared machine lasts seconds to minutes. Timed one size
@@ -32,10 +33,12 @@ constexpr Bytes kGrowth = 4;  // sizes min, 4·min, 16·min, ..., max
 // smallest first: a size's median is over times spread across the whole
 // measurement, and a spell shorter than half of it moves no median. Each size is
 // summed by ring and, while it races, by all-gather right after (the two compared
-// under the same conditions). A warm-up round times both at every size; after
-// it, and after each round, the all-gather goes on racing only up to the first
-// size it has lost (still_racing), so it is timed at large sizes, where it moves
-// P−1 times the message, once.
+// under the same conditions). The all-gather races at every size in the warm-up
+// round and the first kRoundsRaced timed ones; after each round from then on it
+// goes on racing only up to the first size it has lost on the medians so far
+// (still_racing). Its times at large sizes, where it moves P−1 times the
+// message, are few; and no size is dropped on one time (decided on the warm-up
+// alone, a 1Gbit fit dropped 16 and 64 KiB, which the all-gather sums faster).
 std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
   std::vector<Bytes> out;
   for (Bytes n = o.min_bytes; n < o.max_bytes; n *= kGrowth) out.push_back(n);
@@ -120,15 +123,16 @@ int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
       ring[k].push_back(time_sum(all[k], false));
       if (k < racing) gather[k].push_back(time_sum(all[k], true));
     }
-    // Rank 0's times decide, for every rank: all must go on issuing the same
-    // collectives.
-    std::vector<torch::Tensor> still{
-        torch::tensor({group.rank == 0 ? static_cast<std::int64_t>(still_racing(medians(), racing)) : 0})};
-    group.collectives->broadcast(still)->wait();
-    racing = static_cast<std::size_t>(still[0].item<std::int64_t>());
-    if (round == 0) {  // the warm-up only says where the all-gather races
+    if (round == 0) {
       for (auto& times : ring) times.clear();
       for (auto& times : gather) times.clear();
+    } else if (round >= std::min(kRoundsRaced, options.repeats)) {
+      // Rank 0's times decide, for every rank: all must go on issuing the same
+      // collectives.
+      std::vector<torch::Tensor> still{
+          torch::tensor({group.rank == 0 ? static_cast<std::int64_t>(still_racing(medians(), racing)) : 0})};
+      group.collectives->broadcast(still)->wait();
+      racing = static_cast<std::size_t>(still[0].item<std::int64_t>());
     }
     if (group.rank == 0) {
       std::cerr << fmt::format("\rmeasuring all-reduces: {} sizes, round {}/{}", all.size(), round,
