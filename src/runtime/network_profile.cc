@@ -39,6 +39,9 @@ constexpr int kRoundsRaced = 3;  // Note [Sizes in rounds]
 // (still_racing). Its times at large sizes, where it moves P−1 times the
 // message, are few; and no size is dropped on one time (decided on the warm-up
 // alone, a 1Gbit fit dropped 16 and 64 KiB, which the all-gather sums faster).
+// Side by side at 20Mbit with two busy loops on the cores for a fit's first 8 s
+// (BENCHMARKS.md "A fit timed in rounds"), 4 KiB came out at 9.6 ms timed size
+// after size and 7.0 in rounds, the quiet fits' value.
 std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
   std::vector<Bytes> out;
   for (Bytes n = o.min_bytes; n < o.max_bytes; n *= kGrowth) out.push_back(n);
