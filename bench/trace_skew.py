@@ -12,9 +12,14 @@ src/runtime/process_group.h):
   issue spread  first to last issue;
   end spread    first to last rank to see it end;
   after last    from the last issue to the median end.
-Medians over the collectives of the steady iterations (from --from).
+Medians over the collectives of the steady iterations (from --from). With
+--by-message, one row per position in the iteration (the k-th collective), with
+its bytes, how long after the previous collective's median end the last rank
+issued it (after prev), and the fit's a + b·n for a ring all-reduce of its size
+(net-LINK.json; "-" for one summed by all-gather) beside its after last.
 
 Example: bench/trace_skew.py /tmp/bench-folder
+         bench/trace_skew.py --by-message results/full-2026-12-03-wfbp-chain
 """
 import argparse
 import collections
@@ -30,16 +35,45 @@ def collectives(trace):
     found = collections.defaultdict(lambda: collections.defaultdict(list))
     for e in events:
         if e.get("ph") == "X" and threads.get((e["pid"], e["tid"])) == "comm":
-            found[e["args"]["iteration"]][e["pid"]].append((e["ts"] / 1e3, (e["ts"] + e["dur"]) / 1e3))
+            found[e["args"]["iteration"]][e["pid"]].append(
+                (e["ts"] / 1e3, (e["ts"] + e["dur"]) / 1e3, e["args"].get("bytes", 0)))
     for iteration, ranks in sorted(found.items()):
         for k in range(min(len(v) for v in ranks.values())):
-            yield iteration, [ranks[r][k] for r in sorted(ranks)]
+            at_k = [ranks[r][k] for r in sorted(ranks)]
+            yield iteration, k, [(start, end) for start, end, _ in at_k], at_k[0][2]
+
+
+def by_message(folder, link, first):
+    """One row per position in the iteration; see the module's docstring."""
+    fit_path = folder / f"net-{link}.json"
+    fit = json.loads(fit_path.read_text()) if fit_path.exists() else None
+    rows = collections.defaultdict(lambda: collections.defaultdict(list))
+    sizes = {}
+    previous_end = None
+    for iteration, k, ranks, size in collectives(folder / "trace-measured.json"):
+        issues = [s for s, _ in ranks]
+        end = statistics.median(e for _, e in ranks)
+        if iteration >= first and len(ranks) >= 2:
+            sizes[k] = size
+            rows[k]["last-mean"].append(max(issues) - statistics.mean(issues))
+            rows[k]["after last"].append(end - max(issues))
+            if k > 0 and previous_end is not None:
+                rows[k]["after prev"].append(max(issues) - previous_end)
+        previous_end = end
+    print(f"  {'k':>2} {'bytes':>9} {'n':>4} {'last-mean':>9} {'after prev':>10} {'after last':>10} {'fit':>7}  (ms)")
+    for k in sorted(rows):
+        median = {name: statistics.median(v) if v else float("nan") for name, v in rows[k].items()}
+        ring = fit is not None and sizes[k] > fit.get("gather_below_bytes", 0)
+        fitted = f"{(fit['a_s'] + fit['b_s_per_byte'] * sizes[k]) * 1e3:7.2f}" if ring else f"{'-':>7}"
+        print(f"  {k:2} {sizes[k]:9} {len(rows[k]['last-mean']):4} {median['last-mean']:9.2f} "
+              f"{median.get('after prev', float('nan')):10.2f} {median['after last']:10.2f} {fitted}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=pathlib.Path, help="bench folders (their --out)")
     parser.add_argument("--from", dest="first", type=int, default=5, help="first steady iteration (default 5)")
+    parser.add_argument("--by-message", action="store_true", help="one row per collective of the iteration")
     args = parser.parse_args()
     print(f"{'folder':28} {'link':7} {'strategy':9} {'n':>4} {'profile skew':>12} {'last-mean':>9} "
           f"{'from waits':>10} {'issue spread':>12} {'end spread':>10} {'after last':>10}  (ms)")
@@ -53,7 +87,7 @@ def main():
         profile_path = folder / f"profile-{link}.json"
         skew = json.loads(profile_path.read_text()).get("skew_s", float("nan")) if profile_path.exists() else float("nan")
         rows = collections.defaultdict(list)
-        for iteration, ranks in collectives(folder / "trace-measured.json"):
+        for iteration, _, ranks, _ in collectives(folder / "trace-measured.json"):
             if iteration < args.first or len(ranks) < 2:
                 continue
             issues = [s for s, _ in ranks]
@@ -71,6 +105,8 @@ def main():
         print(f"{str(folder):28} {link:7} {strategy:9} {len(rows['last-mean']):4} {skew * 1e3:12.2f} "
               f"{median['last-mean']:9.2f} {median['from waits']:10.2f} {median['issue spread']:12.2f} "
               f"{median['end spread']:10.2f} {median['after last']:10.2f}")
+        if args.by_message:
+            by_message(folder, link, args.first)
 
 
 if __name__ == "__main__":
