@@ -173,7 +173,8 @@ void add_profile(CLI::App& app, int& exit_status) {
                   "alone, or one process of a job given by MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE");
   cmd->add_option("--min-bytes", flags->min_bytes, "--network: smallest all-reduce (default 4KiB)");
   cmd->add_option("--max-bytes", flags->max_bytes, "--network: largest all-reduce; sizes grow 4x (default 64MiB)");
-  cmd->add_option("--repeats", flags->network_options.repeats, "--network: rounds, each timing every message size once (medians kept)")
+  cmd->add_option("--repeats", flags->network_options.repeats,
+                  "--network: rounds, each timing every message size once (medians kept)")
       ->capture_default_str();
   cmd->add_option("--failure-timeout", flags->network_options.failure_timeout,
                   "--nproc: seconds a collective may make no progress before the processes give up")

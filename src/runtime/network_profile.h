@@ -43,7 +43,7 @@ struct NetworkProfileOptions {
   CorePlacement cores = CorePlacement::kAuto;  // as TrainOptions::cores
 };
 
-// One measured size: the median of the repeats (rounds) on rank 0 — what the planner's
+// One measured size: the median of the rounds on rank 0 — what the planner's
 // measured curve is made of (cost/cluster.h).
 using NetworkPoint = MeasuredAllReduce;
 
