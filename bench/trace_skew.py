@@ -43,14 +43,14 @@ def collectives(trace):
             yield iteration, k, [(start, end) for start, end, _ in at_k], at_k[0][2]
 
 
-def by_message(folder, link, first):
-    """One row per position in the iteration; see the module's docstring."""
+def by_message(found, folder, link, first):
+    """One row per position in the iteration of the collectives `found`; see the module's docstring."""
     fit_path = folder / f"net-{link}.json"
     fit = json.loads(fit_path.read_text()) if fit_path.exists() else None
     rows = collections.defaultdict(lambda: collections.defaultdict(list))
     sizes = {}
     previous_end = None
-    for iteration, k, ranks, size in collectives(folder / "trace-measured.json"):
+    for iteration, k, ranks, size in found:
         issues = [s for s, _ in ranks]
         end = statistics.median(e for _, e in ranks)
         if iteration >= first and len(ranks) >= 2:
@@ -87,7 +87,8 @@ def main():
         profile_path = folder / f"profile-{link}.json"
         skew = json.loads(profile_path.read_text()).get("skew_s", float("nan")) if profile_path.exists() else float("nan")
         rows = collections.defaultdict(list)
-        for iteration, _, ranks, _ in collectives(folder / "trace-measured.json"):
+        found = list(collectives(folder / "trace-measured.json"))
+        for iteration, _, ranks, _ in found:
             if iteration < args.first or len(ranks) < 2:
                 continue
             issues = [s for s, _ in ranks]
@@ -106,7 +107,7 @@ def main():
               f"{median['last-mean']:9.2f} {median['from waits']:10.2f} {median['issue spread']:12.2f} "
               f"{median['end spread']:10.2f} {median['after last']:10.2f}")
         if args.by_message:
-            by_message(folder, link, args.first)
+            by_message(found, folder, link, args.first)
 
 
 if __name__ == "__main__":
