@@ -250,23 +250,25 @@ std::vector<std::string> current_command_line() {
   return argv;
 }
 
-int free_local_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw errno_error("socket");
+ReservedPort::ReservedPort() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) throw errno_error("socket");
+  const int on = 1;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
   socklen_t length = sizeof address;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+  if (::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     const auto error = errno_error("binding a TCP socket on 127.0.0.1");
-    ::close(fd);
+    ::close(fd_);
     throw error;
   }
-  ::close(fd);
-  return ntohs(address.sin_port);
+  number_ = ntohs(address.sin_port);
 }
+
+ReservedPort::~ReservedPort() { ::close(fd_); }
 
 int launch(const LaunchOptions& options) {
   if (options.nproc < 1 || options.servers < 0) {
@@ -278,11 +280,11 @@ int launch(const LaunchOptions& options) {
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  const int port = free_local_port();
+  const ReservedPort port;  // Note [Reserved ports]
   std::vector<ChildEnvironment> environments;
   const int world = options.nproc + options.servers;
   environments.reserve(static_cast<size_t>(world));
-  for (int rank = 0; rank < world; ++rank) environments.emplace_back(local_worker_env(port, rank, world));
+  for (int rank = 0; rank < world; ++rank) environments.emplace_back(local_worker_env(port.number(), rank, world));
   std::vector<CoreSet> cores;  // Note [Hosts on cores]
   for (int rank = 0; rank < world; ++rank) cores.push_back(pinning_for(rank, world, options.cores));
 

@@ -67,9 +67,29 @@ bool is_launched_worker();
 // This process's argv, as /proc/self/cmdline holds it.
 std::vector<std::string> current_command_line();
 
-// A TCP port on 127.0.0.1 that was free a moment ago (the kernel's choice).
-// THROWS std::system_error if no socket can be bound.
-int free_local_port();
+// Note [Reserved ports]
+// A rendezvous port chosen as "free a moment ago" is free for anyone: between the
+// choice and rank 0's store binding it, another job's Gloo listener can bind it,
+// or a worker's own connect can take it as its source port and connect to itself,
+// and a worker then speaks the store's protocol to a stranger (a CI run failed
+// so: "Stop_waiting response is expected", and the other job's pair refused).
+// ReservedPort holds the port bound, with SO_REUSEADDR and not listening, for as
+// long as it lives: the kernel gives a held port to no bind(0) and to no connect,
+// while the store, which binds with SO_REUSEADDR too, still can.
+class ReservedPort {
+ public:
+  // THROWS std::system_error if no socket can be bound on 127.0.0.1.
+  ReservedPort();
+  ~ReservedPort();
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+
+  int number() const { return number_; }
+
+ private:
+  int fd_ = -1;
+  int number_ = 0;
+};
 
 // Spawns and supervises the children as described in the note. Returns 0 when all
 // exited 0; 130/143 after forwarding SIGINT/SIGTERM; after a failure, the exit

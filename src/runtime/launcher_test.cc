@@ -3,11 +3,15 @@
 // process behind.
 #include "runtime/launcher.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -118,6 +122,30 @@ TEST_F(LauncherTest, ARankKilledBySignalIsReportedSo) {
   const auto [status, err] = run(2, "if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 60", /*failure_timeout=*/0.5);
   EXPECT_NE(status, 0);
   EXPECT_NE(err.find("rank 0 failed (killed by signal 9)"), std::string::npos) << err;
+}
+
+// Binds a fresh TCP socket on `host`:`port`, with SO_REUSEADDR if `reuse`, and
+// listens on it; returns 0 or the errno of the bind.
+int bind_and_listen(in_addr_t host, int port, bool reuse) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int on = reuse ? 1 : 0;
+  sockaddr_in address{.sin_family = AF_INET, .sin_port = htons(static_cast<uint16_t>(port)), .sin_addr = {htonl(host)}};
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  const int error = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 && ::listen(fd, 1) == 0
+                        ? 0
+                        : errno;
+  ::close(fd);
+  return error;
+}
+
+// Note [Reserved ports]: held, the port is no one else's; the store binds it all
+// the same, as TCPStore does: on every address, with SO_REUSEADDR.
+TEST(ReservedPortTest, OnlyTheStoreCanBindAHeldPort) {
+  const ReservedPort port;
+  ASSERT_GT(port.number(), 0);
+  EXPECT_EQ(bind_and_listen(INADDR_LOOPBACK, port.number(), /*reuse=*/false), EADDRINUSE);
+  EXPECT_EQ(bind_and_listen(INADDR_ANY, port.number(), /*reuse=*/true), 0);
+  EXPECT_NE(ReservedPort().number(), port.number());
 }
 
 TEST_F(LauncherTest, WorkerEnvironmentIsReadBackAndCheckedByName) {

@@ -174,7 +174,8 @@ TEST_F(TrainTest, ProfilingSeveralProcessesTimesMoreIterationsByDefault) {
 
   // A job started by hand, as torchrun starts one: each process knows the others
   // only from the variables.
-  const std::string port = std::to_string(weft::runtime::free_local_port());
+  const weft::runtime::ReservedPort reserved;
+  const std::string port = std::to_string(reserved.number());
   std::vector<std::unique_ptr<Weft>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     const fs::path dir = dir_ / fmt::format("rank{}", rank);
