@@ -446,6 +446,27 @@ TEST(Simulate, StartDelayHoldsCollectivesLaunchedWhileTheWorkersCompute) {
   EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
+// Note [Start delay]: the wait is for a core, so it ends as the workers stop
+// computing: layer 1's collective, launched 0.5 ms before the backward ends,
+// starts as it ends rather than start_delay after its launch.
+TEST(Simulate, StartDelayEndsWhenTheWorkersStopComputing) {
+  Profile p = make_profile({{1e-3, 0.5e-3, 10'000}, {1e-3, 1e-3, 25'000}});
+  p.start_delay = 2e-3;
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.fitted = FittedAllReduce{.a = 1e-3, .b = 1e-8, .concurrent = 1};
+  const Timeline t =
+      simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
+  std::vector<std::pair<Seconds, Seconds>> comm;  // worker 0's, in launch order
+  for (const Event& e : t.events) {
+    if (e.worker == 0 && e.lane.starts_with("comm")) comm.emplace_back(e.start, e.end);
+  }
+  ASSERT_EQ(comm.size(), 2u);
+  std::sort(comm.begin(), comm.end());
+  const Seconds compute_end = comm[0].first + p.layers[0].bp;
+  EXPECT_NEAR(comm[0].second, compute_end + allreduce_time(c, p.layers[1].bytes()), 1e-12);
+  EXPECT_NEAR(comm[1].second, comm[0].second + allreduce_time(c, p.layers[0].bytes()), 1e-12);
+}
+
 // Note [Skew]: the skew grows by `drift` for the compute beyond half an iteration
 // since the workers last passed a forward that needed communication: one
 // iteration's under S-SGD, three under local SGD averaging every third iteration.
