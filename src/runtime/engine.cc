@@ -335,7 +335,7 @@ Engine::Engine(EngineOptions options)
   // Point-to-point exchanges are matched by tag, and in-order dispatch decides the
   // same on every rank: only collectives under a timing-dependent policy need a
   // leader (Note [Collective order]).
-  const bool timing_independent = schedule.dispatch.kind == DispatchPolicy::Kind::kInOrder || !ordered_;
+  const bool timing_independent = !decided_by_timing(schedule.dispatch) || !ordered_;
   c.mode = world_ == 1 || timing_independent ? CommState::Mode::kLocal
            : rank_ == 0                      ? CommState::Mode::kLeader
                                              : CommState::Mode::kFollower;

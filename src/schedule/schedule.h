@@ -80,6 +80,14 @@ struct DispatchPolicy {
 };
 std::string_view to_string(DispatchPolicy::Kind kind);
 
+// Whether which operations a message fuses depends on what is ready when a message
+// completes, and so could differ from rank to rank: then rank 0 decides each
+// collective and announces it (Note [Collective order] in runtime/engine.h), and
+// the others issue it only once the announcement has arrived.
+inline bool decided_by_timing(const DispatchPolicy& policy) {
+  return policy.kind != DispatchPolicy::Kind::kInOrder;
+}
+
 // EASGD coefficients for parameter-server schedules (SPEC §4.4). {0, 0} (beta = 0,
 // a centre that never moves) means plain synchronous PS instead: workers push
 // gradients, the server averages them and steps its optimizer, workers pull

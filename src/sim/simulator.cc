@@ -93,15 +93,22 @@ namespace weft {
 // were predicted. The simulator's workers are in step (one of them stands for
 // all under Note [Symmetric all-reduce workers]), so the profile puts the last
 // one back: a collective starts no earlier than `skew` after the last of its ops
-// became ready, no earlier than `back_to_back_skew` after it was launched, and no
-// earlier than the collective launched before it (the late worker issues them in
-// order). The second bound is for a collective launched at its predecessor's end
-// (the link was busy, or the policy sends one message at a time): the workers
-// leave a collective out of step too, and the next one waits for the last of
-// them. In measured traces at 100Mbit (dcredit, wfbp) the last rank issued such a
-// message 2–5 ms after the average rank's previous one ended; with the second
-// bound 0, predictions of strategies that send several messages in a row ran
-// 5–12% low. The worker's trace shows the wait inside the collective, as a
+// became ready, no earlier than `back_to_back_skew` after it was launched where
+// rank 0 announces it (decided_by_timing, schedule/schedule.h), and no earlier
+// than the collective launched before it (the late worker issues them in order).
+// The second bound is for a collective launched at its predecessor's end (the
+// link was busy, or the policy sends one message at a time) that the other ranks
+// issue only once rank 0's announcement of it has reached them (Note [Collective
+// order], runtime/engine.h): traced at 100Mbit, dcredit's last rank issued such a
+// message 2.2–3.1 ms after the previous one's median end; with the bound 0,
+// predictions of strategies that send several messages in a row ran 5–12% low.
+// Where each rank issues the next message at its own end of the one before
+// (in-order policies: wfbp's chain), the last rank issued it 0.4–0.6 ms after
+// that median end and it took 1.2–2.5 ms less than the fitted curve, which is
+// timed on rank 0 from a barrier and so already counts the ranks' spread:
+// bounded as well, wfbp was predicted 8–12% slow at 100Mbit and 1Gbit, and
+// re-simulated without it within 1% (BENCHMARKS.md, "Back to back without an
+// announcement"). The worker's trace shows the wait inside the collective, as a
 // measured trace does; the wait uses no bytes and no cores (Note [Interference]
 // starts with the transfer).
 //
@@ -498,6 +505,7 @@ class Simulation {
   std::deque<Collective> collectives_;
   int collective_base_ = 0;
   Seconds last_due_ = 0;  // Note [Skew]
+  bool announced_ = false;  // Note [Skew]: rank 0 announces each collective
   std::deque<int> not_due_;  // Note [Start delay]: sequence numbers, in issue order
   // Note [Collectives in flight]
   int transport_limit_ = 0;  // collectives the transport runs at once; 0 = any number
@@ -547,6 +555,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
   }
   validate(schedule, profile, cluster.workers);
   if (cluster.fitted) transport_limit_ = cluster.fitted->concurrent;
+  announced_ = decided_by_timing(schedule.dispatch);
   if (options.iterations < 0 || options.record_iterations < 0) {
     throw UsageError(fmt::format("--iterations {} / record {}: need >= 0", options.iterations,
                                  options.record_iterations));
@@ -961,7 +970,7 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
 // simulated workers launched at `launched`.
 Seconds Simulation::skew_due(Collective& c, Seconds launched) {
   if (!skewed_) return 0;
-  Seconds due = launched + profile_.back_to_back_skew;
+  Seconds due = launched + (announced_ ? profile_.back_to_back_skew : 0);
   for (int v = 0; v < sim_workers_; ++v) {
     auto& ready_at = workers_state_[static_cast<size_t>(v)].ready_at;
     for (OpRef op : c.messages[static_cast<size_t>(v)].ops) {

@@ -373,25 +373,40 @@ TEST(Simulate, ReleaseOffsetsDelayTheCollective) {
   EXPECT_EQ(comm_events, 4);
 }
 
-// Note [Skew]: each collective starts `skew` after its op is ready and
-// `back_to_back_skew` after it is launched (in order: when it is ready and the
-// one before it has ended), whichever is later; the trace shows the wait inside it.
+// The same messages as `in_order`'s, one at a time in list order, under a policy
+// whose collectives rank 0 announces (Note [Collective order], runtime/engine.h).
+Schedule announced_in_list_order(Schedule in_order) {
+  in_order.dispatch = {.kind = DispatchPolicy::Kind::kCredit, .credit = 1};
+  for (auto& ops : in_order.iterations) {
+    for (size_t i = 0; i < ops.size(); ++i) ops[i].priority = static_cast<int>(i);
+  }
+  EXPECT_TRUE(decided_by_timing(in_order.dispatch));
+  return in_order;
+}
+
+// Note [Skew]: each collective starts `skew` after its op is ready and, where rank
+// 0 announces it, `back_to_back_skew` after it is launched (in order: when it is
+// ready and the one before it has ended), whichever is later; the trace shows the
+// wait inside it.
 TEST(Simulate, SkewDelaysEachCollective) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 100; ++trial) {
     Profile p = random_profile(rng);
     p.skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
-    if (trial % 2 == 1) p.back_to_back_skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
+    p.back_to_back_skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
+    Schedule schedule = one_period(per_layer_backward_order(p, false));
+    if (trial % 2 == 1) schedule = announced_in_list_order(schedule);
+    const Seconds back_to_back = decided_by_timing(schedule.dispatch) ? p.back_to_back_skew : 0;
     const Cluster c = random_ring(rng);
     const auto bp_end = backward_end_times(p);
     Seconds end = 0;
     for (int l = p.size() - 1; l >= 0; --l) {
       const Seconds ready = bp_end[static_cast<size_t>(l)];
       const Seconds launched = std::max(ready, end);
-      end = std::max(ready + p.skew, launched + p.back_to_back_skew) + allreduce_time(c, p.layers[l].bytes());
+      end = std::max(ready + p.skew, launched + back_to_back) + allreduce_time(c, p.layers[l].bytes());
     }
     const Seconds expected = p.forward_time() + std::max(p.backward_time(), end);
-    const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 5});
+    const Timeline t = simulate(schedule, p, c, {.iterations = 5});
     EXPECT_NEAR(t.summary.iteration, expected, 1e-9) << "trial " << trial;
   }
   Profile p = make_profile({{1e-3, 2e-3, 250'000}});
@@ -406,20 +421,23 @@ TEST(Simulate, SkewDelaysEachCollective) {
   EXPECT_NEAR(comm->end, compute_of(p) + p.skew + allreduce_time(c, p.total_bytes()), 1e-12);
 }
 
-// Note [Skew]: a collective launched at its predecessor's end waits
-// back_to_back_skew, however long its data has been ready.
-TEST(Simulate, BackToBackSkewSeparatesCollectivesSentInARow) {
+// Note [Skew]: a collective that rank 0 announces at its predecessor's end waits
+// back_to_back_skew, however long its data has been ready; one each rank issues
+// at its own end of the predecessor does not.
+TEST(Simulate, BackToBackSkewSeparatesAnnouncedCollectivesSentInARow) {
   // Layer 1's message is long; layer 0's is ready while it is in flight.
   Profile p = make_profile({{1e-3, 1e-4, 10'000}, {1e-3, 1e-4, 2'500'000}});
   p.skew = 4e-3;
   p.back_to_back_skew = 3e-3;
   const Cluster c = ring(4, 1_Gbit, 50_us);
-  const Timeline t =
-      simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
+  const Schedule in_order = one_period(per_layer_backward_order(p, false));
+  const Schedule announced = announced_in_list_order(in_order);
   const Seconds first_end = compute_of(p) - p.layers[0].bp + p.skew + allreduce_time(c, p.layers[1].bytes());
   ASSERT_GT(first_end, compute_of(p));  // the second message's data was ready long before
-  EXPECT_NEAR(t.summary.iteration,
+  EXPECT_NEAR(simulate(announced, p, c, {.iterations = 4}).summary.iteration,
               first_end + p.back_to_back_skew + allreduce_time(c, p.layers[0].bytes()), 1e-12);
+  EXPECT_NEAR(simulate(in_order, p, c, {.iterations = 4}).summary.iteration,
+              first_end + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
 // Note [Start delay]: a collective launched while its workers compute (layer 1's,
