@@ -268,9 +268,13 @@ TEST(MgwfbpTest, RecordsItsGroupsAndTheirFinishMatchesTheSimulator) {
 
 // Note [A collective's lateness in plans]: the layers of lateness_case() are
 // sent one by one; when every collective also waits 6 ms for its last worker and
-// a core, one message per layer queues up, and mgwfbp merges them into fewer,
-// which the simulator, charging that lateness, finds faster than the merging
-// planned without it.
+// a core, one message per layer queues up, and mgwfbp merges them into fewer.
+// The simulator no longer charges a queued in-order message the back-to-back
+// skew (Note [Skew]) and finds the merging slower here (45.4 ms an iteration
+// against 41.2); run side by side on cnn, the merging priced so was 4–11%
+// faster in each of 8 rounds than one counting the lateness from each message's
+// readiness, as the simulator does (BENCHMARKS.md, "Back to back without an
+// announcement"): the planner keeps the measured choice.
 TEST(MgwfbpTest, MergesByEachCollectivesLateness) {
   const auto [cluster, late, prompt] = lateness_case();
   const auto groups = [](const Schedule& s) {
@@ -281,7 +285,6 @@ TEST(MgwfbpTest, MergesByEachCollectivesLateness) {
   EXPECT_EQ(groups(unpriced), (LayerGroups{{3}, {2}, {1}, {0}}));
   EXPECT_LT(groups(priced).size(), 4u);
   EXPECT_EQ(groups(priced), optimal_merge(late, [&](Bytes n) { return 6e-3 + allreduce_time(cluster, n); }));
-  EXPECT_LT(iteration_time(priced, late, cluster), iteration_time(unpriced, late, cluster));
 }
 
 // Every contiguous merging of the whole model, layers without parameters included:
