@@ -128,6 +128,16 @@ TEST(Simulate, InOrderPerLayerMatchesTheRecurrence) {
   }
 }
 
+// Worker 0's collectives, (start, end), in launch order.
+std::vector<std::pair<Seconds, Seconds>> comm_spans(const Timeline& t) {
+  std::vector<std::pair<Seconds, Seconds>> spans;
+  for (const Event& e : t.events) {
+    if (e.worker == 0 && e.lane.starts_with("comm")) spans.emplace_back(e.start, e.end);
+  }
+  std::sort(spans.begin(), spans.end());
+  return spans;
+}
+
 Seconds end_of_last_comm(const Timeline& t, int iteration) {
   Seconds end = 0;
   for (const Event& e : t.events) {
@@ -449,12 +459,8 @@ TEST(Simulate, StartDelayHoldsCollectivesLaunchedWhileTheWorkersCompute) {
   const Cluster c = ring(4, 1_Gbit, 50_us);
   const Timeline t =
       simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
-  std::vector<std::pair<Seconds, Seconds>> comm;  // worker 0's, in launch order
-  for (const Event& e : t.events) {
-    if (e.worker == 0 && e.lane.starts_with("comm")) comm.emplace_back(e.start, e.end);
-  }
+  const std::vector<std::pair<Seconds, Seconds>> comm = comm_spans(t);
   ASSERT_EQ(comm.size(), 2u);
-  std::sort(comm.begin(), comm.end());
   const Seconds iteration_start = comm[0].first - p.forward_time() - p.layers[1].bp;
   const Seconds compute_end = iteration_start + compute_of(p);
   EXPECT_NEAR(comm[0].second, comm[0].first + p.start_delay + allreduce_time(c, p.layers[1].bytes()), 1e-12);
@@ -474,12 +480,8 @@ TEST(Simulate, StartDelayEndsWhenTheWorkersStopComputing) {
   c.fitted = FittedAllReduce{.a = 1e-3, .b = 1e-8, .concurrent = 1};
   const Timeline t =
       simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
-  std::vector<std::pair<Seconds, Seconds>> comm;  // worker 0's, in launch order
-  for (const Event& e : t.events) {
-    if (e.worker == 0 && e.lane.starts_with("comm")) comm.emplace_back(e.start, e.end);
-  }
+  const std::vector<std::pair<Seconds, Seconds>> comm = comm_spans(t);
   ASSERT_EQ(comm.size(), 2u);
-  std::sort(comm.begin(), comm.end());
   const Seconds compute_end = comm[0].first + p.layers[0].bp;
   EXPECT_NEAR(comm[0].second, compute_end + allreduce_time(c, p.layers[1].bytes()), 1e-12);
   EXPECT_NEAR(comm[1].second, comm[0].second + allreduce_time(c, p.layers[0].bytes()), 1e-12);
