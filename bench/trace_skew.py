@@ -13,10 +13,12 @@ src/runtime/process_group.h):
   end spread    first to last rank to see it end;
   after last    from the last issue to the median end.
 Medians over the collectives of the steady iterations (from --from). With
---by-message, one row per position in the iteration (the k-th collective), with
-its bytes, how long after the previous collective's median end the last rank
-issued it (after prev), and the fit's a + b·n for a ring all-reduce of its size
-(net-LINK.json; "-" for one summed by all-gather) beside its after last.
+--by-message, a table per pattern of message sizes the iterations sent (window
+and credit policies form their messages from what is ready, so the patterns
+vary), one row per position in it (the k-th collective): its bytes, how long
+after the previous collective's median end the last rank issued it (after
+prev), and the fitted curve's time for its size and algorithm (net-LINK.json,
+as the simulator reads it) beside its after last.
 
 Example: bench/trace_skew.py /tmp/bench-folder
          bench/trace_skew.py --by-message results/full-2026-12-03-wfbp-chain
@@ -43,30 +45,50 @@ def collectives(trace):
             yield iteration, k, [(start, end) for start, end, _ in at_k], at_k[0][2]
 
 
+def curve_time(fit, size):
+    """The measured time of one `size`-byte sum, interpolated between the fit's timed
+    sizes (beyond the largest, along the last segment), by the algorithm weft uses
+    at that size: all-gather up to gather_below_bytes, ring all-reduce above."""
+    key = "allgather_s" if size <= fit.get("gather_below_bytes", 0) else "allreduce_s"
+    points = sorted((p["bytes"], p[key]) for p in fit.get("points", []) if p.get(key))
+    if len(points) < 2:
+        return float("nan")
+    for (n0, t0), (n1, t1) in zip(points, points[1:]):
+        if size <= n1 or (n1, t1) == points[-1]:
+            return t0 + (t1 - t0) * (max(size, points[0][0]) - n0) / (n1 - n0)
+    return float("nan")
+
+
 def by_message(found, folder, link, first):
-    """One row per position in the iteration of the collectives `found`; see the module's docstring."""
+    """One table per pattern of message sizes the iterations of `found` sent, one
+    row per position in it; see the module's docstring."""
     fit_path = folder / f"net-{link}.json"
     fit = json.loads(fit_path.read_text()) if fit_path.exists() else None
-    rows = collections.defaultdict(lambda: collections.defaultdict(list))
-    sizes = {}
+    pattern_of = collections.defaultdict(list)  # iteration -> its sizes, in order
+    for iteration, k, ranks, size in found:
+        pattern_of[iteration].append(size)
+    rows = collections.defaultdict(lambda: collections.defaultdict(list))  # (pattern, k) -> columns
+    count = collections.Counter()
     previous_end = None
     for iteration, k, ranks, size in found:
         issues = [s for s, _ in ranks]
         end = statistics.median(e for _, e in ranks)
+        pattern = tuple(pattern_of[iteration])
         if iteration >= first and len(ranks) >= 2:
-            sizes[k] = size
-            rows[k]["last-mean"].append(max(issues) - statistics.mean(issues))
-            rows[k]["after last"].append(end - max(issues))
+            count[pattern] += k == 0
+            rows[pattern, k]["last-mean"].append(max(issues) - statistics.mean(issues))
+            rows[pattern, k]["after last"].append(end - max(issues))
             if k > 0 and previous_end is not None:
-                rows[k]["after prev"].append(max(issues) - previous_end)
+                rows[pattern, k]["after prev"].append(max(issues) - previous_end)
         previous_end = end
-    print(f"  {'k':>2} {'bytes':>9} {'n':>4} {'last-mean':>9} {'after prev':>10} {'after last':>10} {'fit':>7}  (ms)")
-    for k in sorted(rows):
-        median = {name: statistics.median(v) if v else float("nan") for name, v in rows[k].items()}
-        ring = fit is not None and sizes[k] > fit.get("gather_below_bytes", 0)
-        fitted = f"{(fit['a_s'] + fit['b_s_per_byte'] * sizes[k]) * 1e3:7.2f}" if ring else f"{'-':>7}"
-        print(f"  {k:2} {sizes[k]:9} {len(rows[k]['last-mean']):4} {median['last-mean']:9.2f} "
-              f"{median.get('after prev', float('nan')):10.2f} {median['after last']:10.2f} {fitted}")
+    for pattern, n in count.most_common():
+        print(f"  {n} iterations sent {' + '.join(str(size) for size in pattern)} bytes")
+        print(f"  {'k':>2} {'bytes':>9} {'last-mean':>9} {'after prev':>10} {'after last':>10} {'curve':>7}  (ms)")
+        for k, size in enumerate(pattern):
+            median = {name: statistics.median(v) if v else float("nan") for name, v in rows[pattern, k].items()}
+            curve = f"{curve_time(fit, size) * 1e3:7.2f}" if fit else f"{'-':>7}"
+            print(f"  {k:2} {size:9} {median.get('last-mean', float('nan')):9.2f} "
+                  f"{median.get('after prev', float('nan')):10.2f} {median.get('after last', float('nan')):10.2f} {curve}")
 
 
 def main():

@@ -100,12 +100,13 @@ namespace weft {
 // link was busy, or the policy sends one message at a time) that the other ranks
 // issue only once rank 0's announcement of it has reached them (Note [Collective
 // order], runtime/engine.h): traced at 100Mbit, dcredit's last rank issued such a
-// message 2.2–3.1 ms after the previous one's median end; with the bound 0,
-// predictions of strategies that send several messages in a row ran 5–12% low.
-// Where each rank issues the next message at its own end of the one before
-// (in-order policies: wfbp's chain), the last rank issued it 0.4–0.6 ms after
-// that median end and it took 1.2–2.5 ms less than the fitted curve, which is
-// timed on rank 0 from a barrier and so already counts the ranks' spread:
+// message 0.5–2.1 ms after the previous one's median end (1.4–2.1 in the
+// iterations of its commonest windows), and it then took its fitted curve's time
+// (within 1 ms); with the bound 0, predictions of strategies that send several
+// messages in a row ran 5–12% low. Where each rank issues the next message at
+// its own end of the one before (in-order policies: wfbp's chain), the last rank
+// issued it 0.6 ms after that median end and it took 0.9–2.5 ms less than the
+// curve, which is timed on rank 0 from a barrier and so counts some spread:
 // bounded as well, wfbp was predicted 8–12% slow at 100Mbit and 1Gbit, and
 // re-simulated without it within 1% (BENCHMARKS.md, "Back to back without an
 // announcement"). The worker's trace shows the wait inside the collective, as a
