@@ -42,17 +42,6 @@ constexpr int kRoundsRaced = 3;  // Note [Sizes in rounds]
 // Side by side at 20Mbit with two busy loops on the cores for a fit's first 8 s
 // (BENCHMARKS.md "A fit timed in rounds"), 4 KiB came out at 9.6 ms timed size
 // after size and 7.0 in rounds, the quiet fits' value.
-//
-// Note [Least over the ranks]
-// The processes leave the barrier before each sum at different instants, and a
-// sum starts only when the last of them reaches it. Timed on rank 0 alone, each
-// point held rank 0's wait for the last process: the spread the simulator adds
-// before each collective on its own (Note [Skew], sim/simulator.cc), counted
-// twice. So every rank times each sum from its own exit from the barrier, and a
-// round's time of a size is the least over the ranks (an all-reduce of MIN after
-// each round): the last process to arrive waits only for the sum itself, as Note
-// [Measuring skew] in runtime/layer_profiler.h times the start delay. Every rank
-// then holds the same times, and decides what goes on racing by itself.
 std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
   std::vector<Bytes> out;
   for (Bytes n = o.min_bytes; n < o.max_bytes; n *= kGrowth) out.push_back(n);
@@ -107,10 +96,11 @@ int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
   }
   torch::set_num_threads(1);
   Group group = connect(env, options.failure_timeout);
-  // One sum of `n` bytes, by all-gather or by ring all-reduce, timed on this rank
-  // from its exit from a barrier (Note [Least over the ranks]).
+  // One sum of `n` bytes, by all-gather or by ring all-reduce, timed on this rank.
   auto time_sum = [&](Bytes n, bool gather) {
     const torch::Tensor buffer = torch::ones({std::max<Bytes>(1, n / 4)}, torch::kFloat32);
+    // Start together, so that rank 0's clock measures the collective, not a
+    // straggler's arrival.
     group.collectives->barrier()->wait();
     const auto start = Clock::now();
     Summing sum = start_sum(*group.collectives, buffer, gather ? n : 0);
@@ -132,25 +122,21 @@ int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
     return timed;
   };
   for (int round = 0; round <= options.repeats; ++round) {  // round 0: warm-up
-    // This round's times here: each size's ring, then its all-gather's while it races.
-    std::vector<double> mine;
     for (std::size_t k = 0; k < all.size(); ++k) {
-      mine.push_back(time_sum(all[k], false));
-      if (k < racing) mine.push_back(time_sum(all[k], true));
+      ring[k].push_back(time_sum(all[k], false));
+      if (k < racing) gather[k].push_back(time_sum(all[k], true));
     }
-    std::vector<torch::Tensor> least{torch::tensor(mine, torch::kDouble)};
-    c10d::AllreduceOptions min;
-    min.reduceOp = c10d::ReduceOp::MIN;
-    group.collectives->allreduce(least, min)->wait();
-    if (round > 0) {
-      const auto times = least[0].accessor<double, 1>();
-      std::int64_t i = 0;
-      for (std::size_t k = 0; k < all.size(); ++k) {
-        ring[k].push_back(times[i++]);
-        if (k < racing) gather[k].push_back(times[i++]);
-      }
+    if (round == 0) {
+      for (auto& times : ring) times.clear();
+      for (auto& times : gather) times.clear();
+    } else if (round >= std::min(kRoundsRaced, options.repeats)) {
+      // Rank 0's times decide, for every rank: all must go on issuing the same
+      // collectives.
+      std::vector<torch::Tensor> still{
+          torch::tensor({group.rank == 0 ? static_cast<std::int64_t>(still_racing(medians(), racing)) : 0})};
+      group.collectives->broadcast(still)->wait();
+      racing = static_cast<std::size_t>(still[0].item<std::int64_t>());
     }
-    if (round >= std::min(kRoundsRaced, options.repeats)) racing = still_racing(medians(), racing);
     if (group.rank == 0) {
       std::cerr << fmt::format("\rmeasuring all-reduces: {} sizes, round {}/{}", all.size(), round,
                                options.repeats)

@@ -43,8 +43,7 @@ struct NetworkProfileOptions {
   CorePlacement cores = CorePlacement::kAuto;  // as TrainOptions::cores
 };
 
-// One measured size: the median over the rounds of the least time over the ranks
-// (Note [Least over the ranks] in network_profile.cc) — what the planner's
+// One measured size: the median of the rounds on rank 0 — what the planner's
 // measured curve is made of (cost/cluster.h).
 using NetworkPoint = MeasuredAllReduce;
 
@@ -56,7 +55,7 @@ struct NetworkFit {
 };
 
 // One size summed both ways (Note [Small all-reduces by all-gather] in
-// runtime/process_group.h), medians as a NetworkPoint's. The all-gather is timed only at the
+// runtime/process_group.h), medians on rank 0. The all-gather is timed only at the
 // sizes where it races (still_racing).
 struct SumTimes {
   Bytes bytes = 0;

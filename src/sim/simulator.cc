@@ -106,11 +106,10 @@ namespace weft {
 // messages in a row ran 5–12% low. Where each rank issues the next message at
 // its own end of the one before (in-order policies: wfbp's chain), the last rank
 // issued it 0.6 ms after that median end and it took 0.9–2.5 ms less than the
-// curve, which was then timed on rank 0 from a barrier and so counted some
-// spread (now the least over the ranks: Note [Least over the ranks] in
-// runtime/network_profile.cc): bounded as well, wfbp was predicted 8–12% slow
-// at 100Mbit and 1Gbit, and re-simulated without it within 1% (BENCHMARKS.md,
-// "Back to back without an announcement"). The worker's trace shows the wait inside the collective, as a
+// curve, which is timed on rank 0 from a barrier and so counts some spread:
+// bounded as well, wfbp was predicted 8–12% slow at 100Mbit and 1Gbit, and
+// re-simulated without it within 1% (BENCHMARKS.md, "Back to back without an
+// announcement"). The worker's trace shows the wait inside the collective, as a
 // measured trace does; the wait uses no bytes and no cores (Note [Interference]
 // starts with the transfer).
 //
