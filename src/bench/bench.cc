@@ -186,7 +186,6 @@ void Bench::probe_strategies() {
     for (const StrategyInfo& s : strategies()) candidates.emplace_back(s.name);
   }
   for (const std::string& s : candidates) {
-    find_strategy(s);  // an unknown name is a UsageError listing the known ones
     const fs::path probe_log = log("probe-" + s);
     const ChildResult r =
         run({.argv = probe_command(o_.tools, o_.training, s), .log = probe_log, .timeout = kShortTimeout});
@@ -620,6 +619,8 @@ BenchResults run_bench(const BenchOptions& options, const netem::TerminationSign
     throw UsageError(fmt::format("--target-accuracy {}: expected a fraction in (0, 1], e.g. 0.85",
                                  options.target_accuracy));
   }
+  // Unknown names fail here, before the output folder is made.
+  for (const std::string& s : options.strategies) find_strategy(s);
   if (!options.trace_strategy.empty()) find_strategy(options.trace_strategy);
   return Bench(options, signals, progress).run();
 }

@@ -1,0 +1,40 @@
+#include "bench/bench.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "netem/supervisor.h"
+#include "units/usage_error_testing.h"
+
+namespace weft::bench {
+namespace {
+
+using test_support::usage_error_of;
+using ::testing::HasSubstr;
+
+// Bad input is refused before the bench makes its output folder, so a typo
+// leaves nothing behind to clean up.
+TEST(RunBench, AnUnknownStrategyIsRefusedBeforeTheOutputFolderExists) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("weft_bench_refused_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(out);
+  BenchOptions options{.tools = {.workers = 2}, .links = {{"100Mbit", 12.5e6}}, .strategies = {"wfbp", "nope"}};
+  options.out = out;
+  const netem::TerminationSignals signals;
+  std::ostringstream progress;
+
+  EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }),
+              HasSubstr("unknown strategy 'nope'; accepted: ssgd"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+
+  options.strategies = {"wfbp"};
+  options.trace_strategy = "nope";
+  EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }), HasSubstr("unknown strategy 'nope'"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+}  // namespace
+}  // namespace weft::bench
