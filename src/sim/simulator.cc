@@ -164,6 +164,14 @@ namespace weft {
 // four benches brought 63 of 76 predictions within 10%, from 60, and wfbp's at
 // 100Mbit from a mean 11.5% slow to 8.3% (BENCHMARKS.md, "A start delay that ends
 // with the compute").
+// While it waits, the collective takes the layers' share of the core as one on
+// the network does: from when its last worker reaches it until it starts, it
+// counts among its workers' messages for Note [Interference]'s compute_slowdown,
+// which the profile times on all-reduces back to back beside the layers, their
+// start-ups included. Re-simulating eleven benches (372 runs), 124 of the 177
+// predictions it moved came closer, 297 within 10% from 294; with 2 workers at
+// 1Gbit, where the delay is as long as the backward, wfbp went from 18% fast to
+// 13% (BENCHMARKS.md, "A collective waiting for a core slows the layers").
 
 // Note [Collectives in flight]
 // ----------------------------
@@ -270,6 +278,7 @@ enum class EventKind : std::uint8_t {
   kBackwardEnd,  // `op` = {iteration, layer}: release that layer's ops without offset
   kRelease,      // `op`: its release offset has passed
   kCollectiveDue,  // `op.iteration`: the collective of that sequence number may start (Note [Skew])
+  kCoreWait,       // `op.iteration`: that collective's last worker has reached it; it waits for a core
   kPushDue,        // `op.iteration`: the part whose push may now leave (Note [Skew])
 };
 
@@ -362,6 +371,8 @@ class Simulation {
     // whether it has been due since.
     Seconds reached = 0;
     bool due_passed = false;
+    bool waits_for_core = false;  // delayed by start_delay
+    bool contends = false;        // counted in its workers' messages_in_flight before it starts
   };
 
   // ---- parameter server ----
@@ -423,6 +434,7 @@ class Simulation {
   double compute_stretch(int w) const;
   void retime_layer(int w, double before, double after, Seconds now);
   void count_in_flight(int w, int delta, Seconds now);
+  void contend_for_core(int seq, int delta, Seconds now);
   int machine_of(int w) const { return w / machine_workers_; }
   double core_share(int machine) const;
   void share_cores(int w, Seconds now);
@@ -650,6 +662,9 @@ Timeline Simulation::run() {
         break;
       case EventKind::kCollectiveDue:
         on_collective_due(e.op.iteration, e.time);
+        break;
+      case EventKind::kCoreWait:
+        contend_for_core(e.op.iteration, +1, e.time);
         break;
       case EventKind::kPushDue:
         start_push(e.op.iteration, e.time);
@@ -959,6 +974,7 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
     for (int v = 0; v < sim_workers_; ++v) c.lane[static_cast<size_t>(v)] = take_lane(v);
   }
   const Seconds due = skew_due(c, now);
+  if (c.waits_for_core) push_event(std::max(now, c.reached), 0, EventKind::kCoreWait, {.iteration = seq, .index = 0});
   if (due > now) {
     not_due_.push_back(seq);
     push_event(due, 0, EventKind::kCollectiveDue, {.iteration = seq, .index = 0});
@@ -987,6 +1003,7 @@ Seconds Simulation::skew_due(Collective& c, Seconds launched) {
   const auto simulated = workers_state_.begin();
   if (std::any_of(simulated, simulated + sim_workers_, [](const Worker& w) { return w.computing; })) {
     due += profile_.start_delay;
+    c.waits_for_core = profile_.start_delay > 0;
   }
   last_due_ = std::max(last_due_, due);
   return last_due_;
@@ -997,7 +1014,19 @@ void Simulation::on_collective_due(int seq, Seconds now) {
   if (c.due_passed) return;  // brought forward by end_start_delays
   c.due_passed = true;
   std::erase(not_due_, seq);
+  contend_for_core(seq, -1, now);
   start_collective(seq, now);
+}
+
+// Note [Start delay]: a collective waiting for a core takes the layers' share
+// of it as one on the network does (Note [Interference]), from when its last
+// worker reaches it (+1) until it starts (-1).
+void Simulation::contend_for_core(int seq, int delta, Seconds now) {
+  if (seq < collective_base_) return;  // done already
+  Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
+  if (delta > 0 ? c.due_passed || c.contends : !c.contends) return;
+  c.contends = delta > 0;
+  for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, delta, now);
 }
 
 // Note [Start delay]: the workers have all stopped computing, so the collectives

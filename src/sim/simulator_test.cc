@@ -470,6 +470,27 @@ TEST(Simulate, StartDelayHoldsCollectivesLaunchedWhileTheWorkersCompute) {
   EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
+// Note [Start delay]: a collective waiting for a core takes the layers' share of
+// it as one on the network does: layer 0's backward, beside layer 1's collective
+// from its launch, runs 1 + compute_slowdown times slower through the delay too.
+TEST(Simulate, ACollectiveWaitingForACoreSlowsTheLayers) {
+  Profile p = make_profile({{1e-3, 10e-3, 10'000}, {1e-3, 1e-3, 25'000}});
+  p.compute_slowdown = 0.5;
+  const Cluster c = ring(4, 1_Gbit, 50_us);
+  const Schedule s = one_period(per_layer_backward_order(p, false));
+  const auto backward_end = [&](Seconds start_delay) {
+    p.start_delay = start_delay;
+    const std::vector<std::pair<Seconds, Seconds>> comm =
+        comm_spans(simulate(s, p, c, {.iterations = 4, .record_iterations = 1}));
+    EXPECT_EQ(comm.size(), 2u);
+    return comm.back().first - comm.front().first;  // layer 0's collective leaves as the backward ends
+  };
+  const Seconds undelayed = backward_end(0);
+  const Seconds delay = 2e-3;
+  // The delay's 2 ms pass beside the layer at 1/1.5 of its speed, as the transfer did.
+  EXPECT_NEAR(backward_end(delay) - undelayed, delay * (1 - 1 / (1 + p.compute_slowdown)), 1e-12);
+}
+
 // Note [Start delay]: the wait is for a core, so it ends as the workers stop
 // computing: layer 1's collective, launched 0.5 ms before the backward ends,
 // starts as it ends rather than start_delay after its launch.
