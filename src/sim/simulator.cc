@@ -371,8 +371,7 @@ class Simulation {
     // whether it has been due since.
     Seconds reached = 0;
     bool due_passed = false;
-    bool waits_for_core = false;  // delayed by start_delay
-    bool contends = false;        // counted in its workers' messages_in_flight before it starts
+    bool contends = false;  // waiting out start_delay: counted in its workers' messages_in_flight
   };
 
   // ---- parameter server ----
@@ -434,7 +433,7 @@ class Simulation {
   double compute_stretch(int w) const;
   void retime_layer(int w, double before, double after, Seconds now);
   void count_in_flight(int w, int delta, Seconds now);
-  void contend_for_core(int seq, int delta, Seconds now);
+  void contend_for_core(int seq, bool contends, Seconds now);
   int machine_of(int w) const { return w / machine_workers_; }
   double core_share(int machine) const;
   void share_cores(int w, Seconds now);
@@ -454,7 +453,7 @@ class Simulation {
   void complete_op(int w, OpRef op, Seconds now);
 
   void launch_collective(int w, Message message, Seconds now);
-  Seconds skew_due(Collective& c, Seconds launched);
+  Seconds skew_due(int seq, Collective& c, Seconds launched);
   void on_collective_due(int seq, Seconds now);
   void end_start_delays(Seconds now);
   void start_collective(int seq, Seconds now);
@@ -664,7 +663,7 @@ Timeline Simulation::run() {
         on_collective_due(e.op.iteration, e.time);
         break;
       case EventKind::kCoreWait:
-        contend_for_core(e.op.iteration, +1, e.time);
+        contend_for_core(e.op.iteration, true, e.time);
         break;
       case EventKind::kPushDue:
         start_push(e.op.iteration, e.time);
@@ -973,8 +972,7 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
   if (recording(c.messages[0].ops.front().iteration)) {
     for (int v = 0; v < sim_workers_; ++v) c.lane[static_cast<size_t>(v)] = take_lane(v);
   }
-  const Seconds due = skew_due(c, now);
-  if (c.waits_for_core) push_event(std::max(now, c.reached), 0, EventKind::kCoreWait, {.iteration = seq, .index = 0});
+  const Seconds due = skew_due(seq, c, now);
   if (due > now) {
     not_due_.push_back(seq);
     push_event(due, 0, EventKind::kCollectiveDue, {.iteration = seq, .index = 0});
@@ -985,7 +983,7 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
 
 // Note [Skew]: when the last worker has reached collective `c`, which the
 // simulated workers launched at `launched`.
-Seconds Simulation::skew_due(Collective& c, Seconds launched) {
+Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
   if (!skewed_) return 0;
   Seconds due = launched + (announced_ ? profile_.back_to_back_skew : 0);
   for (int v = 0; v < sim_workers_; ++v) {
@@ -1003,7 +1001,8 @@ Seconds Simulation::skew_due(Collective& c, Seconds launched) {
   const auto simulated = workers_state_.begin();
   if (std::any_of(simulated, simulated + sim_workers_, [](const Worker& w) { return w.computing; })) {
     due += profile_.start_delay;
-    c.waits_for_core = profile_.start_delay > 0;
+    // Queued before the collective's due event, so it comes first at equal times.
+    if (profile_.start_delay > 0) push_event(c.reached, 0, EventKind::kCoreWait, {.iteration = seq, .index = 0});
   }
   last_due_ = std::max(last_due_, due);
   return last_due_;
@@ -1014,19 +1013,18 @@ void Simulation::on_collective_due(int seq, Seconds now) {
   if (c.due_passed) return;  // brought forward by end_start_delays
   c.due_passed = true;
   std::erase(not_due_, seq);
-  contend_for_core(seq, -1, now);
+  contend_for_core(seq, false, now);
   start_collective(seq, now);
 }
 
 // Note [Start delay]: a collective waiting for a core takes the layers' share
 // of it as one on the network does (Note [Interference]), from when its last
-// worker reaches it (+1) until it starts (-1).
-void Simulation::contend_for_core(int seq, int delta, Seconds now) {
-  if (seq < collective_base_) return;  // done already
+// worker reaches it until it starts.
+void Simulation::contend_for_core(int seq, bool contends, Seconds now) {
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
-  if (delta > 0 ? c.due_passed || c.contends : !c.contends) return;
-  c.contends = delta > 0;
-  for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, delta, now);
+  if (c.contends == contends) return;
+  c.contends = contends;
+  for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, contends ? +1 : -1, now);
 }
 
 // Note [Start delay]: the workers have all stopped computing, so the collectives
