@@ -25,7 +25,7 @@
 # $OVERHEAD_ARGS (default: mlp and cnn, wfbp, 15 repetitions of 40 iterations) to
 # it; run it on a quiet machine, the load average is printed with the figures.
 # `convergence` builds weft in $RUNTIME_BUILD too, reruns the bench into
-# $CONVERGENCE_OUT (default results/convergence: bench.json, accuracy.png, runs,
+# $CONVERGENCE_OUT (default build/convergence: bench.json, accuracy.png, runs,
 # logs) and prints its summary; $CONVERGENCE_ARGS replaces the bench's flags.
 set -euo pipefail
 
@@ -38,7 +38,7 @@ overhead_args=${OVERHEAD_ARGS:---models mlp,cnn --strategies wfbp --repetitions 
 # 1404 steps: 3 epochs of a worker's 15,000-image shard at batch 32; each run stops
 # at 85%. Evaluations every 50 steps, a multiple of H, so flsgd is evaluated just
 # after its full average.
-convergence_out=${CONVERGENCE_OUT:-$root/results/convergence}
+convergence_out=${CONVERGENCE_OUT:-$root/build/convergence}
 convergence_args=${CONVERGENCE_ARGS:---mode accuracy --model cnn --workers 4 --bandwidths 100Mbit --strategies wfbp,flsgd,dreamddp --no-ddp --H 5 --target-accuracy 0.85 --eval-every 50 --steps 1404 --port 29900}
 what=${1:-all}
 case $what in

@@ -139,7 +139,7 @@ struct BenchOptions {
   int warmup = 5;                 // iterations left out of the steady state
   int repeats = 1;                // runs of each strategy (Note [Repeated runs])
   bool ddp = true;                // also run the PyTorch DDP peer
-  std::filesystem::path out = "results";
+  std::filesystem::path out = "build/weft-bench";
   // The run whose predicted and measured traces are kept: this strategy on the
   // first link (or, should it fail, the next that succeeds). Empty: the fastest
   // predicted of those trained.

@@ -54,7 +54,7 @@ struct BenchFlags {
   std::uint64_t seed = 0;
   int H = 5;
   int servers = 1;
-  std::string out = "results";
+  std::string out = "build/weft-bench";
   bool no_ddp = false;
   bool loopback = false;
   std::string python = "/usr/bin/python3";
