@@ -86,11 +86,9 @@ void print_table(const Profile& profile) {
 }
 
 // 20 timed iterations for one process; 200 for several sharing the cores: which of
-// them share a core shifts only every second or so, and over 50 iterations that
-// biased whole profiles (4 processes on 2 cores timed cnn at 26.8–36.1 ms per
-// iteration in eight profiles, at 32.9–35.8 in four of 200; BENCHMARKS.md, "Skew,
-// and each link's own layers"). The processes are --nproc's, or those of a job
-// started by hand (torchrun's variables).
+// them share a core shifts only every second or so, and over fewer iterations that
+// biases whole profiles. The processes are --nproc's, or those of a job started
+// by hand (torchrun's variables).
 int timed_iterations(const ProfileFlags& flags) {
   if (flags.iterations) return *flags.iterations;
   return runtime::profiled_processes(flags.network_options.nproc) > 1 ? 200 : 20;

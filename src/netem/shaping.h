@@ -23,10 +23,8 @@
 //  - limit = max(rate × 50 ms, 1000 frames). The endpoint's egress plays its host's
 //    transmit queue, which on Linux holds 1000 frames (txqueuelen): more than one
 //    socket has in flight in weft's runs, so a sender's own link never drops its
-//    packets. A shorter queue (two 64 KiB GSO segments, 134 KB at 10 Mbit) dropped
-//    200–400 packets per `weft profile --network` run there, and the all-reduces that
-//    waited out a retransmission timeout took 20% longer than the link allows. 50 ms
-//    of queue covers the higher rates, like a switch buffer. The hub's egress gets the
+//    packets (a drop costs a retransmission timeout no real host pays). 50 ms of
+//    queue covers the higher rates, like a switch buffer. The hub's egress gets the
 //    same queue; it fills only under incast.
 //  - gso_max = the TCP payload of the whole frames the burst holds, at most Linux's
 //    64 KiB; every interface of the network gets the smallest bucket's as its
@@ -37,14 +35,10 @@
 //    one timer per burst instead of one per frame. From ~560 Mbit at 1500 bytes the
 //    bucket holds 64 KiB and nothing changes. Below ~48 Mbit the bucket holds fewer
 //    than four frames and gso_max stays 64 KiB: TCP keeps header room under the cap,
-//    so a cap of two frames makes packets of one, which turns GSO off; at 20 Mbit the
-//    all-reduces then got 7% less of the link and the profile measured compute
-//    slowed twice as much beside them. Between, the frames had cost the machine that
-//    runs the emulation more than the training: 4 processes all-reducing over
-//    100 Mbit links spent 25.6–28.2 s of CPU on what takes 8.8–9.3 s with the cap,
-//    at the same fitted time per byte (BENCHMARKS.md "The emulator's frames"). On 2
-//    cores that was a core taken from the workers while a message was in flight,
-//    which the profile had measured as compute slowed by communication.
+//    so a cap of two frames makes packets of one, which turns GSO off. Why the cap:
+//    cut into frames, the emulation costs the machine that runs it about three
+//    times the CPU for the same bytes — a core taken from the workers while a
+//    message is in flight, which a real NIC does not take.
 //
 // Thread-safety: pure functions.
 #pragma once

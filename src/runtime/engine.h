@@ -41,9 +41,8 @@
 // communication thread: the engine starts none, and the training thread handles
 // each event itself the moment it happens — a layer's last gradient runs its
 // update inside the backward, as the thread would have. A thread would only add a
-// hand-off per layer and updates competing with the backward for a core: measured
-// side by side (bench/overhead_bench.cc, mlp, 0.57 ms per plain iteration), weft
-// took 1.20–1.29× the plain loop's time with the thread, 1.01–1.03× without.
+// hand-off per layer and updates competing with the backward for a core (a 1 ms
+// iteration took 1.2× a plain loop's time with it, 1.01× without).
 //
 // Note [Collective order]
 // -----------------------
@@ -75,12 +74,6 @@
 //     binomial tree, where a follower waits for another to pass it on;
 //   - each one listened for as soon as the one before arrived, not once its
 //     message was issued: rank 0 announces several messages at an instant.
-// Measured side by side on 4 workers (2 busy cores, 100Mbit emulated links, the
-// same profile and options), before and after the three: bytescheduler's
-// followers issued each message a median 12.9 ms after rank 0 and ran at most 2
-// at once, then 3.7 ms and 5 at once (iteration 73.1 → 68.0 ms); dcredit, one
-// window at a time, 1.05 → 0.60 ms. Where every rank dispatches for itself
-// (wfbp), about 0.
 // Rejected alternative: making every rank decide only at
 // ready events, deferring completions to the next one — deterministic without
 // messages, but it changes the policy (credit released late, the link idles) so

@@ -98,10 +98,7 @@
 // waits, so all agree. The profile's `skew` is its median over the all-reduces
 // that follow compute, `back_to_back_skew` over the third ones, which the
 // processes reach as they leave the one before: what the simulator adds before
-// each collective (Note [Skew], sim/simulator.cc). On 2 cores, 4 processes
-// measured a skew of 2.6–5.4 ms over 20Mbit, 100Mbit, 1Gbit and loopback, after
-// the forward and after the backward alike, and a back-to-back skew of 2.0–2.8 ms
-// over the three links.
+// each collective (Note [Skew], sim/simulator.cc).
 // As each in-step backward starts, the processes also issue an all-reduce of the
 // size of the model's median layer on a group of its own, its end timed by a
 // callback while the backward runs; and once they have trained, the same
@@ -113,13 +110,8 @@
 // compute, and starts it `start_delay` later (Note [Start delay],
 // sim/simulator.cc); so start_delay is the median computing less the median
 // waiting times 1 + comm_slowdown, at least 0: the cores a collective needs
-// are busy with the layers. Timed on a one-float all-reduce, the delay came out
-// 2.0–2.7 ms at 100Mbit where one of 64 KiB ended 6.2 ms later than beside idle
-// cores, and re-simulated benches wanted 2–4 ms more than the one float gave
-// for every strategy whose collectives start during the backward
-// (BENCHMARKS.md, "Where a collective's start goes"); at the median layer's
-// size (cnn: 57 KiB) 4 processes on 2 cores measured 5.2 ms at 100Mbit, 3.4 at
-// 20Mbit and 1.0 at 1Gbit, where comm_slowdown (0.9) stretches most.
+// are busy with the layers. The median layer's size, not one float: the delay
+// grows with the collective's steps.
 // Last, the processes compute 5 iterations apart (as full local SGD does with
 // H = 5) before each meeting: the median skew there less `skew`, over how much
 // longer they computed before those meetings than before the in-step ones, is

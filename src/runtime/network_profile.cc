@@ -25,13 +25,11 @@ constexpr Bytes kGrowth = 4;  // sizes min, 4·min, 16·min, ..., max
 constexpr int kRoundsRaced = 3;  // Note [Sizes in rounds]
 
 // Note [Sizes in rounds]
-// A slow spell of this shared machine lasts seconds to minutes. Timed one size
-// after another, the spell fell on whichever sizes were being timed: in one
-// bench's 20Mbit fit, 4 KiB took 17.3 ms (7.6 in the fit before), 64 and 256 KiB
-// 36% and 29% longer, 1 MiB 6%, and every all-reduce prediction over that link
-// came out 17–30% slow. So the repeats go in rounds, each timing every size once,
-// smallest first: a size's median is over times spread across the whole
-// measurement, and a spell shorter than half of it moves no median. Each size is
+// Rule: the repeats go in rounds, each timing every size once, smallest first,
+// so a size's median is over times spread across the whole measurement and a
+// slow spell of a shared machine (seconds to minutes) shorter than half of it
+// moves no median; timed one size after another, a spell would fall on whichever
+// sizes were being timed. Each size is
 // summed by ring and, while it races, by all-gather right after (the two compared
 // under the same conditions). The all-gather races at every size in the warm-up
 // round and the first kRoundsRaced timed ones; after each round from then on it
@@ -39,9 +37,6 @@ constexpr int kRoundsRaced = 3;  // Note [Sizes in rounds]
 // (still_racing). Its times at large sizes, where it moves P−1 times the
 // message, are few; and no size is dropped on one time (decided on the warm-up
 // alone, a 1Gbit fit dropped 16 and 64 KiB, which the all-gather sums faster).
-// Side by side at 20Mbit with two busy loops on the cores for a fit's first 8 s
-// (BENCHMARKS.md "A fit timed in rounds"), 4 KiB came out at 9.6 ms timed size
-// after size and 7.0 in rounds, the quiet fits' value.
 std::vector<Bytes> sizes(const NetworkProfileOptions& o) {
   std::vector<Bytes> out;
   for (Bytes n = o.min_bytes; n < o.max_bytes; n *= kGrowth) out.push_back(n);

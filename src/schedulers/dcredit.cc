@@ -313,23 +313,16 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
 
 // Note [Windows of bytes]
 // -----------------------
-// The seed's window is a number of blocks, and its cost α + β·S_p·w takes every
-// block to be S_p bytes. A layer's last block is smaller, and some layers are
-// smaller than a block: cnn's stem is 704 bytes, its head 2,600, against S_p =
-// 64 KiB. The schedule therefore gives the dispatcher each window as the bytes of
-// the blocks plan_windows() put in it: message k takes the best ready blocks while
-// they fit in budgets[k] (at least one). Where the executor makes blocks ready as
-// the plan assumed, the same blocks fill the same messages, so the simulator's
-// timeline and the plan's forward_end do not change. Where it does not — training
-// on shared cores runs a layer's backward now sooner, now later than its profiled
-// time — a count lets a tiny block stand for a full one: in a measured 100Mbit
-// run of cnn, 20 of 50 iterations had the stem's gradient ready when the 64 KiB
-// window of block2 was due, and that window carried the stem's 704 bytes alone,
-// then 193 KiB where 130 were planned. As a budget the window takes the stem
-// with block1 (57 KiB), what the next forward needs first. Measured, that leaves
-// the iteration's time as it was: those iterations are slow because their first
-// message was (BENCHMARKS.md, "dcredit's windows as byte budgets"); budgets make
-// a window mean what the plan priced, whatever fills it.
+// Rule: the schedule gives the dispatcher each window as the bytes of the blocks
+// plan_windows() put in it, not as a count: message k takes the best ready
+// blocks while they fit in budgets[k] (at least one). Invariant: where the
+// executor makes blocks ready as the plan assumed, the same blocks fill the same
+// messages, so the simulated timeline and the plan's forward_end are those of a
+// count. Why: the paper's cost α + β·S_p·w takes every block to be S_p bytes, but
+// a layer's last block is smaller and some layers are smaller than a block (cnn's
+// stem: 704 bytes against S_p = 64 KiB); where a real backward runs early or late,
+// a count lets a tiny block stand for a full one and a window carries what the
+// plan never priced.
 // Past the end of the sequence (blocks came later than planned and earlier windows
 // left with fewer), every ready block of the iteration goes in one message.
 

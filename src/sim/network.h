@@ -23,8 +23,7 @@
 // on links no other transferring flow crosses changes no one else's rate, so the
 // network then sets its rate alone instead of refilling every flow: a parameter
 // server's answers, which leave one after another on links of their own, cost a
-// few operations each instead of a pass over every push in flight (gpt2, 32
-// workers, 1,000 iterations of `ps`: BENCHMARKS.md, "Simulator and planner speed").
+// few operations each instead of a pass over every push in flight.
 //
 // Thread-safety: not thread-safe; one Network per simulation.
 #pragma once

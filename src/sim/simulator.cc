@@ -18,238 +18,89 @@ namespace weft {
 
 // Note [Compute segments]
 // -----------------------
-// A worker's stream runs ahead as far as it can without consulting the clock: the
-// forward of a layer whose operations are already complete, and the whole backward
-// (which waits for nothing), are laid out back to back in one segment, with a
-// single event at its end. Only a forward layer still waiting for communication,
-// and the start of an iteration, need an event. The backward's releases are queued
-// at their exact times (one event per layer that makes ops ready), so the network
-// and the Dispatchers see them in the same order as if every layer were an event.
-// This cuts the events of a barrier schedule from 2L to about one per iteration.
+// Rule: a worker's stream runs ahead without consulting the clock — the forward
+// of a layer whose operations are complete and the whole backward are laid out
+// back to back in one segment with one event at its end; only a forward still
+// waiting for communication, and an iteration's start, need an event. The
+// backward's releases are still queued at their exact times, so the network and
+// the Dispatchers see them in order. Why: a barrier schedule costs about one event
+// per iteration instead of 2L. Anything that changes a layer's pace mid-segment
+// (the Notes below) makes a segment one layer long.
 
 // Note [Interference]
 // --------------------
-// Where the same cores compute and move the bytes (TCP, Gloo's copies and sums),
-// compute and communication slow each other. Measured on 2 cores with 2–4 workers,
-// layers ran 30–40% slower while messages were in flight, and a message sent
-// during the backward took up to twice its time alone (2.5 KiB at 100Mbit: 15.5
-// against 7.5 ms); a simulator blind to both predicted gains from overlap that
-// training did not see. The profile's two factors model it: while a worker has a
-// message on the network its layers take (1 + compute_slowdown) times their time,
-// and while it computes its messages advance 1 + comm_slowdown times slower
-// (Network::set_stretch; a collective, while any of its workers computes). A
-// parameter server's transfers, point to point, advance 1 + transfer_slowdown
-// times slower where the profile measured it: the kernel moves their bytes
-// while the sender computes, where each step of a ring all-reduce needs a core
-// on every worker. Traced at 1Gbit, `ps`'s exchange of its head group took a
-// median 13.8 ms from push to answer, 74% of it beside the layers, where
-// comm_slowdown (1.14) predicted 18.2 ms (BENCHMARKS.md, "Every strategy
-// before transfer_slowdown"); timed on their own, transfers were 0–8% slower beside the
-// layers where all-reduces were 83–103%, and `ps` at 1Gbit was predicted within
-// 4.1% where comm_slowdown had it 13.0% slow ("Transfers timed on their own").
-// Both rates change in the middle of a layer or message, so with either factor
-// > 0 a segment is one layer, and its end is re-timed when its worker's first
-// message starts or last one ends: the work left is kept, the new end queued, and
-// a generation count makes the old end stale; the layer's releases and trace event
-// are made when it ends, after its worker has stopped or started what follows, so
-// that what follows whether it computes sees which. Messages are re-stretched
-// whenever their worker starts or stops computing. With both factors 0 (and
-// nothing else that follows compute: Notes [Shared cores], [Start delay],
-// [Collectives in flight]) nothing is re-timed and segments stay as Note
-// [Compute segments] lays them out.
+// Rule (docs/cost-model.md §7.3): while a worker has a message on the network, or
+// a collective waiting for a core (Note [Start delay]), its layers take
+// (1 + compute_slowdown) times their time; while any worker of a collective
+// computes, the collective advances (1 + comm_slowdown) times slower, a
+// point-to-point transfer (1 + point_to_point_slowdown()) times. Invariant: with
+// both factors 0 nothing is re-timed. Mechanics: a layer in progress is re-timed
+// when its worker's first message starts or last one ends (the work left is kept,
+// a generation count makes the old end stale), and its releases are made after
+// its worker has started or stopped what follows, so that the next event sees
+// whether the worker computes. Why: where the same cores compute and move the
+// bytes (TCP, Gloo's copies and sums) each slows the other.
 
 // Note [Shared cores]
 // -------------------
-// The profile times its layers with `processes` workers computing at once on
-// `cores` cores (Note [Profiling together] in runtime/layer_profiler.h), so each
-// layer's time holds a share of the cores, cores / processes where there are more
-// workers than cores, that training keeps only while as many of them compute. A
-// worker waiting for the network leaves its core to the others: in a traced `ps`
-// run at 1Gbit (4 workers and the server on 2 cores, workers waiting 45% of each
-// iteration) the layers took 0.76 of their profiled time, and with the profile's
-// times the prediction was 17% slow. So the simulated workers share cores as the
-// profiled processes did — workers w / processes on one machine of `cores` cores
-// — and while n of a machine's workers compute, a layer takes max(cores, n) /
-// max(cores, processes) times its profiled time (1 when they all compute; never
-// faster than a core of its own). A layer in progress is re-timed whenever n
-// changes, as for Note [Interference]. Symmetric workers compute in step (Note
-// [Symmetric all-reduce workers]): n is always min(P, processes), and the factor
-// is 1 whenever the run has as many workers as the profile. The servers' own
-// compute (sums, optimizer steps) is not counted. What it changes depends on the
-// workers being apart: `ps-interleaved` staggers them by design (at 20/100Mbit
-// its errors fell from 2–9% to 1–4% on four benches), while `ps`'s simulated
-// workers are answered within 0.2 ms of each other and compute in step, so `ps`
-// barely moves — the traced run had them 0–11 ms apart, which the kernel's
-// choice of whom to run when an answer arrives decides; Note [Skew] puts back
-// only the last worker's lateness at each exchange.
+// Rule (docs/cost-model.md §7.3): the profile's layers were timed with
+// `processes` workers computing on `cores` cores; while n of a machine's workers
+// compute, a layer takes max(cores, n) / max(cores, processes) of its time — never
+// faster than a core of its own, exactly its time when as many compute as were
+// profiled. Symmetric workers always compute in step (n = min(P, processes)), so
+// the factor only moves workers that the schedule puts apart (ps-interleaved).
+// Why: a worker waiting for the network leaves its core to the others. The
+// servers' own compute is not counted.
 
 // Note [Skew]
 // ------------
-// A collective starts only when its last worker reaches it. Where more workers
-// than cores compute, the kernel's time slices keep them out of step: measured on
-// 2 cores with 4 workers, the last one reached a collective 4–6 ms after the
-// average one, in the middle of the iteration as at its end, and a 2.5 KiB
-// all-gather issued during wfbp's backward at 100Mbit took 12 ms where 2.6 ms
-// were predicted. The simulator's workers are in step (one of them stands for
-// all under Note [Symmetric all-reduce workers]), so the profile puts the last
-// one back: a collective starts no earlier than `skew` after the last of its ops
-// became ready, no earlier than `back_to_back_skew` after it was launched where
-// rank 0 announces it (decided_by_timing, schedule/schedule.h), and no earlier
-// than the collective launched before it (the late worker issues them in order).
-// The second bound is for a collective launched at its predecessor's end (the
-// link was busy, or the policy sends one message at a time) that the other ranks
-// issue only once rank 0's announcement of it has reached them (Note [Collective
-// order], runtime/engine.h): traced at 100Mbit, dcredit's last rank issued such a
-// message 0.5–2.1 ms after the previous one's median end (1.4–2.1 in the
-// iterations of its commonest windows), and it then took its fitted curve's time
-// (within 1 ms); with the bound 0, predictions of strategies that send several
-// messages in a row ran 5–12% low. Where each rank issues the next message at
-// its own end of the one before (in-order policies: wfbp's chain), the last rank
-// issued it 0.6 ms after that median end and it took 0.9–2.5 ms less than the
-// curve, which is timed on rank 0 from a barrier and so counts some spread:
-// bounded as well, wfbp was predicted 8–12% slow at 100Mbit and 1Gbit, and
-// re-simulated without it within 1% (BENCHMARKS.md, "Back to back without an
-// announcement"). The worker's trace shows the wait inside the collective, as a
-// measured trace does; the wait uses no bytes and no cores (Note [Interference]
-// starts with the transfer).
-//
-// A parameter server's exchange is a meeting too: the server answers an op once
-// all P pushes of it are in. Its simulated workers are apart where the schedule
-// and the answers in turn put them, but not by the time slices, so the push that
-// completes an op's P launches leaves `skew` after its launch (its trace shows
-// the wait inside the push). A late push that queues behind the others at the
-// server costs little; one the server waits for costs the skew. In a traced
-// ps-interleaved run at 1Gbit the workers began an iteration up to 8 ms apart
-// where the simulated ones were 0.2 ms apart; re-simulating every stored bench,
-// its predictions at 1Gbit went from a mean 10% fast to 4% (25 of 38 within 10%,
-// from 17), and ps's from 2.5% fast to 2.5% slow (BENCHMARKS.md, "The last
-// worker's push"). Only `skew`: the transfers need no core at each step (Note
-// [Interference]), so `start_delay` does not apply, and the workers meet at every
-// exchange, so there is no drift.
-//
-// Workers that compute long without waiting on one another drift further apart:
-// `skew` grows by `drift` times the compute beyond half an iteration (over which
-// `skew` is measured) that the worker did since it last started a forward that
-// needed the previous iteration's communication, when the workers were last held
-// together. Over 5 iterations without an average (full local SGD at H = 5), the
-// last of 4 workers on 2 cores ran 8–20 ms behind the average, where one
-// iteration's skew is 2.7 ms; with `skew` alone, flsgd was predicted 1–18% fast
-// in every bench.
+// Rule (docs/cost-model.md §7.3): a collective starts no earlier than `skew`
+// after the last of its ops became ready; where rank 0 announces it
+// (decided_by_timing, schedule/schedule.h), no earlier than `back_to_back_skew`
+// after it was launched; and never before the collective launched before it (the
+// late worker issues them in order). The skew grows by `drift` times the compute
+// beyond half an iteration a worker did since the workers were last held together
+// (local SGD's periods). The push that completes a parameter server's exchange
+// leaves `skew` after its launch (no start delay, no drift: transfers need no core
+// per step and the workers meet at every exchange). The wait uses no bytes and no
+// cores; the trace shows it inside the collective, as a measured trace does. Why:
+// the simulated workers are in step (one stands for all, Note [Symmetric
+// all-reduce workers]) where real ones sharing cores are not.
 
 // Note [Start delay]
 // ------------------
-// Once its last worker has reached it, a collective needs a core on every worker
-// for each of its steps, and while the workers compute the cores are the layers':
-// it ends later than the same collective launched while they wait, by more than
-// Note [Interference]'s stretch. The profile measures by how much more, on a
-// collective of the model's median layer size (`start_delay`, Note [Measuring
-// skew] in runtime/layer_profiler.h), and a collective launched while any of
-// its workers computes starts that much after its last worker reached it (Note
-// [Skew]); like the skew, the wait uses no bytes and no cores. Traced at
-// 100Mbit (dcredit), a 2.5 KiB all-gather issued during the backward ended 5.6
-// ms after its last rank issued it, against 2.75 ms for its fitted time;
-// re-simulating five benches with a delay timed on one float (1.8–2.4 ms)
-// brought 166 of 180 predictions within 10%, from 147 (BENCHMARKS.md, "Start
-// delay"), and timed at the median layer's size (3.4–5.2 ms at 20 and 100Mbit,
-// 0–1.0 at 1Gbit, where the stretch covers it) three benches went from 78 to 84
-// of 108 ("The start delay at the median layer's size"). Whether a worker
-// computes is told layer by layer, as under Note [Interference]: a backward's
-// last layer releases its ops once its worker has started whatever follows, or
-// stopped. And the wait is for a core, so it ends when the workers all stop
-// computing, if that is sooner: the profile times the delay on a collective
-// issued as the backward starts, with all of it ahead. Traced at 100Mbit
-// (dcredit), a 72.5 KiB all-reduce issued 0.5 ms before the backward's end ended
-// 9.0 ms after its last rank issued it, no later than its curve says, where the
-// simulator, holding it the whole 3.9 ms, had it end 15.3 ms after; re-simulating
-// four benches brought 63 of 76 predictions within 10%, from 60, and wfbp's at
-// 100Mbit from a mean 11.5% slow to 8.3% (BENCHMARKS.md, "A start delay that ends
-// with the compute").
-// While it waits, the collective takes the layers' share of the core as one on
-// the network does: from when its last worker reaches it until it starts, it
-// counts among its workers' messages for Note [Interference]'s compute_slowdown,
-// which the profile times on all-reduces back to back beside the layers, their
-// start-ups included. Re-simulating eleven benches (372 runs), 124 of the 177
-// predictions it moved came closer, 297 within 10% from 294; with 2 workers at
-// 1Gbit, where the delay is as long as the backward, wfbp went from 18% fast to
-// 13% (BENCHMARKS.md, "A collective waiting for a core slows the layers").
+// Rule (docs/cost-model.md §7.3): a collective launched while any of its workers
+// computes starts `start_delay` after its last worker reached it (after the skew
+// of Note [Skew]), or as soon as the workers all stop computing if that is sooner.
+// While it waits it counts among its workers' messages for Note [Interference]'s
+// compute_slowdown. Why: each step of a ring needs a core on every worker, and
+// while they compute the cores are the layers'; the profile times the delay on a
+// collective of the median layer's size issued as the backward starts (Note
+// [Measuring skew], runtime/layer_profiler.h).
 
 // Note [Collectives in flight]
 // ----------------------------
-// How concurrent collectives share a link is the transport's. Measured
-// (bytescheduler, 4 workers, 1Gbit): all-reduces of 225 KiB and 72.5 KiB issued
-// 4 ms apart ended within 2 ms of each other, and one of 57 KiB issued after
-// them ended 9 ms after both; fair sharing had the small ones done long before
-// the large one, which is what made the credit and window policies look 15–50%
-// faster than measured. Gloo runs each collective of a group on one of its
-// kRuntimeCollectiveThreads threads, to its end; a collective issued while they
-// are all busy waits, in issue order, for one to finish. And the running ones
-// share the group's connections step by step: each ring step sends a segment of
-// n/P bytes and waits for its neighbour's, so the collectives advance one step
-// each in turn — the same fraction of themselves in the same time, a share of
-// the link proportional to their size. A measured fit is of that transport, so
-// under one (FittedAllReduce::concurrent) a collective due while that many are
-// moving starts when the first of them ends, and allreduce_flow weights each
-// collective by its bytes (Network's weighted max-min). Its trace event shows the
-// wait inside it, as the measured trace does. The α–β model, for other
-// transports, keeps plain fair sharing and no limit.
-// Whether the collectives the transport could run together do run together is the
-// machine's, though: their start-ups (a few ms with 4 workers on 2 cores, mostly
-// waiting for a core) overlap only where a core is free. Measured beside the
-// layers (Profile::pair_slowdown, Note [Measuring collectives at once] in
-// runtime/layer_profiler.h), the second of two small all-reduces issued together
-// added 0.52–0.97 of one's own time behind 20Mbit, 100Mbit and 1Gbit links: one
-// after the other. Where a profile says so (collectives_run_in_turn), one
-// collective moves at a time, whatever the transport's threads: re-simulating the
-// benches so brought bytescheduler, the strategy with most in flight, closer in
-// 15 of 16 link-benches (BENCHMARKS.md, "Agreement with the planner"). Where
-// they run at once, their start-ups still overlap only in part: while k
-// collectives move, each one's start-up advances 1 + pair_slowdown · (k − 1)
-// times slower (comm_slowdown's stretch on top), so two small ones issued
-// together both end pair_slowdown of one's time later than one alone would —
-// the profile's own definition, timed on start-ups alone (256 bytes), of which
-// the transport's free overlap is the case 0. Their bytes share the link as
-// above. Taken as free, bytescheduler at 1Gbit (pair_slowdown 0.31, every block
-// in flight at once) was predicted 26.7 ms against 32.1 measured (37.7 in turn);
-// so, 29.7, and seven of seven such link-benches re-simulated came closer
-// (BENCHMARKS.md, "Start-ups at once overlap in part").
-// And what shares the cores decides it: after the backward, bytescheduler's
-// last collectives, with the cores to themselves, ended in turn where the pairs
-// timed beside the layers said 0.30. So the profile also times them while the
-// workers wait (Profile::waiting_pair_slowdown: 0.75 and 1.0 where the pairs
-// beside the layers read 0.37 and 0.30), and the limit and the stretch follow
-// whichever value holds now: pair_slowdown while any worker computes,
-// waiting_pair_slowdown while none does (BENCHMARKS.md, "Pairs timed while the
-// workers wait"). Beside the layers, though, never less in turn than while the
-// workers wait (Profile::pair_slowdown_while): the layers only take cores from
-// the collectives. Timed beside them the value is noisy (0.28–1.0 over
-// fourteen 1Gbit benches, with no bearing on how far bytescheduler measured
-// above ssgd, 1.16–1.66×), sits around the switch at 0.5 and swung that
-// strategy's prediction by ±15% from profile to profile; while waiting it read
-// 0.64–1.0 in every profile. Re-simulated in turn instead, bytescheduler came
-// closer in 41 of 48 stored runs it moved (BENCHMARKS.md, "Pairs beside the
-// layers no less in turn than while waiting").
+// Rule (docs/cost-model.md §7.2): under a measured fit at most
+// FittedAllReduce::concurrent collectives move at once; one due beyond that waits,
+// in issue order, for the first to end, and the moving ones share the link in
+// proportion to their bytes (allreduce_flow's weights: each ring step moves n/P
+// bytes in turn). Where the profile says collectives run in turn
+// (collectives_run_in_turn(pair_slowdown_while(computing))) one moves at a time;
+// otherwise while k move each one's start-up advances 1 + pair_slowdown · (k − 1)
+// times slower. pair_slowdown holds while some worker computes,
+// waiting_pair_slowdown while none does. The α–β model, for other transports,
+// keeps plain fair sharing and no limit. Why: Gloo runs each collective of a
+// group on one of its few threads, to its end, and start-ups overlap only where a
+// core is free.
 
 // Note [Parameter-server transport]
 // ----------------------------------
-// Gloo joins each pair of processes by one connection, and the runtime's server
-// (runtime/parameter_server.cc) serves its exchanges in the schedule's order: it
-// waits for all P pushes of one, updates, sends the answers to workers 0..P−1,
-// then turns to the next. So:
-// - a worker's pushes to one server take turns, in the order sent (one
-//   connection; those to different servers share its link);
-// - a server answers its ops in the schedule's order, an op once all P pushes of
-//   it have arrived and the ops before it are answered;
-// - its answers leave one after another, in the order it sent them. An answer
-//   that fits the connection's window enters the server link's queue (tbf is one
-//   FIFO) whole, before the next is sent. Measured (ps-interleaved, 4 workers,
-//   20Mbit, traced): answers of 57 KiB ended at 0.25, 0.48, 0.74 and 1.00 of the
-//   span to workers 0..3; of 228 KiB, which interleave in part, at 0.64–0.73,
-//   0.76–0.84, 0.88–0.96, 1.00, against 1.00 for all four under fair sharing.
-// In turn is nearer, and it matters: a worker answered early computes and pushes
-// again while the others are answered. Fair sharing predicted ps-interleaved
-// 14–17% slow at 20 and 100Mbit in every bench; in turn, 4–9%, and ps within 3%
-// as before (BENCHMARKS.md, "The parameter server answers in turn").
-// Each message pays its own start-up after the one before it.
+// Rule (docs/cost-model.md §7.2): a worker's pushes to one server take turns in
+// the order sent; a server answers its ops in the schedule's order, an op once all
+// P pushes of it are in and the ops before it are answered; its answers leave one
+// after another, each paying its own start-up after the one before. Why: that is
+// what runtime/parameter_server.cc does over Gloo's one connection per pair, and
+// tbf is one FIFO; an early-answered worker computes while the others wait.
 
 // Note [Symmetric all-reduce workers]
 // -----------------------------------

@@ -6,23 +6,15 @@
 // per worker (and server). Where the machine has a core for each of them, each
 // process is pinned to a share of the cores the job may use, as a host has cores
 // of its own: with H processes and C >= H cores, process h gets a block of C/H
-// cores (the first C mod H blocks one more). Left to the kernel they migrate at
-// every wake-up and run beside one another: with 2 workers on 2 cores, mgwfbp ran
-// 7.4–7.7 ms an iteration pinned against 8.5–10.4 ms unpinned at 1Gbit, and the
-// PyTorch DDP peer 38.3–38.9 against 41.1–42.5 ms at 100Mbit (BENCHMARKS.md,
-// "Hosts on cores").
+// cores (the first C mod H blocks one more). Left to the kernel they would
+// migrate at every wake-up and run beside one another, which no host does.
 //
 // Where the processes outnumber the cores no placement is a host's own. Pinned
 // (`--cores pinned`), process h goes on core h mod C, so that each core holds as
-// many as any other, give or take one; 4 workers on 2 cores then run faster still
-// (ssgd 19.2–22.6 ms against 22.8–24.5 at 1Gbit, PyTorch DDP alike), but the
-// kernel's work for a rank's traffic lands on its core-mate (a layer beside a
-// message at 20Mbit took 1.93× as long, against 1.57× shared) and the planner,
-// which times two small collectives issued together beside the layers (the
-// second adding 14% at 1Gbit, against 55% shared), ordered bytescheduler first
-// where it ran last (+51%). So by default (`auto`) such a job shares the cores,
-// as the benches in the README do; `--cores shared` shares them always, for a
-// machine the job shares with other work.
+// many as any other, give or take one; it runs faster, but the kernel's work for
+// a rank's traffic lands on its core-mate, which the planner's measurements do
+// not follow. So by default (`auto`) such a job shares the cores; `--cores
+// shared` shares them always, for a machine the job shares with other work.
 //
 // Between fork and exec only system calls are safe, so the set is built before
 // the fork (CoreSet) and applied there with one sched_setaffinity.
