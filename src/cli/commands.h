@@ -16,5 +16,6 @@ void add_train(CLI::App& app, int& exit_status);     // train_command.cc (runtim
 void add_profile(CLI::App& app, int& exit_status);   // profile_command.cc (runtime)
 void add_netem(CLI::App& app, int& exit_status);     // netem_command.cc
 void add_bench(CLI::App& app, int& exit_status);     // bench_command.cc (runtime)
+void add_run(CLI::App& app, int& exit_status);       // run_command.cc (runtime)
 
 }  // namespace weft::cli

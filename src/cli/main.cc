@@ -21,9 +21,10 @@ int main(int argc, char** argv) {
   weft::cli::add_train(app, exit_status);
   weft::cli::add_profile(app, exit_status);
   weft::cli::add_bench(app, exit_status);
+  weft::cli::add_run(app, exit_status);
 #else
   // Listed anyway, so that asking for them says why they are missing.
-  for (const std::string verb : {"train", "profile", "bench"}) {
+  for (const std::string verb : {"train", "profile", "bench", "run"}) {
     app.add_subcommand(verb, "(not in this build: configure with -DWEFT_RUNTIME=ON)")
         ->allow_extras()
         ->prefix_command()

@@ -44,6 +44,7 @@ void run_netem(const NetemFlags& flags, int& exit_status) {
       .mtu = flags.mtu,
       .cores = parse_core_placement(flags.cores),
   };
+  netem::validate(network);  // before anything is sized by the counts
   const netem::SuperviseOptions supervision{.timeout = parse_duration(flags.timeout),
                                             .grace = parse_duration(flags.grace)};
   std::cerr << fmt::format("weft netem: {} worker{} at {}{}, running `{}` in each\n", flags.workers,
@@ -75,7 +76,9 @@ void add_netem(CLI::App& app, int& exit_status) {
       "servers, WEFT_SERVER_RANK (servers have RANK P..P+S-1). Where there is a core for each, each process "
       "is pinned to cores of its own, as a host has (--cores).\n"
       "Example: sudo weft netem --workers 4 --bandwidth 100Mbit -- weft train --strategy dcredit");
-  cmd->add_option("--workers,-P", flags->workers, "number of workers P")->required();
+  cmd->add_option("--workers,-P", flags->workers,
+                  fmt::format("number of workers P (workers + servers: at most {} on one machine)", netem::kMaxRanks))
+      ->required();
   cmd->add_option("--servers", flags->servers, "parameter servers S")->capture_default_str();
   cmd->add_option("--bandwidth,-B", flags->bandwidth,
                   "each worker's link, both directions: 100Mbit, 1Gbit, 10MB/s, bytes/s")

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -63,6 +64,14 @@ std::optional<std::string> netem_missing(const std::string& scratch_netns) {
   return std::nullopt;
 }
 
+// Whether the endpoint's interface has a carrier: both ends of its veth are up.
+bool link_is_up(const std::string& netns) {
+  const CommandResult shown = run_command({"ip", "-netns", netns, "-o", "link", "show", "dev", kEndpointDevice});
+  if (!shown.succeeded()) return true;  // nothing to say about it
+  const std::string flags = shown.output.substr(0, shown.output.find('>'));
+  return flags.find("LOWER_UP") != std::string::npos;
+}
+
 }  // namespace
 
 void validate(const NetemOptions& options) {
@@ -72,9 +81,11 @@ void validate(const NetemOptions& options) {
   if (options.servers < 0) {
     throw UsageError(fmt::format("--servers {}: must be 0 or more", options.servers));
   }
-  if (static_cast<long long>(options.workers) + options.servers > kMaxEndpoints) {
-    throw UsageError(fmt::format("--workers {} --servers {}: at most {} endpoints fit in 10.77.0.0/16",
-                                 options.workers, options.servers, kMaxEndpoints));
+  static_assert(kMaxRanks <= kMaxEndpoints, "every rank needs an address in 10.77.0.0/16");
+  if (static_cast<long long>(options.workers) + options.servers > kMaxRanks) {
+    throw UsageError(fmt::format("--workers {} --servers {}: at most {} processes (workers + servers) run behind "
+                                 "emulated links on one machine",
+                                 options.workers, options.servers, kMaxRanks));
   }
   check_rate(options.bandwidth, "--bandwidth");
   if (options.server_bandwidth != 0) check_rate(options.server_bandwidth, "--server-bandwidth");
@@ -157,7 +168,11 @@ void EmulatedNetwork::build() {
   for (const Endpoint& e : endpoints_) {
     gso_max = std::min(gso_max, token_bucket_for(e.rate, options_.mtu).gso_max);
   }
-  for (const Endpoint& e : endpoints_) add_endpoint(e, delay_per_hop, gso_max);
+  for (const Endpoint& e : endpoints_) {
+    // A large network takes a while: a signal stops the building (the caller removes what was made).
+    if (const int signal = termination_requested(); signal != 0) throw BuildInterrupted(signal, made_.size());
+    add_endpoint(e, delay_per_hop, gso_max);
+  }
 }
 
 void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop, Bytes gso_max) {
@@ -217,6 +232,7 @@ std::vector<std::string> EmulatedNetwork::environment_for(const Endpoint& e) con
       fmt::format("RANK={}", e.rank),
       fmt::format("WORLD_SIZE={}", endpoints_.size()),
       fmt::format("LOCAL_RANK={}", e.rank),
+      fmt::format("LOCAL_WORLD_SIZE={}", endpoints_.size()),
       fmt::format("WEFT_ROLE={}", e.role == Role::kWorker ? "worker" : "server"),
       fmt::format("WEFT_WORKERS={}", options_.workers),
       fmt::format("WEFT_SERVERS={}", options_.servers),
@@ -243,10 +259,22 @@ RunReport run_emulated(const NetemOptions& network,
                                    argv_per_rank[r][0], r));
     }
   }
-  // Installed before the network exists, so that Ctrl-C during set-up is noticed by
-  // supervise() and everything is still removed.
+  // Installed before the network exists, so that Ctrl-C during set-up stops the
+  // building or is noticed by supervise(), and everything is still removed.
   TerminationSignals signals;
-  EmulatedNetwork emulated(network);
+  std::optional<EmulatedNetwork> built;
+  try {
+    built.emplace(network);
+  } catch (const BuildInterrupted& interrupted) {
+    RunReport report;
+    report.exit_status = 128 + interrupted.signal;
+    const char* abbrev = ::sigabbrev_np(interrupted.signal);
+    report.message = fmt::format("interrupted by SIG{} while building the emulated network; the {} network "
+                                 "namespaces made so far were removed",
+                                 abbrev != nullptr ? abbrev : "?", interrupted.made);
+    return report;
+  }
+  const EmulatedNetwork& emulated = *built;
   std::vector<ProcessSpec> specs;
   for (const Endpoint& e : emulated.endpoints()) {
     std::vector<std::string> variables = emulated.environment_for(e);
@@ -262,7 +290,18 @@ RunReport run_emulated(const NetemOptions& network,
                      .netns = e.netns,
                      .cores = pinning_for(e.rank, static_cast<int>(ranks), network.cores)});
   }
-  return supervise(specs, supervision, signals);
+  RunReport report = supervise(specs, supervision, signals);
+  if (report.exit_status != 0) {
+    // A rank cut off from the others makes them all time out: say which one was.
+    for (std::size_t r = 0; r < emulated.endpoints().size(); ++r) {
+      const Endpoint& e = emulated.endpoints()[r];
+      if (link_is_up(e.netns)) continue;
+      report.message = fmt::format("{} was unreachable: its link ({} in {}) was down; {}", label_of(e),
+                                   kEndpointDevice, e.netns, report.message);
+      if (report.exit_status < 128) report.exit_status = 1;
+    }
+  }
+  return report;
 }
 
 }  // namespace weft::netem

@@ -37,7 +37,7 @@
 //   MASTER_ADDR   rank 0's address (10.77.0.1)      MASTER_PORT  NetemOptions::master_port
 //   RANK          workers 0..P-1, servers P..P+S-1  WORLD_SIZE   P+S
 //   LOCAL_RANK    = RANK: every rank runs on this one machine, so a rank that picks
-//                 a device by LOCAL_RANK gets its own
+//                 a device by LOCAL_RANK gets its own; LOCAL_WORLD_SIZE = WORLD_SIZE
 //   WEFT_ROLE     "worker" or "server"              WEFT_WORKERS P, WEFT_SERVERS S
 //   WEFT_SERVER_RANK  j, for server j only (its RANK is P+j)
 // With no servers this is exactly what torchrun sets for P processes. Each rank
@@ -53,6 +53,8 @@
 // fails to construct, naming the namespace that exists.
 #pragma once
 
+#include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +64,20 @@
 #include "units/units.h"
 
 namespace weft::netem {
+
+// The most processes (workers + servers) emulated on one machine: each needs a
+// namespace, a veth pair, two qdiscs and its own share of the cores.
+inline constexpr int kMaxRanks = 512;
+
+// Thrown by EmulatedNetwork's constructor when a termination signal (supervisor.h)
+// arrives while it builds: it stops between two endpoints, removes what it made,
+// and says so.
+struct BuildInterrupted : std::runtime_error {
+  BuildInterrupted(int signal, std::size_t made)
+      : std::runtime_error("interrupted while building the emulated network"), signal(signal), made(made) {}
+  int signal;        // the signal received
+  std::size_t made;  // namespaces made before it stopped (all removed again)
+};
 
 struct NetemOptions {
   int workers = 0;                     // P >= 1
@@ -106,6 +122,7 @@ class EmulatedNetwork {
   // how to get them); latency > 0 on a kernel without netem.
   // THROWS std::runtime_error: an `ip` or `tc` command failed, quoting it and its
   // message (for example a rate under 1 bit/s, which tc cannot represent).
+  // THROWS BuildInterrupted: a termination signal arrived while building.
   // On any throw, everything this constructor made has been removed again.
   explicit EmulatedNetwork(const NetemOptions& options);
   // Removes every namespace it made (the links and qdiscs go with them). Processes
@@ -143,8 +160,10 @@ class EmulatedNetwork {
 // Runs one command per rank under emulated links and returns how the job ended: it
 // builds an EmulatedNetwork for `network`, starts argv_per_rank[r] in endpoint r's
 // namespace (workers 0..P-1, then servers) with the process contract's variables,
-// supervises the ranks (supervisor.h), ends them all and removes the network. SIGINT
-// and SIGTERM received meanwhile end the job cleanly (exit_status 128 + signal).
+// supervises the ranks (supervisor.h), ends them all and removes the network. SIGINT,
+// SIGTERM and SIGHUP received meanwhile, even while the network is being built, end
+// the job cleanly (exit_status 128 + signal). When the job failed and a rank's link
+// is down, the message starts by naming that rank as unreachable.
 // This is what `weft netem` does; `weft train --bandwidth` calls it too, with
 // `environment` ("NAME=value", given to every rank under the contract's variables,
 // which win) marking its ranks as launched workers.

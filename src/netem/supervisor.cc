@@ -56,6 +56,8 @@ struct Rank {
   ProcessExit exit;
   bool running = false;
   std::string start_error;  // why it could not start, if it could not
+  int stopped_by = 0;       // the signal that stopped it, while it is stopped
+  std::optional<Clock::time_point> stopped_since;
 };
 
 // Why the job is being ended before every rank finished by itself.
@@ -77,10 +79,32 @@ bool reap_if_ended(Rank& rank, Clock::time_point start) {
   return true;
 }
 
+// Notes a stop or a continue of rank's process (Note [Stopped ranks], supervisor.h).
+void watch_stops(Rank& rank, Clock::time_point start) {
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(rank.exit.pid), &info, WSTOPPED | WCONTINUED | WNOHANG) != 0 ||
+      info.si_pid != rank.exit.pid) {
+    return;
+  }
+  if (info.si_code == CLD_STOPPED) {
+    rank.stopped_by = info.si_status;
+    rank.stopped_since = Clock::now();
+    rank.exit.stopped_signal = info.si_status;
+    rank.exit.stopped_at = since(start);
+  } else if (info.si_code == CLD_CONTINUED) {
+    rank.stopped_by = 0;
+    rank.stopped_since.reset();
+    // Continued by us, to receive SIGTERM: it is still the rank that was stopped.
+    if (!rank.exit.stopped_by_supervisor) rank.exit.stopped_signal = 0;
+  }
+}
+
+// SIGCONT after the signal, so that a stopped process receives it.
 void signal_running(std::vector<Rank>& ranks, int signal) {
   for (Rank& rank : ranks) {
     if (!rank.running) continue;
     ::kill(-rank.exit.pid, signal);
+    if (signal != SIGKILL) ::kill(-rank.exit.pid, SIGCONT);
     rank.exit.stopped_by_supervisor = true;
   }
 }
@@ -107,15 +131,19 @@ TerminationSignals::TerminationSignals() {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, &previous_interrupt_);
   ::sigaction(SIGTERM, &action, &previous_terminate_);
+  ::sigaction(SIGHUP, &action, &previous_hangup_);
 }
 
 TerminationSignals::~TerminationSignals() {
   ::sigaction(SIGINT, &previous_interrupt_, nullptr);
   ::sigaction(SIGTERM, &previous_terminate_, nullptr);
+  ::sigaction(SIGHUP, &previous_hangup_, nullptr);
   signals_installed.store(false);
 }
 
 int TerminationSignals::received() const { return received_signal.load(); }
+
+int termination_requested() { return received_signal.load(); }
 
 void TerminationSignals::raise_flag(int signal) const { on_termination_signal(signal); }
 
@@ -171,9 +199,30 @@ RunReport supervise(const std::vector<ProcessSpec>& specs, const SuperviseOption
   while (true) {
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       Rank& rank = ranks[i];
-      if (!rank.running || !reap_if_ended(rank, start)) continue;
+      if (!rank.running) continue;
+      if (!reap_if_ended(rank, start)) {
+        watch_stops(rank, start);
+        continue;
+      }
       if (shell_status(rank.exit.wait_status) != 0 && !rank.exit.stopped_by_supervisor) {
-        decide(Stop::kFailure, i, duration_of(options.grace));
+        // A rank stopped meanwhile is why it failed: name that one.
+        std::optional<std::size_t> cause;
+        for (std::size_t j = 0; j < ranks.size(); ++j) {
+          if (ranks[j].running && ranks[j].stopped_by != 0) cause = j;
+        }
+        decide(Stop::kFailure, cause.value_or(i), duration_of(options.grace));
+        if (cause) {
+          // It cannot exit by itself, nor handle SIGTERM; the others still get the grace.
+          ::kill(-ranks[*cause].exit.pid, SIGKILL);
+          ranks[*cause].exit.stopped_by_supervisor = true;
+        }
+      }
+    }
+    // Note [Stopped ranks]: stopped for the whole grace, it fails the job.
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const Rank& rank = ranks[i];
+      if (rank.running && rank.stopped_since && Clock::now() - *rank.stopped_since >= duration_of(options.grace)) {
+        decide(Stop::kFailure, i, Clock::duration::zero());
       }
     }
     if (signals.received() != 0) decide(Stop::kSignal, std::nullopt, Clock::duration::zero());
@@ -210,7 +259,12 @@ RunReport supervise(const std::vector<ProcessSpec>& specs, const SuperviseOption
     case Stop::kFailure: {
       const Rank& failed = ranks[*first_failure];
       report.exit_status = shell_status(failed.exit.wait_status);
-      if (!failed.start_error.empty()) {
+      if (failed.exit.stopped_signal != 0) {
+        report.exit_status = 1;
+        report.message = fmt::format("{} was stopped ({}) after {:.2f} s and stopped responding; {}",
+                                     failed.exit.label, signal_name(failed.exit.stopped_signal),
+                                     failed.exit.stopped_at, aftermath);
+      } else if (!failed.start_error.empty()) {
         report.message = fmt::format("{} could not start: {}; {}", failed.exit.label,
                                      failed.start_error, aftermath);
       } else {

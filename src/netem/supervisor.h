@@ -3,8 +3,8 @@
 // supervise() starts one process per rank, waits for all of them, and makes sure
 // none outlives the job: when one fails, the others get `grace` seconds to notice
 // (a rank that loses a peer should say so and exit), then SIGTERM, then SIGKILL.
-// SIGINT/SIGTERM to the supervisor, or the job's `timeout`, end every rank the same
-// way. Signals go to each rank's process group, so whatever a rank started goes too.
+// SIGINT/SIGTERM/SIGHUP to the supervisor, or the job's `timeout`, end every rank
+// the same way. Signals go to each rank's process group, so whatever a rank started goes too.
 //
 // Note [Termination signals]
 // A signal handler gets no context, so the flag it sets must be process-wide: it
@@ -12,6 +12,14 @@
 // the handlers. The handler only stores the signal number (an atomic store, which
 // is async-signal-safe); the supervision loop, which polls the flag between
 // waitpid calls, does the terminating and the cleaning up.
+//
+// Note [Stopped ranks]
+// A rank stopped by a signal (SIGSTOP, SIGTSTP) blocks every collective of the
+// job, and cannot exit, so the supervisor watches for stops (waitid WSTOPPED):
+// when another rank fails while one is stopped, the stopped one is named as the
+// failure and killed at once (a stopped process handles no SIGTERM); a rank stopped for the whole `grace`
+// fails the job itself. A rank continued (SIGCONT) in time is a rank like the
+// others. Every SIGTERM the supervisor sends is followed by SIGCONT for this reason.
 //
 // Thread-safety: call supervise() from one thread at a time (it reaps its own
 // children by pid, so other children of the process are left alone).
@@ -28,7 +36,7 @@
 
 namespace weft::netem {
 
-// While alive, SIGINT and SIGTERM set a flag instead of ending the process (Note
+// While alive, SIGINT, SIGTERM and SIGHUP set a flag instead of ending the process (Note
 // [Termination signals]); the previous handlers come back on destruction.
 // REQUIRES: at most one alive at a time (THROWS std::logic_error otherwise).
 class TerminationSignals {
@@ -48,7 +56,12 @@ class TerminationSignals {
  private:
   struct sigaction previous_interrupt_ {};
   struct sigaction previous_terminate_ {};
+  struct sigaction previous_hangup_ {};
 };
+
+// The signal the alive TerminationSignals has received, or 0 (also 0 when none is
+// alive): for long steps that want to stop early, such as building a network.
+int termination_requested();
 
 // One rank's process.
 struct ProcessSpec {
@@ -71,6 +84,8 @@ struct ProcessExit {
   int wait_status = 0;    // as from waitpid; meaningful when pid != 0
   Seconds ended_at = 0;   // since the job started
   bool stopped_by_supervisor = false;  // we sent it SIGTERM/SIGKILL first
+  int stopped_signal = 0;  // the last signal that stopped it (SIGSTOP...), or 0
+  Seconds stopped_at = 0;  // when, since the job started
 };
 
 struct RunReport {

@@ -42,15 +42,25 @@ std::system_error errno_error(std::string_view what) {
 // only calls execve with arrays prepared here.
 class ChildEnvironment {
  public:
-  explicit ChildEnvironment(const WorkerEnv& env) {
-    const std::map<std::string, std::string> overrides{
-        {"MASTER_ADDR", env.master_addr},
-        {"MASTER_PORT", std::to_string(env.master_port)},
-        {"RANK", std::to_string(env.rank)},
-        {"WORLD_SIZE", std::to_string(env.world)},
-        {"LOCAL_RANK", std::to_string(env.local_rank)},
-        {kLaunchedWorkerVariable, "1"},
-    };
+  ChildEnvironment(const WorkerEnv& env, int workers, const std::vector<std::string>& extra) {
+    std::map<std::string, std::string> overrides;
+    for (const std::string& entry : extra) {
+      const std::size_t equals = entry.find('=');
+      overrides[entry.substr(0, equals)] = equals == std::string::npos ? "" : entry.substr(equals + 1);
+    }
+    // The contract wins over `extra` (launcher.h).
+    const bool server = env.rank >= workers;
+    overrides["MASTER_ADDR"] = env.master_addr;
+    overrides["MASTER_PORT"] = std::to_string(env.master_port);
+    overrides["RANK"] = std::to_string(env.rank);
+    overrides["WORLD_SIZE"] = std::to_string(env.world);
+    overrides["LOCAL_RANK"] = std::to_string(env.local_rank);
+    overrides["LOCAL_WORLD_SIZE"] = std::to_string(env.world);
+    overrides["WEFT_ROLE"] = server ? "server" : "worker";
+    overrides["WEFT_WORKERS"] = std::to_string(workers);
+    overrides["WEFT_SERVERS"] = std::to_string(env.world - workers);
+    if (server) overrides["WEFT_SERVER_RANK"] = std::to_string(env.rank - workers);
+    overrides[kLaunchedWorkerVariable] = "1";
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string_view entry(*e);
       const std::string name(entry.substr(0, entry.find('=')));
@@ -72,14 +82,19 @@ std::string describe(int status) {
   return fmt::format("exit status {}", WEXITSTATUS(status));
 }
 
+std::string signal_name(int signal) {
+  const char* abbrev = ::sigabbrev_np(signal);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal);
+}
+
 bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
 class Supervisor {
  public:
   explicit Supervisor(const LaunchOptions& options) : options_(options) {}
 
-  // REQUIRES: SIGINT, SIGTERM, SIGCHLD blocked in this thread (so none is lost
-  // between a check and the wait).
+  // REQUIRES: SIGINT, SIGTERM, SIGHUP, SIGCHLD blocked in this thread (so none is
+  // lost between a check and the wait).
   int run(const std::vector<pid_t>& pids, pid_t group, const sigset_t& signals) {
     group_ = group;
     for (size_t rank = 0; rank < pids.size(); ++rank) rank_of_[pids[rank]] = static_cast<int>(rank);
@@ -97,34 +112,91 @@ class Supervisor {
   void reap() {
     int status = 0;
     pid_t pid = 0;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    while ((pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
       const auto it = rank_of_.find(pid);
       if (it == rank_of_.end()) continue;  // not ours (cannot happen: we fork nothing else)
       const int rank = it->second;
+      if (WIFSTOPPED(status)) {
+        on_stopped(pid, rank, WSTOPSIG(status));
+        continue;
+      }
+      if (WIFCONTINUED(status)) {
+        if (stopped_.erase(pid) != 0 && interrupted_signal_ == 0 && !any_failure_) {
+          std::fprintf(stderr, "weft: %s continued\n", name(rank).c_str());
+        }
+        continue;
+      }
+      stopped_.erase(pid);
       rank_of_.erase(it);
       if (!failed(status)) continue;
       if (!any_failure_ && interrupted_signal_ == 0) {
-        std::fprintf(stderr, "weft: %s failed (%s); waiting up to %s for the other processes to exit\n",
-                     name(rank).c_str(), describe(status).c_str(), format_duration(options_.failure_timeout).c_str());
-        first_failure_ = rank;
+        std::fprintf(stderr, "weft: %s failed (%s)%s; waiting up to %s for the other processes to exit\n",
+                     name(rank).c_str(), describe(status).c_str(), while_stopped().c_str(),
+                     format_duration(options_.failure_timeout).c_str());
         // The failed worker's own status where it has one (2: bad input), else 1.
-        first_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-        terminate_at_ = Clock::now() + seconds(options_.failure_timeout);
+        fail(rank, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
       } else if (interrupted_signal_ == 0) {
         std::fprintf(stderr, "weft: %s failed (%s) after %s\n", name(rank).c_str(), describe(status).c_str(),
                      name(first_failure_).c_str());
       }
-      any_failure_ = true;
     }
+  }
+
+  // Note [Stopped workers]: a stopped rank blocks every collective, so the job
+  // cannot go on while it stays stopped; it is named at once and, if still stopped
+  // failure_timeout later, fails the job as an exit would.
+  void on_stopped(pid_t pid, int rank, int signal) {
+    if (!stopped_.emplace(pid, Stopped{signal, Clock::now() + seconds(options_.failure_timeout)}).second) return;
+    if (interrupted_signal_ != 0 || any_failure_) {
+      end_stopped();  // it cannot exit by itself while stopped
+      return;
+    }
+    std::fprintf(stderr, "weft: %s was stopped (%s): the other processes cannot go on without it; it is ended if "
+                         "still stopped in %s\n",
+                 name(rank).c_str(), signal_name(signal).c_str(), format_duration(options_.failure_timeout).c_str());
+  }
+
+  void fail(int rank, int status) {
+    first_failure_ = rank;
+    first_status_ = status;
+    any_failure_ = true;
+    terminate_at_ = Clock::now() + seconds(options_.failure_timeout);
+    end_stopped();
+  }
+
+  // ", while rank 1 is stopped (SIGSTOP)" when some are: they are why the others fail.
+  std::string while_stopped() const {
+    std::string names;
+    for (const auto& [pid, stopped] : stopped_) {
+      names += fmt::format("{}{} is stopped ({})", names.empty() ? "" : ", ", name(rank_of_.at(pid)),
+                           signal_name(stopped.signal));
+    }
+    return names.empty() ? "" : ", while " + names;
+  }
+
+  // Stopped ranks never exit by themselves, nor handle SIGTERM.
+  void end_stopped() {
+    for (const auto& [pid, stopped] : stopped_) ::kill(pid, SIGKILL);
   }
 
   // Moves to SIGTERM, then SIGKILL, when their time has come.
   void escalate() {
     const auto now = Clock::now();
+    if (!any_failure_ && interrupted_signal_ == 0) {
+      for (const auto& [pid, stopped] : stopped_) {
+        if (now < stopped.fail_at) continue;
+        const int rank = rank_of_.at(pid);
+        std::fprintf(stderr, "weft: %s still stopped (%s) after %s: ending the job\n", name(rank).c_str(),
+                     signal_name(stopped.signal).c_str(), format_duration(options_.failure_timeout).c_str());
+        fail(rank, 1);
+        terminate_at_ = now;  // the others have waited for it long enough
+        break;
+      }
+    }
     if (terminate_at_ && now >= *terminate_at_) {
       terminate_at_.reset();
-      std::fprintf(stderr, "weft: %s still running %s after %s failed: terminating\n", still_running().c_str(),
-                   format_duration(options_.failure_timeout).c_str(), name(first_failure_).c_str());
+      std::fprintf(stderr, "weft: %s still running after %s failed: terminating\n", still_running().c_str(),
+                   name(first_failure_).c_str());
       signal_all(SIGTERM);
       kill_at_ = now + seconds(options_.kill_grace);
     }
@@ -141,6 +213,9 @@ class Supervisor {
     for (const auto& t : {terminate_at_, kill_at_}) {
       if (t && (!next || *t < *next)) next = t;
     }
+    for (const auto& [pid, stopped] : stopped_) {
+      if (!next || stopped.fail_at < *next) next = stopped.fail_at;
+    }
     // Children exit with SIGCHLD, so this wakes for them; the periodic wake-up only
     // guards against a SIGCHLD coalesced with one already consumed.
     auto wait = std::chrono::nanoseconds(std::chrono::seconds(1));
@@ -148,22 +223,28 @@ class Supervisor {
     timespec timeout{.tv_sec = static_cast<time_t>(wait.count() / 1'000'000'000),
                      .tv_nsec = static_cast<long>(wait.count() % 1'000'000'000)};
     const int sig = ::sigtimedwait(&signals, nullptr, &timeout);
-    if (sig != SIGINT && sig != SIGTERM) return;
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;
     if (interrupted_signal_ != 0) {
       std::fprintf(stderr, "weft: second signal: killing the workers\n");
       signal_all(SIGKILL);
       return;
     }
     interrupted_signal_ = sig;
+    std::fprintf(stderr, "weft: interrupted by %s: ending %s\n", signal_name(sig).c_str(), still_running().c_str());
     signal_all(sig);
     terminate_at_.reset();
     kill_at_ = Clock::now() + seconds(options_.kill_grace);
   }
 
-  // The whole group, so that anything a worker started goes too.
+  // The whole group, so that anything a worker started goes too; SIGCONT after, so
+  // that a stopped process receives it.
   void signal_all(int sig) {
     if (group_ > 0) ::kill(-group_, sig);
     for (const auto& [pid, rank] : rank_of_) ::kill(pid, sig);
+    if (sig != SIGKILL) {
+      if (group_ > 0) ::kill(-group_, SIGCONT);
+      for (const auto& [pid, rank] : rank_of_) ::kill(pid, SIGCONT);
+    }
   }
 
   std::string still_running() const {
@@ -182,9 +263,15 @@ class Supervisor {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
   }
 
+  struct Stopped {
+    int signal = 0;
+    Clock::time_point fail_at;  // when it fails the job if still stopped
+  };
+
   const LaunchOptions& options_;
   pid_t group_ = 0;
-  std::map<pid_t, int> rank_of_;  // children not yet reaped
+  std::map<pid_t, int> rank_of_;    // children not yet reaped
+  std::map<pid_t, Stopped> stopped_;  // of those, the ones stopped now
   bool any_failure_ = false;
   int first_failure_ = -1;
   int first_status_ = 1;
@@ -284,7 +371,9 @@ int launch(const LaunchOptions& options) {
   std::vector<ChildEnvironment> environments;
   const int world = options.nproc + options.servers;
   environments.reserve(static_cast<size_t>(world));
-  for (int rank = 0; rank < world; ++rank) environments.emplace_back(local_worker_env(port.number(), rank, world));
+  for (int rank = 0; rank < world; ++rank) {
+    environments.emplace_back(local_worker_env(port.number(), rank, world), options.nproc, options.environment);
+  }
   std::vector<CoreSet> cores;  // Note [Hosts on cores]
   for (int rank = 0; rank < world; ++rank) cores.push_back(pinning_for(rank, world, options.cores));
 
@@ -292,6 +381,7 @@ int launch(const LaunchOptions& options) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   sigaddset(&signals, SIGCHLD);
   BlockedSignals blocked(signals);
 

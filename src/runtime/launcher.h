@@ -15,8 +15,12 @@
 // Each child runs on a share of the launcher's cores (Note [Hosts on cores] in
 // units/cores.h), set before exec, as LaunchOptions::cores says.
 //
+// Besides the torchrun variables each child gets LOCAL_WORLD_SIZE (= WORLD_SIZE:
+// one host) and the roles `weft netem` gives (netem/netem.h): WEFT_ROLE
+// (worker|server), WEFT_WORKERS, WEFT_SERVERS and, on servers, WEFT_SERVER_RANK.
+//
 // Supervision. The children form their own process group, so a terminal's Ctrl-C
-// reaches only the launcher, which forwards SIGINT/SIGTERM to every child; a
+// reaches only the launcher, which forwards SIGINT/SIGTERM/SIGHUP to every child; a
 // second signal, or a child that ignores the first for `kill_grace`, gets SIGKILL.
 // Each child asks the kernel (PR_SET_PDEATHSIG) for SIGKILL when the launcher
 // dies, so no worker outlives a launcher killed with SIGKILL either. Signals from
@@ -27,7 +31,16 @@
 // `failure_timeout` later are sent SIGTERM, then SIGKILL after `kill_grace`.
 // launch() returns only when every child has been reaped.
 //
-// Thread-safety: launch() blocks SIGINT, SIGTERM and SIGCHLD in the calling thread
+// Note [Stopped workers]
+// A child stopped by a signal (SIGSTOP, SIGTSTP) blocks every collective and
+// cannot exit, so the launcher watches for stops (WUNTRACED) and names the rank at
+// once. When another rank fails while it is stopped, the failure is reported as
+// happening "while rank N is stopped" and the stopped rank is killed at once (it
+// handles no SIGTERM); still stopped after `failure_timeout`, it fails the job
+// itself. A rank continued in time is a rank like the others. Every other signal
+// the launcher sends is followed by SIGCONT, so that a stopped child receives it.
+//
+// Thread-safety: launch() blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD in the calling thread
 // while it runs (it waits for them with sigtimedwait); call it from the main
 // thread, before other threads exist, once at a time.
 #pragma once
@@ -54,6 +67,9 @@ struct LaunchOptions {
   // this process's own command line and executable.
   std::filesystem::path executable;
   std::vector<std::string> argv;
+  // "NAME=value" entries added to every child's environment; the variables above
+  // (torchrun's, WEFT_*) win over them.
+  std::vector<std::string> environment;
   Seconds failure_timeout = 60;  // after a failure, how long the others may take to exit
   Seconds kill_grace = 5;        // between SIGTERM and SIGKILL
   // Where the children run: pinned each to its own share of this process's cores,
@@ -92,7 +108,7 @@ class ReservedPort {
 };
 
 // Spawns and supervises the children as described in the note. Returns 0 when all
-// exited 0; 130/143 after forwarding SIGINT/SIGTERM; after a failure, the exit
+// exited 0; 130/143/129 after forwarding SIGINT/SIGTERM/SIGHUP; after a failure, the exit
 // status of the first child that failed (1 if a signal killed it).
 // Prints one line per failed child on stderr. REQUIRES nproc >= 1.
 // THROWS std::system_error if a child cannot be created (the ones already started

@@ -28,6 +28,7 @@
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
 #include "runtime/parameter_server.h"
+#include "runtime/error_text.h"
 #include "runtime/process_group.h"
 #include "runtime/recorder.h"
 #include "plan/tuning.h"
@@ -479,7 +480,7 @@ int run_worker(const TrainOptions& options, const WorkerEnv& env) {
     throw;
   } catch (const std::exception& e) {
     // The engine's and rendezvous's messages already start with "rank N:".
-    const std::string what = e.what();
+    const std::string what = without_backtrace(e.what());
     const std::string prefix = fmt::format("rank {}:", env.rank);
     std::cerr << "weft: " << (what.starts_with(prefix) ? what : prefix + " " + what) << "\n" << std::flush;
     return 1;
