@@ -97,7 +97,7 @@ TEST_F(BadInput, ADuplicatedKeyIsRefused) {
 
 TEST_F(BadInput, AHugeValueIsQuotedInAFewDozenCharacters) {
   std::string numbers = "[0";
-  for (int i = 0; i < 1'000'000; ++i) numbers += ",1";
+  for (int i = 0; i < 300'000; ++i) numbers += ",1";
   numbers += "]";
   const std::string file = write("huge.json", R"({"a_s": )" + numbers + R"(, "b_s_per_byte": 1e-9})");
   expect_refused("plan --model resnet18 -P 2 --network " + file, "a_s is [0,1,1,1");

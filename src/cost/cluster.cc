@@ -213,28 +213,43 @@ Seconds curve_startup(const FittedAllReduce& f, Bytes n) {
 // The ring moves 2(P−1)/P·n bytes over each worker's link in 2(P−1) steps, each
 // paying α. Scaling the fabric's capacity by P/(2(P−1)) instead of the volume keeps
 // `volume` equal to the message size, which is what traces and credits count.
-Flow allreduce_flow(const Cluster& c, Bytes n) {
+namespace {
+
+// The startup of an all-reduce of n bytes, as allreduce_flow() and
+// allreduce_time() say it. REQUIRES c.workers > 1.
+Seconds allreduce_startup(const Cluster& c, Bytes n) {
+  if (!c.fitted) return 2.0 * (c.workers - 1) * c.latency;
+  return c.fitted->curve.empty() ? c.fitted->a : curve_startup(*c.fitted, n);
+}
+
+void check_allreduce(const Cluster& c, Bytes n) {
   if (c.arch != Arch::kAllReduce || n < 0) {
     throw std::logic_error(fmt::format("all-reduce flow of {} bytes on a {} cluster", n,
                                        to_string(c.arch)));
   }
+}
+
+}  // namespace
+
+Flow allreduce_flow(const Cluster& c, Bytes n) {
+  check_allreduce(c, n);
   Flow flow;
   flow.links = {0};
   if (c.workers == 1) return flow;
-  if (!c.fitted) {
-    flow.startup = 2.0 * (c.workers - 1) * c.latency;
-  } else {
-    flow.startup = c.fitted->curve.empty() ? c.fitted->a : curve_startup(*c.fitted, n);
-    flow.weight = static_cast<double>(std::max<Bytes>(n, 1));
-  }
+  flow.startup = allreduce_startup(c, n);
+  if (c.fitted) flow.weight = static_cast<double>(std::max<Bytes>(n, 1));
   flow.volume = static_cast<double>(n);
   return flow;
 }
 
+// The flow's time alone, without building the Flow: the planner's searches ask
+// for O(layers^2) of these (Note [Exact merged-gradient WFBP], schedulers/sync.cc).
 Seconds allreduce_time(const Cluster& c, Bytes n) {
-  const Flow flow = allreduce_flow(c, n);
-  if (flow.volume == 0) return flow.startup;
-  return flow.startup + flow.volume / fabric_capacity(c);
+  check_allreduce(c, n);
+  if (c.workers == 1) return 0;
+  const Seconds startup = allreduce_startup(c, n);
+  if (n == 0) return startup;
+  return startup + static_cast<double>(n) / fabric_capacity(c);
 }
 
 Flow push_flow(const Cluster& c, int worker, int server, Bytes n) {

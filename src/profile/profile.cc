@@ -101,6 +101,7 @@ void validate(const Profile& profile, std::string_view origin) {
         "{}: the profile has no layers; expected \"layers\" to hold at least one layer", origin));
   }
   check_layer_count(profile.layers.size(), origin);
+  Bytes total = 0;  // each layer's bytes are at most kMaxBytes, so this cannot overflow
   for (std::size_t i = 0; i < profile.layers.size(); ++i) {
     const Layer& layer = profile.layers[i];
     if (layer.name.empty()) bad_field(origin, i, layer.name, kName, "\"\"");
@@ -112,6 +113,11 @@ void validate(const Profile& profile, std::string_view origin) {
     }
     check_time(origin, i, layer, kForward, layer.fp);
     check_time(origin, i, layer, kBackward, layer.bp);
+    total += layer.bytes();
+    if (total > limits::kMaxBytes) {
+      throw UsageError(fmt::format("{}: layers 0 to {} hold {} bytes, more than the {} weft models (docs/limits.md)",
+                                   origin, i, total, limits::kMaxBytes));
+    }
   }
   // The interference and skew fields: each >= 0, and 0 means "none".
   struct Optional {

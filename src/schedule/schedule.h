@@ -121,9 +121,8 @@ struct Schedule {
 // - ready_after and needed_by name existing layers (needed_by may be kBarrier), and
 //   an operation is ready only after the backward of every layer it carries
 //   (ready_after <= min layer of its chunks, since backward runs L-1..0);
-// - release offsets are empty or one per worker, in [0, limits::kMaxSeconds];
-// - kWindows has windows > 0 bytes; kCredit has credit > 0; credit is never < 0;
-// - the EASGD coefficients are in [0, 1].
+// - release offsets are empty or one per worker and >= 0;
+// - kWindows has windows > 0 bytes; kCredit has credit > 0.
 void validate(const Schedule& schedule, const Profile& profile, int workers);
 
 // JSON (`weft simulate --schedule-out`), read back by parse_schedule: `weft

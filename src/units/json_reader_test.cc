@@ -86,12 +86,12 @@ TEST(JsonReader, AnArrayBeyondTheLimitIsRefused) {
 
 TEST(JsonReader, QuotedValuesAreCutToAFewDozenCharacters) {
   std::string numbers = "[0";
-  for (int i = 0; i < 1'000'000; ++i) numbers += ",1";
+  for (int i = 0; i < 100'000; ++i) numbers += ",1";
   numbers += "]";
   const nlohmann::json doc = parse_json(R"({"a": )" + numbers + "}", "f.json", "x");
   const std::string message = usage_error_of([&] { JsonReader(doc, "", "f.json", "x").number("a"); });
   EXPECT_EQ(message.rfind("f.json: a is [0,1,1,1,", 0), 0u) << message.substr(0, 200);
-  EXPECT_NE(message.find("(2000003 characters), expected a number"), std::string::npos) << message.substr(0, 200);
+  EXPECT_NE(message.find("(200003 characters), expected a number"), std::string::npos) << message.substr(0, 200);
   EXPECT_LT(message.size(), 150u);
   // Text the parser stopped at too.
   const std::string unterminated = "{\"a\": \"" + std::string(1'000'000, 'x');

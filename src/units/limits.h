@@ -44,9 +44,9 @@ inline constexpr double kMaxFactor = 1'000;
 inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;
 // Nesting of a JSON document: weft's formats nest 5 deep at most.
 inline constexpr int kMaxJsonDepth = 64;
-// Elements of one JSON array: ten times the largest legitimate one (a schedule
-// op's chunks of a large model cut into small blocks).
-inline constexpr std::size_t kMaxJsonArray = 10'000'000;
+// Elements of one JSON array: ten times the longest a file of weft's holds (a
+// profile's layers, a merged operation's chunks).
+inline constexpr std::size_t kMaxJsonArray = 1'000'000;
 // Bytes of one input file.
 inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 30;
 
