@@ -33,3 +33,31 @@ bench: build
 
 clean:
 	rm -rf $(BUILD)
+
+# Fuzzing and sanitizers (docs/limits.md): builds of the libraries without
+# LibTorch, each in a folder of its own, so the build above is unaffected.
+# `make fuzz` fuzzes every parser for FUZZ_SECONDS each (clang's libFuzzer,
+# with AddressSanitizer and UndefinedBehaviorSanitizer); `make check-sanitize`
+# runs the libraries' tests under both sanitizers (g++). Either fails on any
+# crash, leak, sanitizer report, hang or unbounded growth.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 15
+SANITIZE_BUILD ?= build-sanitize
+NO_LIBTORCH = -DWEFT_RUNTIME=OFF -DWEFT_BENCH=OFF
+SANITIZERS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+.PHONY: fuzz check-sanitize
+
+fuzz: | deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  $(NO_LIBTORCH) -DWEFT_FUZZ=ON -DWEFT_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link $(SANITIZERS)" $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_targets
+	cd $(FUZZ_BUILD) && ctest -L fuzz --output-on-failure -j$(JOBS)
+
+check-sanitize: | deps
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(NO_LIBTORCH) \
+	  -DCMAKE_CXX_FLAGS="$(SANITIZERS)" -DCMAKE_EXE_LINKER_FLAGS="$(SANITIZERS)" $(CMAKE_FLAGS)
+	cmake --build $(SANITIZE_BUILD) -j$(JOBS)
+	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest -LE slow --output-on-failure -j$(JOBS) --timeout 900

@@ -18,6 +18,7 @@ packages=(
   procps                  # sysctl: the emulated hosts' TCP congestion control (weft netem)
   python3-torch           # the PyTorch DDP peer in bench/
   gnuplot-nox             # plots
+  clang libclang-rt-14-dev  # `make fuzz`: libFuzzer and the sanitizers
 )
 
 missing=()

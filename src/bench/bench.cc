@@ -29,9 +29,6 @@ namespace fs = std::filesystem;
 constexpr Seconds kShortTimeout = 300;
 // The network profile's message sizes are 4 KiB·4^k (runtime/network_profile.h).
 constexpr Bytes kSmallestMessage = 4 << 10;
-// Consecutive jobs use different ports, so that a socket of the previous job still
-// closing on loopback cannot make the next one's rendezvous fail.
-constexpr int kPortsCycled = 200;
 
 // Where the workers run, for the bench's first line (Note [Hosts on cores]).
 std::string describe_placement(CorePlacement placement, int workers) {

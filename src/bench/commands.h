@@ -21,6 +21,11 @@
 namespace weft::bench {
 
 // The programs and the job's shape.
+// Consecutive jobs use different ports, from Tools::port on, so that a socket of
+// the previous job still closing on loopback cannot make the next one's
+// rendezvous fail.
+inline constexpr int kPortsCycled = 200;
+
 struct Tools {
   std::string weft;      // the weft executable
   std::string python;    // a Python with Debian's python3-torch

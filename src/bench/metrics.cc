@@ -7,6 +7,7 @@
 
 #include "units/files.h"
 #include "units/json_reader.h"
+#include "units/limits.h"
 
 namespace weft::bench {
 namespace {
@@ -32,7 +33,7 @@ void parse_line(std::string_view line, const std::string& origin, Metrics& out) 
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
   const nlohmann::json object = parse_json(line, origin, "one JSON object per line, as `weft train --metrics` writes");
   const JsonReader r(object, "", origin, kWhat);
-  const int rank = static_cast<int>(count(r, "rank"));
+  const int rank = static_cast<int>(r.integer("rank", 0, limits::kMaxWorkers));
   const std::int64_t iter = count(r, "iter");
   const Seconds time = non_negative(r, "time_s");
   if (r.has("eval")) {

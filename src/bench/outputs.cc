@@ -1,6 +1,9 @@
 #include "bench/outputs.h"
 
+#include <fmt/format.h>
+
 #include "units/json_reader.h"
+#include "units/limits.h"
 
 namespace weft::bench {
 
@@ -32,7 +35,14 @@ NetworkFit parse_network_fit(std::string_view text, std::string_view origin) {
   constexpr std::string_view kWhat = "an all-reduce fit from `weft profile --network --out`";
   const json fit = parse_json(text, origin, kWhat);
   const JsonReader reader(fit, "", origin, kWhat);
-  return {.a = reader.number("a_s"), .b = reader.number("b_s_per_byte")};
+  const NetworkFit out{.a = reader.number("a_s"), .b = reader.number("b_s_per_byte")};
+  if (!(out.a >= 0 && out.a <= limits::kMaxSeconds)) {
+    reader.reject("a_s", fmt::format("seconds in [0, {}]", limits::kMaxSeconds), reader.get("a_s"));
+  }
+  if (!(out.b > 0 && out.b <= limits::kMaxSeconds)) {
+    reader.reject("b_s_per_byte", "seconds per byte > 0", reader.get("b_s_per_byte"));
+  }
+  return out;
 }
 
 }  // namespace weft::bench

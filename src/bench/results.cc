@@ -1,5 +1,6 @@
 #include "bench/results.h"
 
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -7,6 +8,7 @@
 
 #include "units/files.h"
 #include "units/json_reader.h"
+#include "units/limits.h"
 
 namespace weft::bench {
 namespace {
@@ -53,10 +55,12 @@ json to_json(const RunResult& r) {
 }
 
 // What a bench.json is, for messages about a missing field.
-constexpr std::string_view kWhat = "a `weft bench` results file, schema weft-bench/1";
+constexpr std::string_view kWhat = "a `weft bench` results file, schema weft-bench/2";
 static_assert(kWhat.ends_with(kResultsSchema));
 
 using Reader = JsonReader;
+constexpr std::int64_t kInt = std::numeric_limits<int>::max();
+constexpr std::int64_t kInt64 = std::numeric_limits<std::int64_t>::max();
 
 Mode parse_mode(const std::string& text, std::string_view origin) {
   if (text == "iterations") return Mode::kIterations;
@@ -64,26 +68,31 @@ Mode parse_mode(const std::string& text, std::string_view origin) {
   throw UsageError(fmt::format("{}: mode is \"{}\", expected \"iterations\" or \"accuracy\"", origin, text));
 }
 
-RunResult read_run(const Reader& r) {
+// `v1`: Note [Bench schema versions], results.h.
+RunResult read_run(const Reader& r, bool v1) {
+  // A field a version-1 file may lack, which version 2 always holds.
+  const auto added_in_v1 = [&](const std::string& name) {
+    return v1 ? r.newer_number(name) : r.optional_number(name);
+  };
   RunResult run{
       .strategy = r.string("strategy"),
       .kind = r.string("kind"),
       .link = r.string("link"),
       .bandwidth = r.number("bandwidth_Bps"),
-      .workers = static_cast<int>(r.integer("workers")),
-      .period = static_cast<int>(r.integer("period")),
+      .workers = static_cast<int>(r.integer("workers", 1, limits::kMaxProcesses)),
+      .period = static_cast<int>(r.integer("period", 1, limits::kMaxPeriod)),
       .measured_iteration = r.number("measured_iteration_s"),
       .predicted_iteration = r.optional_number("predicted_iteration_s"),
-      .measured_compute = r.optional_number("measured_compute_s"),
-      .predicted_compute = r.optional_number("predicted_compute_s"),
-      .predicted_slowed_compute = r.newer_number("predicted_slowed_compute_s"),
-      .predicted_on_own_compute = r.newer_number("predicted_on_own_compute_s"),
-      .retimed_compute = r.newer_number("retimed_compute_s"),
-      .predicted_retimed = r.newer_number("predicted_retimed_s"),
+      .measured_compute = added_in_v1("measured_compute_s"),
+      .predicted_compute = added_in_v1("predicted_compute_s"),
+      .predicted_slowed_compute = added_in_v1("predicted_slowed_compute_s"),
+      .predicted_on_own_compute = added_in_v1("predicted_on_own_compute_s"),
+      .retimed_compute = added_in_v1("retimed_compute_s"),
+      .predicted_retimed = added_in_v1("predicted_retimed_s"),
       .speedup_vs_wfbp = r.optional_number("speedup_vs_wfbp"),
       .predicted_speedup_vs_wfbp = r.optional_number("predicted_speedup_vs_wfbp"),
-      .steady_iterations = static_cast<int>(r.integer("steady_iterations")),
-      .steps = r.integer("steps"),
+      .steady_iterations = static_cast<int>(r.integer("steady_iterations", 0, kInt)),
+      .steps = r.integer("steps", 0, kInt64),
       .final_loss = r.number("final_loss"),
       .options = r.get("options"),
       .metrics = r.string("metrics"),
@@ -169,19 +178,22 @@ json to_json(const BenchResults& results) {
 
 BenchResults results_from_json(const json& document, std::string_view origin) {
   const Reader top(document, "", origin, kWhat);
-  if (const std::string schema = top.string("schema"); schema != kResultsSchema) {
-    throw UsageError(fmt::format("{}: schema is \"{}\", expected \"{}\"", origin, schema, kResultsSchema));
+  const std::string schema = top.string("schema");
+  if (schema != kResultsSchema && schema != kResultsSchemaV1) {
+    throw UsageError(fmt::format("{}: schema is \"{}\", which this weft does not read; it reads \"{}\" and \"{}\"",
+                                 origin, excerpt_text(schema), kResultsSchema, kResultsSchemaV1));
   }
+  const bool v1 = schema == kResultsSchemaV1;
   BenchResults results{
       .model = top.string("model"),
       .parameters = top.integer("parameters"),
-      .workers = static_cast<int>(top.integer("workers")),
-      .batch = static_cast<int>(top.integer("batch")),
+      .workers = static_cast<int>(top.integer("workers", 1, limits::kMaxProcesses)),
+      .batch = static_cast<int>(top.integer("batch", 1, kInt)),
       .lr = top.number("lr"),
       .optimizer = top.string("optimizer"),
-      .H = static_cast<int>(top.integer("H")),
-      .steps = top.integer("steps"),
-      .warmup = static_cast<int>(top.integer("warmup")),
+      .H = static_cast<int>(top.integer("H", 1, limits::kMaxPeriod)),
+      .steps = top.integer("steps", 0, kInt64),
+      .warmup = static_cast<int>(top.integer("warmup", 0, kInt)),
       .mode = parse_mode(top.string("mode"), origin),
       .target_accuracy = top.optional_number("target_accuracy").value_or(0),
       .emulated = top.boolean("emulated"),
@@ -201,7 +213,7 @@ BenchResults results_from_json(const json& document, std::string_view origin) {
                              .network = l.string("network"),
                              .profile = l.string("profile")});
   });
-  top.each("runs", [&](const Reader& r) { results.runs.push_back(read_run(r)); });
+  top.each("runs", [&](const Reader& r) { results.runs.push_back(read_run(r, v1)); });
   top.each("failed", [&](const Reader& f) {
     results.failed.push_back({.strategy = f.string("strategy"),
                               .link = f.string("link"),

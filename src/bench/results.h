@@ -1,7 +1,7 @@
 // The results of `weft bench` (SPEC §5) and their JSON file, which plots and other
 // tools read. One file per bench: `<out>/bench.json`.
 //
-//   {"schema": "weft-bench/1",
+//   {"schema": "weft-bench/2",
 //    "model": "cnn", "parameters": 91706, "workers": 4, "batch": 32, "lr": 0.05,
 //    "optimizer": "sgd", "H": 5, "steps": 60, "warmup": 5,
 //    "mode": "iterations" | "accuracy", "target_accuracy": 0.85,
@@ -72,7 +72,14 @@
 
 namespace weft::bench {
 
-inline constexpr const char* kResultsSchema = "weft-bench/1";
+// Note [Bench schema versions]: weft-bench/2 is what write_results writes; every
+// field above is present (null where it could not be had). weft-bench/1 files
+// were written while fields were still being added under that one version: a /1
+// file may lack measured_compute_s, predicted_compute_s and the fields marked
+// "absent in files written before it", which then read as unknown. Any other
+// version is refused, naming it. A change of shape bumps the version.
+inline constexpr const char* kResultsSchema = "weft-bench/2";
+inline constexpr const char* kResultsSchemaV1 = "weft-bench/1";
 inline constexpr const char* kDdpPeerStrategy = "pytorch-ddp";
 
 enum class Mode { kIterations, kAccuracy };
@@ -175,8 +182,9 @@ struct BenchResults {
 nlohmann::json to_json(const BenchResults& results);
 
 // Reads a document written by to_json. THROWS UsageError naming `origin` and the
-// path of the first missing or mistyped field ("runs[3].measured_iteration_s"), or a
-// schema other than kResultsSchema.
+// path of the first missing or mistyped field ("runs[3].measured_iteration_s"), a
+// count outside docs/limits.md, or a schema other than kResultsSchema and
+// kResultsSchemaV1 (Note [Bench schema versions]).
 BenchResults results_from_json(const nlohmann::json& document, std::string_view origin);
 
 // Reads `file` (a bench.json). THROWS UsageError naming the file when it cannot be

@@ -3,6 +3,7 @@
 // table to stdout, everything else to --out.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -15,7 +16,10 @@
 #include "bench/report.h"
 #include "cli/commands.h"
 #include "netem/supervisor.h"
+#include "runtime/model.h"
 #include "units/cores.h"
+#include "units/files.h"
+#include "units/limits.h"
 #include "units/units.h"
 
 namespace weft::cli {
@@ -74,7 +78,33 @@ std::string default_ddp_peer() {
   return fs::exists(from_source) ? from_source.string() : "bench/ddp_peer.py";
 }
 
+// The flags a typo in which would otherwise cost the profiling first: checked
+// before any work (docs/limits.md).
+void check_early(const BenchFlags& f) {
+  const std::vector<std::string> models = runtime::model_names();
+  if (std::find(models.begin(), models.end(), f.model) == models.end()) {
+    throw UsageError(fmt::format("--model {}: not a model weft trains; expected one of {}", f.model,
+                                 fmt::join(models, ", ")));
+  }
+  if (f.workers < 1 || f.workers > limits::kMaxProcesses) {
+    throw UsageError(fmt::format("--workers {}: expected 1 to {} processes on this machine (docs/limits.md)",
+                                 f.workers, limits::kMaxProcesses));
+  }
+  // Each job's port is one of kPortsCycled from --port on, and a job may use as
+  // many more as it has processes.
+  const int last_port = 65535 - bench::kPortsCycled - limits::kMaxProcesses;
+  if (f.port < 1 || f.port > last_port) {
+    throw UsageError(fmt::format("--port {}: expected a port in [1, {}] (jobs use the {} after it)", f.port,
+                                 last_port, bench::kPortsCycled + limits::kMaxProcesses));
+  }
+  // The folder may be new, its parent must exist: a mistyped path is not made.
+  fs::path out = fs::path(f.out).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();  // "results/"
+  check_output("--out", out);
+}
+
 bench::BenchOptions to_options(const BenchFlags& f) {
+  check_early(f);
   bench::BenchOptions o;
   o.tools = {.weft = fs::read_symlink("/proc/self/exe").string(),
              .python = f.python,

@@ -8,6 +8,7 @@
 #include "profile/zoo.h"
 #include "units/files.h"
 #include "units/json_reader.h"
+#include "units/limits.h"
 
 namespace weft::cli {
 
@@ -69,9 +70,10 @@ constexpr std::string_view kFit =
     "a JSON object with points [{bytes, seconds}, ...] (or [{bytes, allreduce_s, allgather_s}, ...]) or numbers "
     "a_s and b_s_per_byte, and optionally an integer gather_below_bytes, as `weft profile --network --out` writes";
 
-FittedAllReduce load_fit(const std::string& file) {
-  const std::string origin = fmt::format("--network {}", file);
-  const nlohmann::json j = parse_json(read_input(file, "the all-reduce fit given to --network"), origin, kFit);
+}  // namespace
+
+FittedAllReduce parse_fit(std::string_view text, std::string_view origin) {
+  const nlohmann::json j = parse_json(text, origin, kFit);
   const JsonReader r(j, "", origin, kFit);
   const Bytes gather_below = r.has("gather_below_bytes") ? r.integer("gather_below_bytes") : 0;
   if (gather_below < 0) r.reject("gather_below_bytes", "a size >= 0 in bytes", r.get("gather_below_bytes"));
@@ -102,6 +104,11 @@ FittedAllReduce load_fit(const std::string& file) {
   fit.gather_below = gather_below;
   return fit;
 }
+
+namespace {
+FittedAllReduce load_fit(const std::string& file) {
+  return parse_fit(read_input(file, "the all-reduce fit given to --network"), fmt::format("--network {}", file));
+}
 }  // namespace
 
 // Runs parse(text), prefixing any UsageError with the flag it came from.
@@ -130,8 +137,15 @@ Cluster make_cluster(const ClusterFlags& flags) {
 }
 
 StrategyOptions make_strategy_options(const StrategyFlags& flags) {
-  if (flags.H < 1) throw UsageError(fmt::format("--H {}: expected an integer >= 1", flags.H));
-  if (flags.T < 1) throw UsageError(fmt::format("--T {}: expected an integer >= 1", flags.T));
+  if (flags.H < 1 || flags.H > limits::kMaxPeriod) {
+    throw UsageError(fmt::format("--H {}: expected an integer in [1, {}]", flags.H, limits::kMaxPeriod));
+  }
+  if (flags.T < 1 || flags.T > limits::kMaxPeriod) {
+    throw UsageError(fmt::format("--T {}: expected an integer in [1, {}]", flags.T, limits::kMaxPeriod));
+  }
+  if (flags.easgd_alpha && !(*flags.easgd_alpha >= 0 && *flags.easgd_alpha <= 1)) {
+    throw UsageError(fmt::format("--easgd-alpha {}: expected a number in [0, 1]", *flags.easgd_alpha));
+  }
   if (!(flags.easgd_beta > 0 && flags.easgd_beta <= 1)) {
     throw UsageError(fmt::format("--easgd-beta {}: expected a number in (0, 1]", flags.easgd_beta));
   }
@@ -140,7 +154,7 @@ StrategyOptions make_strategy_options(const StrategyFlags& flags) {
   o.T = flags.T;
   if (!flags.partition.empty()) o.partition = parse_flag("--partition", flags.partition, parse_bytes);
   if (!flags.credit.empty()) o.credit = parse_flag("--credit", flags.credit, parse_bytes);
-  if (flags.easgd_alpha >= 0) o.easgd_alpha = flags.easgd_alpha;
+  o.easgd_alpha = flags.easgd_alpha;
   o.easgd_beta = flags.easgd_beta;
   return o;
 }

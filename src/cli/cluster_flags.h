@@ -3,7 +3,9 @@
 // defaults, and how they become a Profile, a Cluster and StrategyOptions.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "cost/cluster.h"
 #include "profile/profile.h"
@@ -38,7 +40,7 @@ struct StrategyFlags {
   int T = 3;
   std::string partition;  // empty = tuned
   std::string credit;     // empty = tuned
-  double easgd_alpha = -1;  // < 0 = beta / P
+  std::optional<double> easgd_alpha;  // unset = beta / P
   double easgd_beta = 0.9;
 };
 
@@ -50,5 +52,9 @@ void add_strategy_flags(CLI::App& command, StrategyFlags& flags);
 Profile load_model(const ModelFlags& flags);
 Cluster make_cluster(const ClusterFlags& flags);
 StrategyOptions make_strategy_options(const StrategyFlags& flags);
+
+// The all-reduce fit that `weft profile --network --out` writes, as --network
+// reads it. THROWS UsageError naming `origin` and the field.
+FittedAllReduce parse_fit(std::string_view text, std::string_view origin);
 
 }  // namespace weft::cli

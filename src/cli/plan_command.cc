@@ -12,6 +12,7 @@
 #include "plan/planner.h"
 #include "sim/simulator.h"
 #include "units/files.h"
+#include "units/limits.h"
 
 namespace weft::cli {
 namespace {
@@ -155,12 +156,29 @@ Schedule given_schedule(const std::string& file, const Profile& profile, const C
     throw UsageError(fmt::format("--schedule {}: its operations are {}, so give --arch {}", file,
                                  ps ? "a parameter server's" : "all-reduces", ps ? "ps (and --servers)" : "allreduce"));
   }
+  for (std::size_t i = 0; i < schedule.iterations.size(); ++i) {
+    for (std::size_t k = 0; k < schedule.iterations[i].size(); ++k) {
+      const CommOp& op = schedule.iterations[i][k];
+      if (ps && op.server >= cluster.servers) {
+        throw UsageError(fmt::format("--schedule {}: iterations[{}][{}].server is {}; expected a server of --servers "
+                                     "{} (0 to {})",
+                                     file, i, k, op.server, cluster.servers, cluster.servers - 1));
+      }
+    }
+  }
   return schedule;
 }
 
 // --schedule-out: a bad path is bad input.
 void run_simulate(const SimulateFlags& flags) {
-  if (flags.iterations < 0) throw UsageError(fmt::format("--iterations {}: expected >= 0", flags.iterations));
+  if (flags.iterations < 0 || flags.iterations > limits::kMaxIterations) {
+    throw UsageError(fmt::format("--iterations {}: expected an integer in [0, {}] (0: enough for a steady state)",
+                                 flags.iterations, limits::kMaxIterations));
+  }
+  if (flags.trace_iterations < 0 || flags.trace_iterations > limits::kMaxIterations) {
+    throw UsageError(fmt::format("--trace-iterations {}: expected an integer in [0, {}]", flags.trace_iterations,
+                                 limits::kMaxIterations));
+  }
   const Profile profile = load_model(flags.model);
   const Cluster cluster = make_cluster(flags.cluster);
   const Schedule schedule = flags.schedule.empty() ? planned_schedule(flags, profile, cluster)

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "units/limits.h"
+
 namespace weft {
 
 std::string_view to_string(Arch arch) {
@@ -29,20 +31,21 @@ bool non_negative(double v) { return v >= 0 && std::isfinite(v); }
 }  // namespace
 
 void validate(const Cluster& c) {
-  if (c.workers < 1) {
-    throw UsageError(fmt::format("--workers: {} workers; need at least 1", c.workers));
+  if (c.workers < 1 || c.workers > limits::kMaxWorkers) {
+    throw UsageError(fmt::format("--workers: {} workers; need 1 to {} (docs/limits.md)", c.workers,
+                                 limits::kMaxWorkers));
   }
   if (!positive(c.bandwidth)) {
     throw UsageError(fmt::format(
         "--bandwidth: {} bytes/s; need a finite rate > 0 (e.g. 1Gbit, 100Mbit, 10MB/s)",
         c.bandwidth));
   }
-  if (!non_negative(c.latency)) {
+  if (!non_negative(c.latency) || c.latency > limits::kMaxSeconds) {
     throw UsageError(fmt::format(
-        "--latency: {} s; need a finite duration >= 0 (e.g. 50us, 2ms)", c.latency));
+        "--latency: {} s; need a duration in [0, 1 day] (e.g. 50us, 2ms)", c.latency));
   }
   if (c.fitted) {
-    if (!non_negative(c.fitted->a)) {
+    if (!non_negative(c.fitted->a) || c.fitted->a > limits::kMaxSeconds) {
       throw UsageError(fmt::format(
           "fitted all-reduce a (--fit-a): {} s; need a finite duration >= 0", c.fitted->a));
     }
@@ -54,9 +57,9 @@ void validate(const Cluster& c) {
     }
   }
   if (c.arch == Arch::kParameterServer) {
-    if (c.servers < 1) {
-      throw UsageError(fmt::format("--servers: {} servers; need at least 1 for --arch ps",
-                                   c.servers));
+    if (c.servers < 1 || c.servers > limits::kMaxServers) {
+      throw UsageError(fmt::format("--servers: {} servers; need 1 to {} for --arch ps (docs/limits.md)",
+                                   c.servers, limits::kMaxServers));
     }
     if (!(c.server_bandwidth == 0 || positive(c.server_bandwidth))) {
       throw UsageError(fmt::format(
@@ -132,8 +135,8 @@ void check_and_pool(std::vector<MeasuredAllReduce>& points, std::string_view wha
       throw UsageError(fmt::format("{}: {}[{}].bytes = {}; sizes must be positive and strictly ascending",
                                    origin, what, i, p.bytes));
     }
-    if (!positive(p.seconds)) {
-      throw UsageError(fmt::format("{}: {}[{}].seconds = {}; need a finite time > 0", origin, what, i, p.seconds));
+    if (!positive(p.seconds) || p.seconds > limits::kMaxSeconds) {
+      throw UsageError(fmt::format("{}: {}[{}].seconds = {}; need a time in (0, 1 day]", origin, what, i, p.seconds));
     }
   }
   // Pool adjacent violators: each block holds the mean time of the sizes it spans.
@@ -210,28 +213,43 @@ Seconds curve_startup(const FittedAllReduce& f, Bytes n) {
 // The ring moves 2(P−1)/P·n bytes over each worker's link in 2(P−1) steps, each
 // paying α. Scaling the fabric's capacity by P/(2(P−1)) instead of the volume keeps
 // `volume` equal to the message size, which is what traces and credits count.
-Flow allreduce_flow(const Cluster& c, Bytes n) {
+namespace {
+
+// The startup of an all-reduce of n bytes, as allreduce_flow() and
+// allreduce_time() say it. REQUIRES c.workers > 1.
+Seconds allreduce_startup(const Cluster& c, Bytes n) {
+  if (!c.fitted) return 2.0 * (c.workers - 1) * c.latency;
+  return c.fitted->curve.empty() ? c.fitted->a : curve_startup(*c.fitted, n);
+}
+
+void check_allreduce(const Cluster& c, Bytes n) {
   if (c.arch != Arch::kAllReduce || n < 0) {
     throw std::logic_error(fmt::format("all-reduce flow of {} bytes on a {} cluster", n,
                                        to_string(c.arch)));
   }
+}
+
+}  // namespace
+
+Flow allreduce_flow(const Cluster& c, Bytes n) {
+  check_allreduce(c, n);
   Flow flow;
   flow.links = {0};
   if (c.workers == 1) return flow;
-  if (!c.fitted) {
-    flow.startup = 2.0 * (c.workers - 1) * c.latency;
-  } else {
-    flow.startup = c.fitted->curve.empty() ? c.fitted->a : curve_startup(*c.fitted, n);
-    flow.weight = static_cast<double>(std::max<Bytes>(n, 1));
-  }
+  flow.startup = allreduce_startup(c, n);
+  if (c.fitted) flow.weight = static_cast<double>(std::max<Bytes>(n, 1));
   flow.volume = static_cast<double>(n);
   return flow;
 }
 
+// The flow's time alone, without building the Flow: the planner's searches ask
+// for O(layers^2) of these (Note [Exact merged-gradient WFBP], schedulers/sync.cc).
 Seconds allreduce_time(const Cluster& c, Bytes n) {
-  const Flow flow = allreduce_flow(c, n);
-  if (flow.volume == 0) return flow.startup;
-  return flow.startup + flow.volume / fabric_capacity(c);
+  check_allreduce(c, n);
+  if (c.workers == 1) return 0;
+  const Seconds startup = allreduce_startup(c, n);
+  if (n == 0) return startup;
+  return startup + static_cast<double>(n) / fabric_capacity(c);
 }
 
 Flow push_flow(const Cluster& c, int worker, int server, Bytes n) {

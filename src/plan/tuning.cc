@@ -1,6 +1,8 @@
 #include "plan/tuning.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 #include <string_view>
 
 #include "schedulers/blocks.h"
@@ -95,8 +97,15 @@ StrategyOptions tune(const StrategyInfo& strategy, const Profile& profile, const
   StrategyOptions best = base;
   if (row->partition) best.partition = base.partition.value_or(kDefaultPartition);
   if (row->credit) best.credit = base.credit.value_or(kDefaultCredit);
+  // Each candidate is simulated once: the alternating search meets the same
+  // (S_p, C) again in every round, and a simulation of a large model is the
+  // whole cost of tuning.
+  std::map<std::pair<Bytes, Bytes>, Seconds> simulated;
   auto time_of = [&](const StrategyOptions& options) {
-    return simulate(strategy.make(profile, cluster, options), profile, cluster).summary.iteration;
+    const std::pair key{options.partition.value_or(0), options.credit.value_or(0)};
+    const auto [it, fresh] = simulated.try_emplace(key, 0);
+    if (fresh) it->second = simulate(strategy.make(profile, cluster, options), profile, cluster).summary.iteration;
+    return it->second;
   };
   Seconds best_time = time_of(best);
   // Replaces `best` by the fastest of `candidates` if it is faster (not a tie).

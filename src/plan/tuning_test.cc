@@ -151,5 +151,48 @@ TEST(TuningTest, TunedDcreditIsNeverSlowerThanWfbpOnTheZoo) {
   }
 }
 
+// Tuning's cost is its simulations: the alternating search meets the same
+// (S_p, C) in every round, and each is simulated once.
+std::vector<std::pair<Bytes, Bytes>> simulated_options;
+Schedule recorded_bytescheduler(const Profile& p, const Cluster& c, const StrategyOptions& o) {
+  simulated_options.emplace_back(o.partition.value_or(0), o.credit.value_or(0));
+  return find_strategy("bytescheduler").make(p, c, o);
+}
+
+TEST(TuningTest, EachCandidateIsSimulatedOnce) {
+  StrategyInfo recorded = find_strategy("bytescheduler");
+  recorded.make = recorded_bytescheduler;
+  for (const char* model : {"resnet50", "vgg16"}) {
+    simulated_options.clear();
+    const Profile p = zoo_profile(model);
+    const Cluster c{.workers = 8, .bandwidth = 1e9 / 8, .latency = 50e-6};
+    const StrategyOptions tuned = tune(recorded, p, c, {});
+    std::vector<std::pair<Bytes, Bytes>> distinct = simulated_options;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    EXPECT_EQ(distinct.size(), simulated_options.size()) << model;
+    // Still the best of what it simulated, as before.
+    EXPECT_EQ(tuned.partition, tune(find_strategy("bytescheduler"), p, c, {}).partition) << model;
+  }
+}
+
+// A model of 5,000 layers: each layer at least one block, so only the default
+// S_p is a candidate, and tuning costs one simulation per credit.
+TEST(TuningTest, AVeryDeepModelTunesInFewSimulations) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::int64_t> params(1'000, 3'000'000);
+  Profile p{.model = "deep"};
+  for (int l = 0; l < 5'000; ++l) {
+    p.layers.push_back({.name = "l" + std::to_string(l), .params = params(rng), .fp = 1e-4, .bp = 2e-4});
+  }
+  const Cluster c{.workers = 8, .bandwidth = 10e9 / 8, .latency = 50e-6};
+  StrategyInfo recorded = find_strategy("bytescheduler");
+  recorded.make = recorded_bytescheduler;
+  simulated_options.clear();
+  tune(recorded, p, c, {});
+  EXPECT_EQ(partition_candidates(p), std::vector<Bytes>{kDefaultPartition});
+  EXPECT_LE(simulated_options.size(), 1 + credit_candidates(p, kDefaultPartition).size());
+}
+
 }  // namespace
 }  // namespace weft

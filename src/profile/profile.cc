@@ -11,6 +11,7 @@
 
 #include "units/files.h"
 #include "units/json_reader.h"
+#include "units/limits.h"
 
 namespace weft {
 
@@ -60,15 +61,18 @@ constexpr const char* kBackward = "bp_s";
 
 std::string_view accepted(std::string_view field) {
   if (field == kName) return "a non-empty string";
-  if (field == kParams) return "an integer >= 0";
-  if (field == kBytesPerParam) return "an integer >= 1 (default 4)";
-  return "a number >= 0 (seconds)";  // fp_s, bp_s
+  static const std::string params = fmt::format("an integer >= 0 with params * bytes_per_param <= {} bytes",
+                                                limits::kMaxBytes);
+  static const std::string seconds = fmt::format("a number of seconds in [0, {}]", limits::kMaxSeconds);
+  if (field == kParams) return params;
+  if (field == kBytesPerParam) return "an integer in [1, 64] (default 4)";
+  return seconds;  // fp_s, bp_s
 }
 
 // "profile.json: layer 3 (\"conv2\")" — the name only when there is one.
 std::string where(std::string_view origin, std::size_t index, std::string_view name) {
   if (name.empty()) return fmt::format("{}: layer {}", origin, index);
-  return fmt::format("{}: layer {} (\"{}\")", origin, index, name);
+  return fmt::format("{}: layer {} (\"{}\")", origin, index, excerpt_text(name));
 }
 
 [[noreturn]] void bad_field(std::string_view origin, std::size_t index, std::string_view name,
@@ -77,9 +81,16 @@ std::string where(std::string_view origin, std::size_t index, std::string_view n
                                field, value, accepted(field)));
 }
 
+void check_layer_count(std::size_t layers, std::string_view origin) {
+  if (layers > static_cast<std::size_t>(limits::kMaxLayers)) {
+    throw UsageError(fmt::format("{}: {} layers; weft reads at most {} (docs/limits.md)", origin, layers,
+                                 limits::kMaxLayers));
+  }
+}
+
 void check_time(std::string_view origin, std::size_t index, const Layer& layer,
                 std::string_view field, Seconds t) {
-  if (!std::isfinite(t) || t < 0) bad_field(origin, index, layer.name, field, fmt::format("{}", t));
+  if (!(t >= 0 && t <= limits::kMaxSeconds)) bad_field(origin, index, layer.name, field, fmt::format("{}", t));
 }
 
 }  // namespace
@@ -89,47 +100,57 @@ void validate(const Profile& profile, std::string_view origin) {
     throw UsageError(fmt::format(
         "{}: the profile has no layers; expected \"layers\" to hold at least one layer", origin));
   }
+  check_layer_count(profile.layers.size(), origin);
+  Bytes total = 0;  // each layer's bytes are at most kMaxBytes, so this cannot overflow
   for (std::size_t i = 0; i < profile.layers.size(); ++i) {
     const Layer& layer = profile.layers[i];
     if (layer.name.empty()) bad_field(origin, i, layer.name, kName, "\"\"");
-    if (layer.params < 0)
-      bad_field(origin, i, layer.name, kParams, fmt::format("{}", layer.params));
-    if (layer.bytes_per_param < 1) {
+    if (layer.bytes_per_param < 1 || layer.bytes_per_param > 64) {
       bad_field(origin, i, layer.name, kBytesPerParam, fmt::format("{}", layer.bytes_per_param));
+    }
+    if (layer.params < 0 || layer.params > limits::kMaxBytes / layer.bytes_per_param) {
+      bad_field(origin, i, layer.name, kParams, fmt::format("{}", layer.params));
     }
     check_time(origin, i, layer, kForward, layer.fp);
     check_time(origin, i, layer, kBackward, layer.bp);
+    total += layer.bytes();
+    if (total > limits::kMaxBytes) {
+      throw UsageError(fmt::format("{}: layers 0 to {} hold {} bytes, more than the {} weft models (docs/limits.md)",
+                                   origin, i, total, limits::kMaxBytes));
+    }
   }
   // The interference and skew fields: each >= 0, and 0 means "none".
   struct Optional {
     const char* field;
     double value;
     const char* expected;
+    double max = limits::kMaxFactor;
   };
   constexpr const char* kSlowdown = "a number >= 0 (0: compute and communication do not slow each other)";
   constexpr const char* kSkew = "seconds >= 0 (0: the workers reach every collective together)";
   constexpr const char* kDrift = "a number >= 0 (0: the workers do not drift apart as they compute)";
   constexpr const char* kPair = "a number >= 0 (0: collectives issued together run at once)";
   constexpr const char* kDelay = "seconds >= 0 (0: collectives start as soon beside the layers as without)";
-  for (const auto& [field, value, expected] : {Optional{"compute_slowdown", profile.compute_slowdown, kSlowdown},
+  for (const auto& [field, value, expected, max] : {Optional{"compute_slowdown", profile.compute_slowdown, kSlowdown},
                                                Optional{"comm_slowdown", profile.comm_slowdown, kSlowdown},
-                                               Optional{"skew_s", profile.skew, kSkew},
-                                               Optional{"back_to_back_skew_s", profile.back_to_back_skew, kSkew},
+                                               Optional{"skew_s", profile.skew, kSkew, limits::kMaxSeconds},
+                                               Optional{"back_to_back_skew_s", profile.back_to_back_skew, kSkew, limits::kMaxSeconds},
                                                Optional{"drift", profile.drift, kDrift},
-                                               Optional{"start_delay_s", profile.start_delay, kDelay},
+                                               Optional{"start_delay_s", profile.start_delay, kDelay, limits::kMaxSeconds},
                                                Optional{"pair_slowdown", profile.pair_slowdown, kPair},
                                                Optional{"waiting_pair_slowdown",
                                                         profile.waiting_pair_slowdown.value_or(0), kPair},
                                                Optional{"transfer_slowdown", profile.transfer_slowdown.value_or(0),
                                                         kSlowdown}}) {
-    if (!(value >= 0) || !std::isfinite(value)) {
-      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, value, expected));
+    if (!(value >= 0 && value <= max)) {
+      throw UsageError(
+          fmt::format("{}: field \"{}\" is {}; expected {}, at most {}", origin, field, value, expected, max));
     }
   }
   for (const auto& [field, value] : {std::pair{"processes", profile.processes}, std::pair{"cores", profile.cores}}) {
-    if (value < 0) {
-      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected an integer >= 0 (0: unknown)", origin,
-                                   field, value));
+    if (value < 0 || value > limits::kMaxWorkers) {
+      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected an integer in [0, {}] (0: unknown)", origin,
+                                   field, value, limits::kMaxWorkers));
     }
   }
 }
@@ -199,7 +220,7 @@ class LayerReader {
     bad_field(origin_, index_, name_, field, "missing");
   }
   [[noreturn]] void bad(std::string_view field, const json& value) const {
-    bad_field(origin_, index_, name_, field, value.dump());
+    bad_field(origin_, index_, name_, field, excerpt(value));
   }
 
   std::string_view origin_;
@@ -218,7 +239,7 @@ void read_optional(const json& root, const char* field, std::string_view accepte
             : std::is_floating_point_v<T> ? it->is_number()
                                           : it->is_number_integer();
   if (!ok) {
-    throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, it->dump(),
+    throw UsageError(fmt::format("{}: field \"{}\" is {}; expected {}", origin, field, excerpt(*it),
                                  accepted_form));
   }
   out = it->get<T>();
@@ -270,6 +291,7 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
                     "in forward order",
                     origin, layers->type_name()));
   }
+  check_layer_count(layers->size(), origin);
   profile.layers.reserve(layers->size());
   for (std::size_t i = 0; i < layers->size(); ++i) {
     const json& entry = (*layers)[i];

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -11,6 +13,7 @@
 #include "profile/profile.h"
 #include "units/files.h"
 #include "units/json_reader.h"
+#include "units/limits.h"
 
 namespace weft {
 
@@ -74,6 +77,15 @@ void validate(const Schedule& s, const Profile& profile, int workers) {
     throw std::logic_error(fmt::format("schedule '{}': credit {} must be > 0", s.strategy,
                                        s.dispatch.credit));
   }
+  if (s.dispatch.credit < 0) {
+    throw std::logic_error(fmt::format("schedule '{}': credit {} must be >= 0", s.strategy, s.dispatch.credit));
+  }
+  // Elastic averaging (docs/limits.md): alpha pulls a worker part of the way to
+  // the centre and beta moves the centre part of the way: both fractions.
+  if (!(s.easgd.alpha >= 0 && s.easgd.alpha <= 1 && s.easgd.beta >= 0 && s.easgd.beta <= 1)) {
+    throw std::logic_error(fmt::format("schedule '{}': easgd alpha {} and beta {} must be in [0, 1]", s.strategy,
+                                       s.easgd.alpha, s.easgd.beta));
+  }
   for (Bytes w : s.dispatch.windows) {
     if (w <= 0) {
       throw std::logic_error(fmt::format("schedule '{}': window of {} bytes must be > 0", s.strategy, w));
@@ -101,7 +113,9 @@ void validate(const Schedule& s, const Profile& profile, int workers) {
           broken(s, it, i, fmt::format("{} release offsets for {} workers", op.release_offset.size(), workers));
         }
         for (Seconds r : op.release_offset) {
-          if (!(r >= 0)) broken(s, it, i, fmt::format("release offset {} < 0", r));
+          if (!(r >= 0 && r <= limits::kMaxSeconds)) {
+            broken(s, it, i, fmt::format("release offset {} s outside [0, {}] s", r, limits::kMaxSeconds));
+          }
         }
       }
       for (const Chunk& c : op.chunks) {
@@ -193,18 +207,28 @@ Kind kind_named(const JsonReader& r, const std::string& field, const std::array<
 }
 
 CommOp read_op(const JsonReader& r) {
+  // Indices as ints, within the limits any schedule meets (docs/limits.md);
+  // validate() checks them against the model and cluster.
+  constexpr std::int64_t kInt = std::numeric_limits<int>::max();
   CommOp op{.kind = kind_named(r, "kind", std::array{OpKind::kAverageGradients, OpKind::kAverageParameters,
                                                      OpKind::kParameterServer}),
-            .ready_after = static_cast<int>(r.integer("ready_after")),
+            .ready_after = static_cast<int>(r.integer("ready_after", 0, limits::kMaxLayers)),
             .release_offset = r.numbers("release_offset_s"),
-            .priority = static_cast<int>(r.integer("priority")),
-            .needed_by = static_cast<int>(r.integer("needed_by")),
-            .server = static_cast<int>(r.integer("server"))};
+            .priority = static_cast<int>(r.integer("priority", -kInt, kInt)),
+            .needed_by = static_cast<int>(r.integer("needed_by", kBarrier, limits::kMaxLayers)),
+            .server = static_cast<int>(r.integer("server", 0, limits::kMaxServers))};
   const nlohmann::json& chunks = r.array("chunks");
   for (const nlohmann::json& c : chunks) {
-    const bool triple = c.is_array() && c.size() == 3 &&
-                        std::all_of(c.begin(), c.end(), [](const auto& x) { return x.is_number_integer(); });
-    if (!triple) r.reject("chunks", "an array of [layer, offset, length] integer triples", chunks);
+    const auto within = [](const nlohmann::json& x, std::int64_t max) {
+      return x.is_number_integer() && x.get<std::int64_t>() >= 0 && x.get<std::int64_t>() <= max;
+    };
+    const bool triple = c.is_array() && c.size() == 3 && within(c[0], limits::kMaxLayers) &&
+                        within(c[1], limits::kMaxBytes) && within(c[2], limits::kMaxBytes);
+    if (!triple) {
+      r.reject("chunks", fmt::format("an array of [layer, offset, length] integer triples, each in [0, {}]",
+                                     limits::kMaxBytes),
+               chunks);
+    }
     op.chunks.push_back({.layer = c[0].get<int>(), .offset = c[1].get<Bytes>(), .length = c[2].get<Bytes>()});
   }
   return op;
@@ -219,11 +243,11 @@ Schedule parse_schedule(std::string_view json_text, std::string_view origin) {
   const JsonReader easgd = top.child("easgd");
   top.child("options");  // an object, or it says so
   Schedule s{.strategy = top.string("strategy"),
-             .period = static_cast<int>(top.integer("period")),
+             .period = static_cast<int>(top.integer("period", 1, limits::kMaxPeriod)),
              .dispatch = {.kind = kind_named(dispatch, "policy",
                                              std::array{DispatchPolicy::Kind::kInOrder, DispatchPolicy::Kind::kCredit,
                                                         DispatchPolicy::Kind::kWindows}),
-                          .credit = dispatch.integer("credit_B"),
+                          .credit = dispatch.integer("credit_B", 0, limits::kMaxBytes),
                           .windows = dispatch.integers("windows_B")},
              .easgd = {.alpha = easgd.number("alpha"), .beta = easgd.number("beta")},
              .options_json = top.get("options").dump()};

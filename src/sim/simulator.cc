@@ -118,6 +118,9 @@ namespace weft {
 
 namespace {
 
+// Note [No spinning]: network advances in a row that may change nothing.
+constexpr int kMaxIdleRounds = 16;
+
 // Completion tracking uses one slot per layer for needed_by and one more for
 // kBarrier.
 int dependency_slot(const CommOp& op, int layers) {
@@ -472,13 +475,26 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
 
 Timeline Simulation::run() {
   for (int w = 0; w < sim_workers_; ++w) try_start(w, 0);
+  // Note [No spinning]: each round pops an event or advances the network; a
+  // network advance that finishes no flow, at a time that its next event then
+  // equals, makes no progress. A few in a row are flows beginning their transfer
+  // at that instant; more mean times the doubles cannot tell apart (the inputs'
+  // bounds, docs/limits.md, keep them from arising): an error, not a hang.
+  int idle_rounds = 0;
   while (finished_workers_ < sim_workers_) {
     const Seconds net_time = network_.next_event();
     if (net_time == Network::kNever && queue_.empty()) deadlock(network_.time());
     // Network events first on ties: a message ending at the instant a layer ends is
     // seen by whatever that layer's end decides.
     if (queue_.empty() || net_time <= queue_.top().time) {
-      for (Network::FlowId id : network_.advance(net_time)) {
+      const std::vector<Network::FlowId>& done = network_.advance(net_time);
+      idle_rounds = done.empty() && !(network_.next_event() > net_time) ? idle_rounds + 1 : 0;
+      if (idle_rounds > kMaxIdleRounds) {
+        throw std::runtime_error(fmt::format(
+            "schedule '{}': the simulation stopped advancing at {} s (times too large or too close for a double)",
+            schedule_.strategy, net_time));
+      }
+      for (Network::FlowId id : done) {
         const FlowTag tag = flow_tags_[static_cast<size_t>(id)];
         switch (tag.kind) {
           case FlowTag::Kind::kCollective: on_collective_done(tag.id, net_time); break;
@@ -490,6 +506,7 @@ Timeline Simulation::run() {
     }
     const QueuedEvent e = queue_.top();
     queue_.pop();
+    idle_rounds = 0;
     switch (e.kind) {
       case EventKind::kSegmentDone: {
         Worker& w = workers_state_[static_cast<size_t>(e.worker)];
@@ -1209,7 +1226,9 @@ Summary Simulation::summarise() const {
   const Seconds begin = iteration_start_[static_cast<size_t>(warmup_end_)];
   const Seconds span = iteration_start_[static_cast<size_t>(measure_end_)] - begin;
   s.iteration = s.iterations > 0 ? span / s.iterations : 0;
-  s.exposed_comm = s.iteration - s.compute;
+  // Cores a waiting worker leaves to the others (Note [Shared cores]) and rounding
+  // can make an iteration shorter than the profile's compute: none exposed then.
+  s.exposed_comm = std::max(0.0, s.iteration - s.compute);
   if (s.iterations > 0) s.slowed_compute = measured_compute_ / (s.iterations * sim_workers_);
   if (span > 0) {
     const LinkSet& links = network_.links();

@@ -18,9 +18,21 @@
 
 namespace weft {
 
-// Parses `text`. THROWS UsageError "ORIGIN: not valid JSON (DETAIL, byte N);
-// expected EXPECTED" (EXPECTED says what the file should hold).
+// Parses `text`, refusing what weft never writes and what would make reading
+// it unbounded (Note [Bounded JSON], json_reader.cc): nesting deeper than
+// limits::kMaxJsonDepth, an array longer than limits::kMaxJsonArray, a key twice
+// in one object, a number beyond a double's range.
+// THROWS UsageError "ORIGIN: not valid JSON (DETAIL, byte N); expected EXPECTED"
+// (EXPECTED says what the file should hold), or "ORIGIN: PATH: WHAT; expected
+// EXPECTED" for the refusals above; any quoted input is cut to a few dozen
+// characters.
 nlohmann::json parse_json(std::string_view text, std::string_view origin, std::string_view expected);
+
+// `value` as JSON text, cut to at most about 60 characters ("[1,2,3,… (2310512
+// characters)") so that an error message stays one line.
+std::string excerpt(const nlohmann::json& value);
+// The same for text, cut to `keep` characters.
+std::string excerpt_text(std::string_view text, std::size_t keep = 60);
 
 // Reads the fields of one JSON object. Every accessor THROWS UsageError naming
 // `origin`, the field's path and, for a missing field, `what` (what kind of file
@@ -37,6 +49,8 @@ class JsonReader {
   std::string string(const std::string& name) const;
   double number(const std::string& name) const;
   std::int64_t integer(const std::string& name) const;
+  // An integer in [min, max].
+  std::int64_t integer(const std::string& name, std::int64_t min, std::int64_t max) const;
   bool boolean(const std::string& name) const;
   std::vector<double> numbers(const std::string& name) const;
   std::vector<std::int64_t> integers(const std::string& name) const;

@@ -1,0 +1,179 @@
+// Hostile and mistaken input to the `weft` binary (docs/limits.md): each is a
+// one-line error and exit 2, promptly, never a crash, a hang, gigabytes of
+// memory or megabytes of error text. Runs the weft binary CMake built
+// (WEFT_BINARY), each run under `timeout` so that a hang fails the test at once.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Ran {
+  int status = 0;
+  std::string output;  // stdout and stderr
+};
+
+// A run that takes longer than this is a hang (exit 124); every case here is
+// refused in well under a second.
+constexpr const char* kPatience = "60";
+
+Ran weft(const std::string& args) {
+  const std::string command = std::string("timeout ") + kPatience + " " + WEFT_BINARY + " " + args + " 2>&1";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
+  Ran ran;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) ran.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  ran.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ran;
+}
+
+class BadInput : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("weft_bad_input_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Runs `weft args` and expects exit 2 with one short line that says `says`.
+  void expect_refused(const std::string& args, const std::string& says) const {
+    const Ran r = weft(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output.substr(0, 2000);
+    EXPECT_NE(r.output.find(says), std::string::npos) << args << "\n" << r.output.substr(0, 2000);
+    EXPECT_LT(r.output.size(), 600u) << args << "\n" << r.output.substr(0, 2000);
+    EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "not one line: " << r.output.substr(0, 2000);
+  }
+
+  // A profile of two layers, the second's forward time `fp`.
+  std::string profile(const std::string& name, const std::string& fp) const {
+    return write(name, R"({"model": "m", "layers": [{"name": "a", "params": 1000, "fp_s": 0.001, "bp_s": 0.002},
+                          {"name": "b", "params": 2000, "fp_s": )" +
+                           fp + R"(, "bp_s": 0.002}]})");
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(BadInput, DeepNestingIsRefusedNotACrash) {
+  const std::string deep = write("deep.json", std::string(100'000, '[') + std::string(100'000, ']'));
+  expect_refused("simulate --model resnet18 -P 2 --schedule " + deep, "deeper than 64 levels");
+  expect_refused("plan --model resnet18 -P 2 --network " + deep, "deeper than 64 levels");
+  expect_refused("plan --profile " + deep + " -P 2", "deeper than 64 levels");
+  // An object nested as deep.
+  std::string objects;
+  for (int i = 0; i < 100'000; ++i) objects += R"({"a":)";
+  objects += "1" + std::string(100'000, '}');
+  expect_refused("plan --profile " + write("objects.json", objects) + " -P 2", "deeper than 64 levels");
+}
+
+TEST_F(BadInput, ANumberBeyondADoubleNamesTheFileAndField) {
+  const std::string file = profile("overflow.json", "1e400");
+  expect_refused("plan --profile " + file + " -P 2", file + ": layers[1].fp_s is 1e400, beyond the range");
+}
+
+TEST_F(BadInput, ADuplicatedKeyIsRefused) {
+  const std::string file = write("twice.json", R"({"layers": [{"name": "a", "params": 1, "fp_s": 1, "fp_s": 2,
+                                                    "bp_s": 1}]})");
+  expect_refused("plan --profile " + file + " -P 2", R"(layers[0] has the key "fp_s" twice)");
+}
+
+TEST_F(BadInput, AHugeValueIsQuotedInAFewDozenCharacters) {
+  std::string numbers = "[0";
+  for (int i = 0; i < 300'000; ++i) numbers += ",1";
+  numbers += "]";
+  const std::string file = write("huge.json", R"({"a_s": )" + numbers + R"(, "b_s_per_byte": 1e-9})");
+  expect_refused("plan --model resnet18 -P 2 --network " + file, "a_s is [0,1,1,1");
+}
+
+TEST_F(BadInput, TimesNearTheLargestDoubleAreRefusedNotAHang) {
+  expect_refused("plan --profile " + profile("fp.json", "1e308") + " -P 2", "fp_s\" is 1e+308");
+  expect_refused("simulate --profile " + profile("fp2.json", "1e307") + " -P 2", "fp_s\" is 1e+307");
+  expect_refused("plan --profile " + profile("day.json", "90000") + " -P 2", "expected a number of seconds in [0, 86400]");
+}
+
+TEST_F(BadInput, AReleaseOffsetNearTheLargestDoubleIsRefusedNotAHang) {
+  const std::string saved = (dir_ / "s.json").string();
+  ASSERT_EQ(weft("simulate --model resnet18 -P 2 --arch ps --strategy ps --schedule-out " + saved).status, 0);
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(saved));
+  s["iterations"][0][0]["release_offset_s"] = {0.0, 1e308};
+  expect_refused("simulate --model resnet18 -P 2 --arch ps --schedule " + write("far.json", s.dump()),
+                 "release offset 1e+308 s outside [0, 86400] s");
+}
+
+TEST_F(BadInput, ScheduleFieldsOutOfRangeAreRefused) {
+  const std::string saved = (dir_ / "s.json").string();
+  ASSERT_EQ(weft("simulate --model resnet18 -P 2 --arch ps --servers 2 --strategy ps --schedule-out " + saved).status,
+            0);
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(saved));
+  nlohmann::json credit = s;
+  credit["dispatch"]["credit_B"] = -1;
+  expect_refused("simulate --model resnet18 -P 2 --arch ps --servers 2 --schedule " + write("c.json", credit.dump()),
+                 "dispatch.credit_B is -1, expected an integer in [0, ");
+  nlohmann::json server = s;
+  server["iterations"][0][0]["server"] = 2;
+  expect_refused("simulate --model resnet18 -P 2 --arch ps --servers 2 --schedule " + write("v.json", server.dump()),
+                 "iterations[0][0].server is 2; expected a server of --servers 2 (0 to 1)");
+  nlohmann::json alpha = s;
+  alpha["easgd"]["alpha"] = -1;
+  expect_refused("simulate --model resnet18 -P 2 --arch ps --servers 2 --schedule " + write("a.json", alpha.dump()),
+                 "easgd alpha -1");
+}
+
+TEST_F(BadInput, CountsAboveTheirMaximumAreRefusedBeforeAnyAllocation) {
+  expect_refused("plan --model resnet18 --workers 100000000", "--workers: 100000000 workers; need 1 to 65536");
+  expect_refused("simulate --model resnet18 -P 2 -n 1000000000", "--iterations 1000000000: expected an integer in");
+  expect_refused("simulate --model resnet18 -P 2 --arch ps --servers 1000000", "--servers: 1000000 servers");
+  expect_refused("plan --model resnet18 -P 2 --H 1000000", "--H 1000000: expected an integer in [1, 10000]");
+}
+
+TEST_F(BadInput, QuestionableValuesAreRefused) {
+  expect_refused("plan --model resnet18 -P 2 --arch ps --easgd-alpha -1", "--easgd-alpha -1: expected a number in [0, 1]");
+  const std::string fit = write("fit.json", R"({"points": [{"bytes": 1000, "seconds": -0.5},
+                                                           {"bytes": 2000, "seconds": 0.1}]})");
+  expect_refused("plan --model resnet18 -P 2 --network " + fit, "points[0].seconds = -0.5");
+  expect_refused("plan --model resnet18 -P 2 --network " + write("a.json", R"({"a_s": -1, "b_s_per_byte": 1e-9})"),
+                 "a_s is -1");
+}
+
+#ifdef WEFT_HAVE_RUNTIME
+TEST_F(BadInput, BenchReportRefusesResultsWithImpossibleCounts) {
+  const fs::path committed = fs::path("fuzz") / "corpus" / "bench_results" / "v2.json";
+  nlohmann::json bench = nlohmann::json::parse(std::ifstream(committed));
+  ASSERT_EQ(weft("bench --report " + committed.string()).status, 0);
+  bench["workers"] = -1;
+  expect_refused("bench --report " + write("bench.json", bench.dump()), "workers is -1, expected an integer in [1, ");
+  bench["schema"] = "weft-bench/9";
+  expect_refused("bench --report " + write("bench9.json", bench.dump()),
+                 R"(schema is "weft-bench/9", which this weft does not read)");
+}
+
+TEST_F(BadInput, BenchChecksItsFlagsBeforeAnyWork) {
+  expect_refused("bench --loopback --model nope --out " + (dir_ / "o").string(), "--model nope");
+  expect_refused("bench --loopback --port 0 --out " + (dir_ / "o").string(), "--port 0");
+  expect_refused("bench --loopback --port 65500 --out " + (dir_ / "o").string(), "--port 65500");
+  expect_refused("bench --loopback --workers 100000 --out " + (dir_ / "o").string(), "--workers 100000");
+  expect_refused("bench --loopback --out " + (dir_ / "no" / "such" / "o").string(), "does not exist");
+  EXPECT_FALSE(fs::exists(dir_ / "no"));
+}
+#endif
+
+}  // namespace
+}  // namespace weft
