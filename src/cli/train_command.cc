@@ -30,6 +30,7 @@ struct TrainFlags {
   std::string metrics;
   std::string trace;
   std::string save_params;
+  std::string checkpoint;
   std::string bandwidth = "1Gbit";
   std::string server_bandwidth;  // empty: same as --bandwidth
   std::string latency = "50us";
@@ -56,6 +57,7 @@ runtime::TrainOptions to_options(const TrainFlags& flags) {
   o.metrics = flags.metrics;
   o.trace = flags.trace;
   o.save_params = flags.save_params;
+  o.checkpoint = flags.checkpoint;
   o.failure_timeout = flags.failure_timeout;
   o.progress = !flags.no_progress;
   ClusterFlags cluster{.workers = 1, .bandwidth = flags.bandwidth, .latency = flags.latency,
@@ -103,6 +105,20 @@ void add_train(CLI::App& app, int& exit_status) {
       ->capture_default_str();
   cmd->add_option("--save-params", flags->save_params,
                   "write each rank's final parameters to FILE.rank<r> (raw float32, layers in order)");
+  cmd->add_option("--outer-optimizer", o.outer_optimizer,
+                  "local SGD: none (set each averaged layer to the average) or nesterov (step the averaged change "
+                  "since the layer's last average with Nesterov momentum; docs/local-sgd.md)")
+      ->capture_default_str();
+  cmd->add_option("--outer-lr", o.outer_lr, "the outer optimizer's learning rate")->capture_default_str();
+  cmd->add_option("--outer-momentum", o.outer_momentum, "the outer optimizer's momentum")->capture_default_str();
+  cmd->add_option("--checkpoint", flags->checkpoint,
+                  "write every worker's training state to DIR after every --checkpoint-every iterations and after "
+                  "the last (docs/checkpoints.md)");
+  cmd->add_option("--checkpoint-every", o.checkpoint_every, "iterations between checkpoints (0 = only at the end)")
+      ->capture_default_str();
+  cmd->add_flag("--resume", o.resume,
+                "continue the job from the last complete checkpoint in --checkpoint DIR (refused if it is of "
+                "another job)");
   cmd->add_option("--profile", flags->profile,
                   "layer times for the planner (profile JSON from `weft profile --model`); default: rank 0 "
                   "measures them before training");

@@ -153,6 +153,13 @@ class ShardedSource final : public DataSource {
 
   std::int64_t batches_per_epoch() const override { return steps_; }
 
+  std::int64_t position() const override { return epoch_ * steps_ + step_; }
+  void seek(std::int64_t batches) override {
+    if (batches < 0) throw UsageError(fmt::format("data position {} is negative", batches));
+    start_epoch(batches / steps_);
+    step_ = batches % steps_;
+  }
+
   std::vector<Batch> eval_batches(int batch) override {
     if (batch < 1) throw UsageError(fmt::format("evaluation batch {} is not >= 1", batch));
     std::vector<Batch> batches;

@@ -42,6 +42,11 @@ class DataSource {
   virtual Batch next() = 0;
   // Batches per epoch for this rank.
   virtual std::int64_t batches_per_epoch() const = 0;
+  // Batches next() has returned, counted across epochs; seek(position()) on a
+  // fresh source of the same options makes it return the same batches from there
+  // on (a resumed job, docs/checkpoints.md). seek THROWS UsageError if negative.
+  virtual std::int64_t position() const = 0;
+  virtual void seek(std::int64_t batches) = 0;
   // The whole evaluation split, in batches of `batch` (not sharded).
   virtual std::vector<Batch> eval_batches(int batch) = 0;
 };

@@ -40,7 +40,8 @@ class AllReduceMean : public OpExecutor {
   }
   Step step() const override { return gradients_ ? Step::kAfterCommunication : Step::kBeforeCommunication; }
   bool ordered_across_ranks() const override { return true; }
-  bool identity() const override { return options_.workers == 1; }
+  // With an outer optimizer a parameter mean over one worker still steps it.
+  bool identity() const override { return options_.workers == 1 && (gradients_ || options_.outer == nullptr); }
   Started start(const Schedule&, const Message&, torch::Tensor packed) override {
     Summing sum = start_sum(*options_.collectives, packed, options_.gather_below);
     return {.done = std::move(sum.done), .result = std::move(sum.result)};
@@ -48,6 +49,9 @@ class AllReduceMean : public OpExecutor {
   void complete(const torch::Tensor&, torch::Tensor& result) override {
     result = sum_of(result);
     if (options_.workers > 1) result.div_(static_cast<double>(options_.workers));
+  }
+  void complete_chunk(const Chunk& chunk, torch::Tensor values) override {
+    if (!gradients_ && options_.outer != nullptr) options_.outer->step(chunk, std::move(values));
   }
   std::string describe(const Schedule&, const Message& message) const override {
     return summed_by_allgather(message.bytes, options_.gather_below) ? "allgather" : "allreduce";
@@ -258,6 +262,10 @@ Engine::Engine(EngineOptions options)
                                        rank_, world_, options_.workers));
   }
   layout_ = std::make_unique<Layout>(options_.layers);
+  if (options_.first_iteration < 0) {
+    throw std::logic_error(fmt::format("engine: first_iteration {} is negative", options_.first_iteration));
+  }
+  iteration_ = options_.first_iteration;
   // Only the kinds the schedule uses: an executor may start a thread of its own.
   executors_.resize(static_cast<size_t>(OpKind::kParameterServer) + 1);
   for (const auto& ops : schedule.iterations) {
@@ -851,6 +859,7 @@ class Engine::Comm {
       Iteration& it = iteration(ref.iteration);
       for (const Chunk& chunk : schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)].chunks) {
         if (copy) {
+          executor.complete_chunk(chunk, f.result.narrow(0, position / kElement, chunk.length / kElement));
           const auto tensors = executor.results(chunk.layer);
           for (const auto& piece : e_.layout_->pieces(chunk)) {
             std::memcpy(static_cast<char*>(tensors[piece.tensor].data_ptr()) + piece.tensor_offset,

@@ -28,8 +28,10 @@
 // communication, after it, or elsewhere (by the parameter server), and how a packed
 // message is communicated. kAverageGradients and kAverageParameters are a mean
 // all-reduce (a sum over the workers, then division by their number) of gradients or
-// parameters; kParameterServer is push, server update, pull over Gloo
-// point-to-point (runtime/parameter_server.h). Adding a kind means adding an
+// parameters — with an outer optimizer (EngineOptions::outer), each averaged chunk
+// of parameters is stepped by it before it is written back (docs/local-sgd.md);
+// kParameterServer is push, server update, pull over Gloo point-to-point
+// (runtime/parameter_server.h). Adding a kind means adding an
 // OpExecutor, not a branch here. A mean over a single worker changes nothing: the
 // executor says so (identity) and the engine completes such a message on the spot,
 // without packing, so that one process trains at the speed of a plain loop.
@@ -126,6 +128,7 @@
 #include <torch/torch.h>
 
 #include "runtime/optimizer.h"
+#include "runtime/outer_optimizer.h"
 #include "runtime/recorder.h"
 #include "schedule/dispatcher.h"
 #include "schedule/schedule.h"
@@ -165,6 +168,10 @@ class OpExecutor {
   // Turns the communicated result into the values to unpack (e.g. sum -> mean);
   // `packed` is what was sent.
   virtual void complete(const torch::Tensor& packed, torch::Tensor& result) = 0;
+  // Then, per chunk of the message: `values` (a view of the completed result) are
+  // about to be written to the chunk's results; the executor may rewrite them in
+  // place (the outer optimizer, runtime/outer_optimizer.h). Default: as they are.
+  virtual void complete_chunk(const Chunk& /*chunk*/, torch::Tensor /*values*/) {}
   // For the timeline: what a message of this kind does, e.g. "allreduce".
   virtual std::string describe(const Schedule& schedule, const Message& message) const = 0;
 };
@@ -190,6 +197,13 @@ struct EngineOptions {
   // A wait of the training thread that sees no progress for this long fails. The
   // group's own timeout normally fires first; this catches anything else.
   Seconds stall_timeout = 120;
+  // Parameter averaging steps this outer optimizer with each averaged chunk instead
+  // of setting the parameters to the average (docs/local-sgd.md). Optional
+  // (nullptr = the plain average); REQUIRES: over the same layers; outlives the engine.
+  OuterOptimizer* outer = nullptr;
+  // The first iteration this engine trains (a job resumed from a checkpoint,
+  // docs/checkpoints.md): iteration t runs the schedule's t mod period.
+  int first_iteration = 0;
 };
 
 class Engine {

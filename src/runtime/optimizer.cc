@@ -96,4 +96,49 @@ void LayerOptimizer::zero_grad(int layer) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Checkpoints
+
+std::map<std::string, torch::Tensor> LayerOptimizer::state() const {
+  std::map<std::string, torch::Tensor> out;
+  out["steps"] = torch::tensor(steps_, torch::kInt64);
+  for (int l = 0; l < num_layers(); ++l) {
+    for (std::size_t i = 0; i < params_[l].size(); ++i) {
+      if (first_moment_[l][i].defined()) out[fmt::format("m/{}/{}", l, i)] = first_moment_[l][i].detach().clone();
+      if (second_moment_[l][i].defined()) out[fmt::format("v/{}/{}", l, i)] = second_moment_[l][i].detach().clone();
+    }
+  }
+  return out;
+}
+
+void LayerOptimizer::load_state(const std::map<std::string, torch::Tensor>& state) {
+  const auto steps = state.find("steps");
+  if (steps == state.end() || steps->second.scalar_type() != torch::kInt64 ||
+      steps->second.numel() != num_layers()) {
+    throw std::logic_error(fmt::format("optimizer state: \"steps\" is missing or does not hold {} layers' counts",
+                                       num_layers()));
+  }
+  const torch::Tensor counts = steps->second.contiguous();
+  for (int l = 0; l < num_layers(); ++l) steps_[l] = counts.data_ptr<std::int64_t>()[l];
+  for (int l = 0; l < num_layers(); ++l) {
+    for (std::size_t i = 0; i < params_[l].size(); ++i) {
+      for (auto [prefix, moments] : {std::pair{"m", &first_moment_}, std::pair{"v", &second_moment_}}) {
+        const std::string name = fmt::format("{}/{}/{}", prefix, l, i);
+        torch::Tensor& moment = (*moments)[l][i];
+        const auto found = state.find(name);
+        if (found == state.end()) {
+          moment = torch::Tensor();
+          continue;
+        }
+        if (!found->second.sizes().equals(params_[l][i].sizes()) ||
+            found->second.scalar_type() != params_[l][i].scalar_type()) {
+          throw std::logic_error(fmt::format("optimizer state: {} does not have the shape and type of its parameter",
+                                             name));
+        }
+        moment = found->second.clone();
+      }
+    }
+  }
+}
+
 }  // namespace weft::runtime

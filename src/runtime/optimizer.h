@@ -7,6 +7,7 @@
 // threads; the same layer must not be stepped concurrently.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,14 @@ class LayerOptimizer {
   void step(int layer);
   void zero_grad(int layer);
   int num_layers() const { return static_cast<int>(params_.size()); }
+
+  // For checkpoints (docs/checkpoints.md): the state as named tensors — "steps"
+  // (int64, one per layer) and "m/<l>/<i>", "v/<l>/<i>" for the moments allocated
+  // so far (copies) — and back. load_state REQUIRES: an optimizer of the same kind
+  // over layers of the same shapes; THROWS std::logic_error naming the tensor that
+  // does not fit.
+  std::map<std::string, torch::Tensor> state() const;
+  void load_state(const std::map<std::string, torch::Tensor>& state);
 
  private:
   std::vector<std::vector<torch::Tensor>> params_;

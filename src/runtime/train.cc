@@ -5,6 +5,7 @@
 #include "runtime/launcher.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/outer_optimizer.h"
 #include "runtime/trainer.h"
 #include "runtime/worker_env.h"
 #include "units/files.h"
@@ -39,6 +40,13 @@ void validate(const TrainOptions& o) {
   if (!(o.failure_timeout > 0)) {
     throw UsageError(fmt::format("--failure-timeout {}: expected a number of seconds > 0", o.failure_timeout));
   }
+  validate(OuterOptions{.kind = o.outer_optimizer, .lr = o.outer_lr, .momentum = o.outer_momentum});
+  if (o.outer_optimizer != "none" && info.family != Family::kLocalSgd) {
+    throw UsageError(fmt::format("--outer-optimizer {}: only the local SGD strategies (flsgd, plsgd, dreamddp, "
+                                 "dreamddp-opt) average parameters; --strategy {} does not",
+                                 o.outer_optimizer, o.strategy));
+  }
+  check_checkpoint_options(o);
   for (const auto& [flag, file] : {std::pair{"--metrics", o.metrics}, std::pair{"--trace", o.trace},
                                    std::pair{"--save-params", o.save_params}}) {
     if (!file.empty()) check_output(flag, file);
@@ -49,6 +57,8 @@ int run_train(const TrainOptions& options) {
   validate(options);
   if (is_launched_worker()) return run_worker(options, read_worker_env());
   if (options.nproc) {
+    // A job that cannot resume is refused before any worker starts.
+    if (options.resume) check_resumable(options, *options.nproc);
     return launch({.nproc = *options.nproc,
                    .servers = options.servers,
                    .failure_timeout = options.failure_timeout,

@@ -64,6 +64,19 @@ struct TrainOptions {
   bool synthetic = false;        // random data of the right shapes, no dataset files
   int eval_every = 0;            // rank 0 evaluates every N iterations and at the end; 0 = never
 
+  // Local SGD's outer optimizer (runtime/outer_optimizer.h, docs/local-sgd.md):
+  // "none" (the plain average) or "nesterov", with its learning rate and momentum.
+  std::string outer_optimizer = "none";
+  double outer_lr = 1.0;
+  double outer_momentum = 0.0;
+
+  // Checkpoints (docs/checkpoints.md): with `checkpoint` set, every worker writes
+  // its state there after every `checkpoint_every` iterations (0 = only after the
+  // last); `resume` continues the job from the last complete one there.
+  std::filesystem::path checkpoint;
+  std::int64_t checkpoint_every = 0;
+  bool resume = false;
+
   // Planner inputs for building the schedule. `cluster.workers` is replaced by the
   // number of workers, `cluster.arch` and `servers` by the strategy's and
   // `servers`; bandwidth/latency (or `fitted`) drive merging and window decisions.

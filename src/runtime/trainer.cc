@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -22,11 +25,14 @@
 
 #include "profile/profile.h"
 #include "runtime/data.h"
+#include "runtime/checkpoint.h"
 #include "runtime/engine.h"
+#include "runtime/evaluation.h"
 #include "runtime/iteration.h"
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
+#include "runtime/outer_optimizer.h"
 #include "runtime/parameter_server.h"
 #include "runtime/error_text.h"
 #include "runtime/process_group.h"
@@ -305,30 +311,6 @@ void write_trace(const TrainOptions& options, const Group& group, Recorder& reco
 // ---------------------------------------------------------------------------
 // The loop
 
-struct EvalResult {
-  double accuracy = 0;
-  double loss = 0;
-};
-
-EvalResult evaluate(LayeredModel& model, DataSource& data, int batch) {
-  torch::NoGradGuard no_grad;
-  model.eval();
-  double loss = 0;
-  std::int64_t correct = 0, total = 0, samples = 0;
-  for (const Batch& b : data.eval_batches(batch)) {
-    torch::Tensor x = b.input;
-    for (int l = 0; l < model.num_layers(); ++l) x = model.forward_layer(l, x);
-    const auto n = b.input.size(0);
-    loss += model.loss(x, b.target).item<double>() * static_cast<double>(n);
-    samples += n;
-    correct += model.correct(x, b.target);
-    total += b.target.numel();
-  }
-  model.train();
-  return {.accuracy = total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0,
-          .loss = samples > 0 ? loss / static_cast<double>(samples) : 0};
-}
-
 std::int64_t total_steps(const TrainOptions& options, const DataSource& data) {
   if (options.steps) return *options.steps;
   if (options.epochs) {
@@ -387,6 +369,137 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   return 0;
 }
 
+
+// ---------------------------------------------------------------------------
+// Checkpoints (docs/checkpoints.md)
+//
+// Note [Checkpoint commit]
+// ------------------------
+// A checkpoint of iteration t is every worker's file of t plus the manifest that
+// names t. Each worker drains its engine (nothing in flight, every layer updated),
+// writes its file atomically, and announces it in the TCPStore; every worker then
+// waits until all have, and rank 0 alone points the manifest at t. Only then does a
+// worker remove its files older than its previous checkpoint p: rank 0 committed p
+// before it went on to write t, so the manifest names p or t, and both exist. A job
+// killed at any instant therefore leaves a manifest naming complete files. The
+// store, not the process group: no collective may be issued beside the engine.
+
+// The training state a worker checkpoints: what run_worker trains with.
+struct TrainState {
+  LayeredModel* model = nullptr;
+  LayerOptimizer* optimizer = nullptr;
+  OuterOptimizer* outer = nullptr;  // optional
+  DataSource* data = nullptr;
+};
+
+RankCheckpoint capture(const TrainState& s, std::int64_t iteration) {
+  RankCheckpoint c{.iteration = iteration, .data_position = s.data->position()};
+  for (int l = 0; l < s.model->num_layers(); ++l) {
+    const auto params = s.model->layer_parameters(l);
+    for (std::size_t i = 0; i < params.size(); ++i) c.tensors[fmt::format("param/{}/{}", l, i)] = params[i].detach();
+  }
+  for (auto& [name, tensor] : s.optimizer->state()) c.tensors["opt/" + name] = tensor;
+  if (s.outer != nullptr) {
+    for (int l = 0; l < s.outer->agreed().num_layers(); ++l) {
+      c.tensors[fmt::format("outer/agreed/{}", l)] = s.outer->agreed().flat(l);
+      c.tensors[fmt::format("outer/momentum/{}", l)] = s.outer->momentum(l);
+    }
+  }
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  c.tensors["rng/torch"] = generator.get_state();
+  return c;
+}
+
+// Sets `s` to checkpoint `c`. THROWS UsageError naming the tensor that is missing or
+// of another shape (a file of another model would have been refused by its job).
+void restore(const TrainState& s, const RankCheckpoint& c, const std::filesystem::path& dir) {
+  torch::NoGradGuard no_grad;
+  const auto take = [&](const std::string& name, const torch::Tensor& into) {
+    const auto found = c.tensors.find(name);
+    if (found == c.tensors.end() || !found->second.sizes().equals(into.sizes()) ||
+        found->second.scalar_type() != into.scalar_type()) {
+      throw UsageError(fmt::format("--resume {}: the checkpoint's {} is missing or of another shape", dir.string(),
+                                   name));
+    }
+    into.copy_(found->second);
+  };
+  for (int l = 0; l < s.model->num_layers(); ++l) {
+    const auto params = s.model->layer_parameters(l);
+    for (std::size_t i = 0; i < params.size(); ++i) take(fmt::format("param/{}/{}", l, i), params[i]);
+  }
+  std::map<std::string, torch::Tensor> optimizer;
+  for (const auto& [name, tensor] : c.tensors) {
+    if (name.starts_with("opt/")) optimizer[name.substr(4)] = tensor;
+  }
+  try {
+    s.optimizer->load_state(optimizer);
+  } catch (const std::logic_error& e) {
+    throw UsageError(fmt::format("--resume {}: {}", dir.string(), e.what()));
+  }
+  if (s.outer != nullptr) {
+    for (int l = 0; l < s.outer->agreed().num_layers(); ++l) {
+      take(fmt::format("outer/agreed/{}", l), s.outer->agreed().flat(l));
+      take(fmt::format("outer/momentum/{}", l), s.outer->momentum(l));
+    }
+  }
+  s.data->seek(c.data_position);
+  const auto rng = c.tensors.find("rng/torch");
+  if (rng == c.tensors.end()) throw UsageError(fmt::format("--resume {}: no rng/torch state", dir.string()));
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(rng->second);
+}
+
+// Note [Checkpoint commit]. `previous`: this worker's last checkpoint (the one
+// resumed from), or 0.
+void write_checkpoint(const TrainOptions& options, const Group& group, int workers, const nlohmann::json& job,
+                      const TrainState& state, std::int64_t iteration, std::int64_t previous) {
+  save_rank_checkpoint(options.checkpoint, job, group.rank, capture(state, iteration));
+  const std::string prefix = fmt::format("weft/checkpoint/{}/", iteration);
+  group.store->set(prefix + std::to_string(group.rank), bytes_of("1"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < workers; ++r) keys.push_back(prefix + std::to_string(r));
+  group.store->wait(keys);
+  if (group.rank == 0) commit_checkpoint(options.checkpoint, job, iteration, workers);
+  prune_checkpoints(options.checkpoint, group.rank, previous);
+}
+
+// The iteration to resume from, read by rank 0 and published to the others, and
+// this worker's state set to it.
+std::int64_t resume(const TrainOptions& options, const Group& group, const nlohmann::json& job,
+                    const TrainState& state) {
+  const std::string key = "weft/resume";
+  if (group.rank == 0) {
+    json message;
+    try {
+      message["iteration"] = latest_checkpoint(options.checkpoint, job);
+    } catch (const std::exception& e) {
+      message["error"] = e.what();
+      group.store->set(key, bytes_of(message.dump()));
+      throw;
+    }
+    group.store->set(key, bytes_of(message.dump()));
+  }
+  const json message = json::parse(string_of(group.store->get(key)));
+  if (message.contains("error")) throw UsageError(message["error"].get<std::string>());
+  const std::int64_t iteration = message["iteration"];
+  restore(state, load_rank_checkpoint(options.checkpoint, job, group.rank, iteration), options.checkpoint);
+  return iteration;
+}
+
+// ---------------------------------------------------------------------------
+// The agreed model (docs/local-sgd.md)
+
+// The workers' mean of their parameters, summed on `agreed` (a group of its own:
+// the engine owns the other). Every worker calls it at the same iterations, with
+// its engine drained so that no update writes the parameters meanwhile.
+torch::Tensor average_parameters(const std::vector<std::vector<torch::Tensor>>& layers, c10d::ProcessGroup& agreed,
+                                 int workers) {
+  torch::Tensor flat = flat_parameters(layers).contiguous();
+  std::vector<torch::Tensor> tensors{flat};
+  agreed.allreduce(tensors)->wait();
+  return flat.div_(static_cast<double>(workers));
+}
+
 int train(const TrainOptions& options, const WorkerEnv& env) {
   // Note [One thread per worker] (runtime/layer_profiler.h): K workers share the
   // machine's cores; intra-op threads would only fight over them.
@@ -400,6 +513,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   }
   if (group.rank >= workers) return serve(options, group, workers, group.rank - workers);
   const bool leader = group.rank == 0;
+  const StrategyInfo& info = find_strategy(options.strategy);
 
   auto model = make_model(options.model, options.seed);
   auto data = make_data({.model = options.model, .synthetic = options.synthetic, .rank = group.rank,
@@ -416,9 +530,28 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   OptimizerOptions optimizer_options{.kind = options.optimizer, .lr = options.lr};
   validate(optimizer_options);
   LayerOptimizer optimizer(layers, optimizer_options);
+  const OuterOptions outer_options{.kind = options.outer_optimizer, .lr = options.outer_lr,
+                                   .momentum = options.outer_momentum};
+  std::unique_ptr<OuterOptimizer> outer;
+  if (outer_options.enabled()) outer = std::make_unique<OuterOptimizer>(layers, outer_options);
+
+  const TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get(), .data = data.get()};
+  const json job = job_identity(options, workers);
+  std::int64_t first = 0;
+  if (options.resume) first = resume(options, group, job, state);
+
+  // The agreed model: local SGD's workers differ between averages, so each
+  // evaluation also evaluates their mean (docs/local-sgd.md).
+  const bool evaluate_agreed = options.eval_every > 0 && info.family == Family::kLocalSgd && workers > 1;
+  c10::intrusive_ptr<c10d::ProcessGroup> agreed_group;
+  std::shared_ptr<LayeredModel> agreed_model;
+  if (evaluate_agreed) {
+    agreed_group = open_subgroup(group, "agreed", /*threads=*/1);
+    if (leader) agreed_model = make_model(options.model, options.seed);
+  }
 
   MetricsFile metrics;
-  if (leader) metrics = MetricsFile(options.metrics, /*truncate=*/true);
+  if (leader) metrics = MetricsFile(options.metrics, /*truncate=*/!options.resume);
   group.collectives->barrier()->wait();  // the common time origin, and the metrics file exists
   Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
   if (!leader) metrics = MetricsFile(options.metrics, /*truncate=*/false);
@@ -427,19 +560,36 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   if (leader) group.store->set(kStepsKey, bytes_of(std::to_string(steps)));
   ProgressLine progress(leader && options.progress, steps, options.batch * workers);
   if (leader) {
-    progress.message(fmt::format("weft train: {} on {} worker{}{}, {}{} ({} messages per iteration), {} steps",
+    progress.message(fmt::format("weft train: {} on {} worker{}{}, {}{} ({} messages per iteration), {} steps{}",
                                  options.model, workers, workers == 1 ? "" : "s",
                                  options.servers == 0 ? ""
                                  : fmt::format(" and {} server{}", options.servers, options.servers == 1 ? "" : "s"),
                                  options.strategy, schedule.options_json == "{}" ? "" : " " + schedule.options_json,
-                                 schedule.ops(0).size(), steps));
+                                 schedule.ops(0).size(), steps,
+                                 first > 0 ? fmt::format(", resumed after iteration {}", first - 1) : ""));
   }
+  // Every worker calls it at the same iterations (the average is a collective);
+  // rank 0 evaluates and writes the line.
   auto eval_line = [&](std::int64_t t) {
+    std::optional<EvalResult> on_agreed;
+    if (evaluate_agreed) {
+      const torch::Tensor mean = average_parameters(layers, *agreed_group, workers);
+      if (leader) {
+        load_flat_parameters(*agreed_model, mean);
+        on_agreed = evaluate(*agreed_model, *data, 256);
+      }
+    }
+    if (!leader) return;
     const EvalResult r = evaluate(*model, *data, 256);
-    metrics.write({{"rank", group.rank}, {"iter", t}, {"time_s", recorder.now()},
-                   {"eval", {{"accuracy", r.accuracy}, {"loss", r.loss}}}});
-    progress.message(fmt::format("evaluation after iteration {}: accuracy {:.4f}, loss {:.4f}", t, r.accuracy,
-                                 r.loss));
+    json line{{"rank", group.rank}, {"iter", t}, {"time_s", recorder.now()},
+              {"eval", {{"accuracy", r.accuracy}, {"loss", r.loss}}}};
+    if (on_agreed) line["eval_agreed"] = {{"accuracy", on_agreed->accuracy}, {"loss", on_agreed->loss}};
+    metrics.write(line);
+    progress.message(fmt::format("evaluation after iteration {}: accuracy {:.4f}, loss {:.4f}{}", t, r.accuracy,
+                                 r.loss,
+                                 on_agreed ? fmt::format(" (the workers' average: accuracy {:.4f}, loss {:.4f})",
+                                                         on_agreed->accuracy, on_agreed->loss)
+                                           : ""));
   };
 
   {
@@ -448,9 +598,11 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
                    .open_announcements = [&group] { return open_subgroup(group, "announcements", /*threads=*/1); },
                    .workers = workers,
                    .gather_below = options.cluster.fitted ? options.cluster.fitted->gather_below : 0,
-                   .recorder = &recorder, .stall_timeout = 2 * options.failure_timeout});
+                   .recorder = &recorder, .stall_timeout = 2 * options.failure_timeout, .outer = outer.get(),
+                   .first_iteration = static_cast<int>(first)});
     Seconds previous_end = recorder.now();
-    for (std::int64_t t = 0; t < steps; ++t) {
+    std::int64_t previous_checkpoint = first;
+    for (std::int64_t t = first; t < steps; ++t) {
       const IterationResult step = train_iteration(engine, *model, data->next(), recorder, static_cast<int>(t));
       const double loss_value = step.loss.item<double>();
       const Seconds end = recorder.now();
@@ -458,20 +610,85 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
                      {"compute_s", step.compute}, {"loss", loss_value}, {"strategy", options.strategy}});
       previous_end = end;
       progress.update(t + 1, loss_value, end);
-      if (leader && options.eval_every > 0 && (t + 1) % options.eval_every == 0 && t + 1 < steps) {
+      const bool checkpoint = !options.checkpoint.empty() &&
+                              ((options.checkpoint_every > 0 && (t + 1) % options.checkpoint_every == 0) ||
+                               t + 1 == steps);
+      if (checkpoint) {
+        engine.drain();
+        write_checkpoint(options, group, workers, job, state, t + 1, previous_checkpoint);
+        previous_checkpoint = t + 1;
+      }
+      if (options.eval_every > 0 && (t + 1) % options.eval_every == 0 && t + 1 < steps &&
+          (leader || evaluate_agreed)) {
         engine.drain();
         eval_line(t);
       }
     }
     engine.finish();
   }
-  if (leader && options.eval_every > 0) eval_line(steps - 1);
+  if (options.eval_every > 0) eval_line(steps - 1);
   if (!options.save_params.empty()) save_parameters(*model, options.save_params, group.rank);
   if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
   return 0;
 }
 
 }  // namespace
+
+json job_identity(const TrainOptions& options, int workers) {
+  const StrategyInfo& info = find_strategy(options.strategy);
+  json job{{"model", options.model}, {"strategy", options.strategy}, {"workers", workers},
+           {"servers", options.servers}, {"batch", options.batch}, {"optimizer", options.optimizer},
+           {"lr", options.lr}, {"seed", options.seed}, {"synthetic", options.synthetic}};
+  if (info.family == Family::kLocalSgd) {
+    job["H"] = options.strategy_options.H;
+    job["outer_optimizer"] = options.outer_optimizer;
+    if (options.outer_optimizer != "none") {
+      job["outer_lr"] = options.outer_lr;
+      job["outer_momentum"] = options.outer_momentum;
+    }
+  }
+  return job;
+}
+
+void check_checkpoint_options(const TrainOptions& o) {
+  if (o.checkpoint_every < 0) {
+    throw UsageError(fmt::format("--checkpoint-every {}: expected an integer >= 0", o.checkpoint_every));
+  }
+  if (o.checkpoint.empty()) {
+    if (o.checkpoint_every > 0) throw UsageError("--checkpoint-every: give --checkpoint DIR as well");
+    if (o.resume) throw UsageError("--resume: give --checkpoint DIR, the directory of the job's checkpoints");
+    return;
+  }
+  if (find_strategy(o.strategy).arch == Arch::kParameterServer) {
+    throw UsageError(fmt::format("--checkpoint: --strategy {} keeps state on its parameter servers, which this "
+                                 "weft does not checkpoint yet; accepted: the all-reduce strategies",
+                                 o.strategy));
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(o.checkpoint, ec) && !std::filesystem::is_directory(o.checkpoint, ec)) {
+    throw UsageError(fmt::format("--checkpoint {}: not a directory", o.checkpoint.string()));
+  }
+  if (!std::filesystem::exists(o.checkpoint, ec)) {
+    if (o.resume) {
+      throw UsageError(fmt::format("--resume {}: no such directory; start the job without --resume",
+                                   o.checkpoint.string()));
+    }
+    const auto parent = o.checkpoint.has_parent_path() ? o.checkpoint.parent_path() : ".";
+    if (!std::filesystem::is_directory(parent, ec)) {
+      throw UsageError(fmt::format("--checkpoint {}: its parent directory {} does not exist",
+                                   o.checkpoint.string(), parent.string()));
+    }
+    std::filesystem::create_directory(o.checkpoint, ec);
+    if (ec && !std::filesystem::is_directory(o.checkpoint)) {
+      throw UsageError(fmt::format("--checkpoint {}: cannot create it ({})", o.checkpoint.string(), ec.message()));
+    }
+  }
+  check_output("--checkpoint", o.checkpoint / "latest.json");
+}
+
+void check_resumable(const TrainOptions& options, int workers) {
+  latest_checkpoint(options.checkpoint, job_identity(options, workers));
+}
 
 int run_worker(const TrainOptions& options, const WorkerEnv& env) {
   try {

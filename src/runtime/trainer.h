@@ -28,18 +28,44 @@
 // Metrics: every rank appends one JSON line per iteration, {"rank", "iter",
 // "time_s", "iteration_s", "loss", "strategy"}, to the same file (O_APPEND, one
 // write per line, so lines never interleave); rank 0 adds {"rank", "iter",
-// "time_s", "eval": {"accuracy", "loss"}} after evaluating. "iter" counts from 0;
+// "time_s", "eval": {"accuracy", "loss"}} after evaluating, and for local SGD on
+// several workers "eval_agreed": {"accuracy", "loss"}, the evaluation of the
+// workers' mean parameters (docs/local-sgd.md). "iter" counts from 0;
 // an evaluation's "iter" is the last iteration trained before it. "time_s" is
 // seconds since the start barrier; "iteration_s" is the wall time since the
 // previous iteration ended (the first: since the barrier).
 //
+// Checkpoints (docs/checkpoints.md): a worker's file holds "param/<l>/<i>" (its
+// parameters), "opt/..." (LayerOptimizer::state), "outer/agreed/<l>" and
+// "outer/momentum/<l>" (the outer optimizer's state, when there is one) and
+// "rng/torch" (the global generator), with the iteration and the data position.
+// Metrics of a resumed job are appended to the file the first run wrote; their
+// "iter" continues where the checkpoint left off.
+//
 // Thread-safety: one worker per process.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/train.h"
 #include "runtime/worker_env.h"
 
 namespace weft::runtime {
+
+// What makes two runs one job, recorded in its checkpoints: model, strategy (and
+// local SGD's period and outer optimizer), workers, servers, batch, optimizer,
+// lr, seed and data. The length of the run is not part of it: a resumed job may
+// train longer.
+nlohmann::json job_identity(const TrainOptions& options, int workers);
+
+// Checks the checkpoint options that need no model: --checkpoint-every and
+// --resume need --checkpoint, parameter-server strategies are refused, the
+// directory is one or can be made. THROWS UsageError naming the flag.
+void check_checkpoint_options(const TrainOptions& options);
+
+// That options.checkpoint holds a checkpoint of this job with `workers` workers.
+// THROWS UsageError (latest_checkpoint in runtime/checkpoint.h).
+void check_resumable(const TrainOptions& options, int workers);
 
 // Trains as rank env.rank of env.world. Returns 0, or 1 after printing why the
 // worker failed (a lost peer, a timeout). THROWS UsageError for bad input (a bad

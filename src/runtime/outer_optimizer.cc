@@ -1,0 +1,44 @@
+#include "runtime/outer_optimizer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "units/units.h"
+
+namespace weft::runtime {
+
+void validate(const OuterOptions& o) {
+  if (o.kind != "none" && o.kind != "nesterov") {
+    throw UsageError(fmt::format("--outer-optimizer {}: not an outer optimizer; accepted: none, nesterov", o.kind));
+  }
+  if (!std::isfinite(o.lr) || !(o.lr > 0)) {
+    throw UsageError(fmt::format("--outer-lr {}: expected a finite number > 0", o.lr));
+  }
+  if (!(o.momentum >= 0 && o.momentum < 1)) {
+    throw UsageError(fmt::format("--outer-momentum {}: expected 0 <= momentum < 1", o.momentum));
+  }
+}
+
+OuterOptimizer::OuterOptimizer(const std::vector<std::vector<torch::Tensor>>& layers, OuterOptions options)
+    : options_(std::move(options)), agreed_(layers) {
+  for (int l = 0; l < agreed_.num_layers(); ++l) momentum_.push_back(torch::zeros_like(agreed_.flat(l)));
+}
+
+void OuterOptimizer::step(const Chunk& chunk, torch::Tensor mean) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor agreed = agreed_.slice(chunk);
+  if (mean.numel() != agreed.numel()) {
+    throw std::logic_error(fmt::format("OuterOptimizer::step: {} values for a chunk of {} elements of layer {}",
+                                       mean.numel(), agreed.numel(), chunk.layer));
+  }
+  torch::Tensor buffer = momentum(chunk.layer).narrow(0, chunk.offset / static_cast<Bytes>(sizeof(float)),
+                                                      agreed.numel());
+  const torch::Tensor g = agreed - mean;  // the pseudo-gradient
+  buffer.mul_(options_.momentum).add_(g);
+  agreed.sub_(g.add(buffer, options_.momentum), options_.lr);
+  mean.copy_(agreed);
+}
+
+}  // namespace weft::runtime

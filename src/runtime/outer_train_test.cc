@@ -1,0 +1,123 @@
+// Local SGD's outer optimizer and the evaluation of the agreed model in `weft
+// train`, as real processes (WEFT_BINARY; docs/local-sgd.md):
+// - the outer optimizer with lr 1 and momentum 0 is today's plain average (up to
+//   rounding, after 20 iterations);
+// - one Nesterov outer step, by hand: flsgd with H = 2 averages once in 2
+//   iterations; from the initial parameters x0 and the plain average A of that run
+//   the outer step gives x0 − lr·(1 + momentum)·(x0 − A);
+// - "eval_agreed" is the evaluation of the mean of the ranks' parameters.
+#include <nlohmann/json.hpp>
+
+#include "runtime/data.h"
+#include "runtime/evaluation.h"
+#include "runtime/model.h"
+#include "runtime/train_test_util.h"
+
+namespace {
+
+using namespace weft::testing_util;
+using json = nlohmann::json;
+
+constexpr int kSeed = 3;
+
+std::vector<std::string> train_args(const std::string& strategy, int H, int steps, const fs::path& params,
+                                    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{"train", "--model", "mlp", "--synthetic", "--strategy", strategy, "--H",
+                                std::to_string(H), "--nproc", "2", "--steps", std::to_string(steps), "--batch", "8",
+                                "--lr", "0.05", "--seed", std::to_string(kSeed), "--save-params", params.string(),
+                                "--no-progress", "--failure-timeout", "30"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::vector<float> rank(const fs::path& params, int r) {
+  return read_floats(fmt::format("{}.rank{}", params.string(), r));
+}
+
+using OuterOptimizerTrain = TrainTest;
+
+TEST_F(OuterOptimizerTrain, LrOneMomentumZeroIsThePlainAverage) {
+  for (const std::string strategy : {"flsgd", "plsgd", "dreamddp-opt"}) {
+    SCOPED_TRACE(strategy);
+    const fs::path plain = dir_ / (strategy + "-plain");
+    const fs::path outer = dir_ / (strategy + "-outer");
+    auto [status, err] = weft(plain.filename(), train_args(strategy, 3, 20, plain));
+    ASSERT_EQ(status, 0) << err;
+    std::tie(status, err) = weft(outer.filename(), train_args(strategy, 3, 20, outer,
+                                                              {"--outer-optimizer", "nesterov", "--outer-lr", "1",
+                                                               "--outer-momentum", "0"}));
+    ASSERT_EQ(status, 0) << err;
+    for (int r = 0; r < 2; ++r) {
+      const auto a = rank(plain, r), b = rank(outer, r);
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_FALSE(a.empty());
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+      EXPECT_LE(worst, 1e-5) << "rank " << r;
+    }
+  }
+}
+
+TEST_F(OuterOptimizerTrain, OneNesterovStepByHand) {
+  constexpr double kOuterLr = 0.7, kMomentum = 0.9;
+  const fs::path plain = dir_ / "plain";
+  const fs::path outer = dir_ / "outer";
+  auto [status, err] = weft("plain", train_args("flsgd", 2, 2, plain));
+  ASSERT_EQ(status, 0) << err;
+  std::tie(status, err) = weft("outer", train_args("flsgd", 2, 2, outer,
+                                                   {"--outer-optimizer", "nesterov", "--outer-lr",
+                                                    fmt::format("{}", kOuterLr), "--outer-momentum",
+                                                    fmt::format("{}", kMomentum)}));
+  ASSERT_EQ(status, 0) << err;
+  auto model = weft::runtime::make_model("mlp", kSeed);
+  std::vector<std::vector<torch::Tensor>> layers;
+  for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
+  const torch::Tensor x0 = weft::runtime::flat_parameters(layers).contiguous();
+  const auto average = rank(plain, 0);
+  const auto result = rank(outer, 0);
+  ASSERT_EQ(static_cast<std::int64_t>(average.size()), x0.numel());
+  ASSERT_EQ(result.size(), average.size());
+  EXPECT_TRUE(result == rank(outer, 1)) << "the ranks disagree after the outer step";
+  const float* initial = x0.data_ptr<float>();
+  double worst = 0, moved = 0;
+  for (size_t i = 0; i < average.size(); ++i) {
+    const double g = static_cast<double>(initial[i]) - average[i];  // the pseudo-gradient
+    const double expected = initial[i] - kOuterLr * (1 + kMomentum) * g;
+    worst = std::max(worst, std::abs(expected - result[i]));
+    moved = std::max(moved, std::abs(static_cast<double>(result[i]) - average[i]));
+  }
+  EXPECT_LE(worst, 1e-6);
+  EXPECT_GT(moved, 1e-4) << "the outer step did not move the parameters off the average";
+}
+
+// After 7 iterations of flsgd with H = 5 the ranks differ (their last average was
+// after iteration 4); eval_agreed evaluates their mean, eval rank 0's own.
+TEST_F(OuterOptimizerTrain, EvaluationOfTheAgreedModelIsThatOfTheRanksMean) {
+  const fs::path params = dir_ / "params";
+  const fs::path metrics = dir_ / "metrics.jsonl";
+  auto [status, err] = weft("run", train_args("flsgd", 5, 7, params, {"--eval-every", "100", "--metrics",
+                                                                      metrics.string()}));
+  ASSERT_EQ(status, 0) << err;
+  json line;
+  std::istringstream lines(read(metrics));
+  for (std::string text; std::getline(lines, text);) {
+    const json j = json::parse(text);
+    if (j.contains("eval")) line = j;
+  }
+  ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
+  const auto a = rank(params, 0), b = rank(params, 1);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a == b) << "the ranks agree; the test needs them to differ";
+  torch::Tensor mean = torch::empty({static_cast<std::int64_t>(a.size())});
+  for (size_t i = 0; i < a.size(); ++i) mean[static_cast<std::int64_t>(i)] = (a[i] + b[i]) / 2.0f;
+  auto model = weft::runtime::make_model("mlp", kSeed);
+  weft::runtime::load_flat_parameters(*model, mean);
+  auto data = weft::runtime::make_data({.model = "mlp", .synthetic = true, .rank = 0, .world = 2, .batch = 8,
+                                        .seed = kSeed});
+  const auto expected = weft::runtime::evaluate(*model, *data, 256);
+  EXPECT_DOUBLE_EQ(line["eval_agreed"]["accuracy"].get<double>(), expected.accuracy);
+  EXPECT_NEAR(line["eval_agreed"]["loss"].get<double>(), expected.loss, 1e-9);
+  EXPECT_NE(line["eval"]["loss"].get<double>(), line["eval_agreed"]["loss"].get<double>());
+}
+
+}  // namespace
