@@ -97,6 +97,7 @@ void validate(const Schedule& s, const Profile& profile, int workers) {
   bool gradients = false;
   for (int it = 0; it < s.period; ++it) {
     std::map<int, Ranges> ranges;
+    std::map<int, Bytes> pulled;  // layer -> bytes a plain parameter server sends back this iteration
     const auto& ops = s.iterations[static_cast<size_t>(it)];
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
       const CommOp& op = ops[static_cast<size_t>(i)];
@@ -117,6 +118,15 @@ void validate(const Schedule& s, const Profile& profile, int workers) {
             broken(s, it, i, fmt::format("release offset {} s outside [0, {}] s", r, limits::kMaxSeconds));
           }
         }
+        // Collectives match by launch order: under a policy decided by timing, an
+        // offset that differs by worker would fuse different ops into a rank's k-th.
+        const bool collective = op.kind != OpKind::kParameterServer;
+        if (collective && decided_by_timing(s.dispatch) &&
+            std::ranges::any_of(op.release_offset, [&](Seconds r) { return r != op.release_offset[0]; })) {
+          broken(s, it, i, fmt::format("release offsets differ between workers on a collective under the {} "
+                                       "policy; give every worker the same offset, or dispatch in order",
+                                       to_string(s.dispatch.kind)));
+        }
       }
       for (const Chunk& c : op.chunks) {
         if (c.layer < 0 || c.layer >= layers) {
@@ -134,10 +144,21 @@ void validate(const Schedule& s, const Profile& profile, int workers) {
                                        op.ready_after, c.layer));
         }
         ranges[c.layer].emplace_back(c.offset, c.offset + c.length);
+        if (op.kind == OpKind::kParameterServer && s.easgd.beta == 0) pulled[c.layer] += c.length;
       }
     }
     for (auto& [layer, r] : ranges) {
       covered_in_period[static_cast<size_t>(layer)] += merge_disjoint(s, it, layer, r);
+    }
+    // Without EASGD the server steps a layer and the worker takes its parameters
+    // whole, so an iteration exchanges all of a layer or none of it.
+    for (auto [layer, bytes] : pulled) {
+      const Bytes size = profile.layers[static_cast<size_t>(layer)].bytes();
+      if (bytes != size) {
+        broken(s, it, -1, fmt::format("a parameter server without EASGD exchanges {} of layer {}'s {} bytes; "
+                                      "expected all of them or none",
+                                      bytes, layer, size));
+      }
     }
     if (gradients) {
       for (int l = 0; l < layers; ++l) {

@@ -117,12 +117,16 @@ struct Schedule {
 // - period >= 1 and iterations.size() == period;
 // - every chunk lies inside its layer; no byte is sent twice in one iteration;
 // - gradient schedules (kAverageGradients) cover every byte of every layer in every
-//   iteration; parameter and PS schedules cover every byte at least once per period;
+//   iteration; parameter and PS schedules cover every byte at least once per period,
+//   and a PS schedule without EASGD (beta = 0) all or none of a layer per iteration;
 // - ready_after and needed_by name existing layers (needed_by may be kBarrier), and
 //   an operation is ready only after the backward of every layer it carries
 //   (ready_after <= min layer of its chunks, since backward runs L-1..0);
-// - release offsets are empty or one per worker and >= 0;
+// - release offsets are empty or one per worker and >= 0, and the same on every
+//   worker for a collective (not kParameterServer) when decided_by_timing(dispatch);
 // - kWindows has windows > 0 bytes; kCredit has credit > 0.
+// Both executors run every schedule it accepts by one set of dependencies
+// (schedule/index.h, Note [Dependencies of an operation]).
 void validate(const Schedule& schedule, const Profile& profile, int workers);
 
 // JSON (`weft simulate --schedule-out`), read back by parse_schedule: `weft

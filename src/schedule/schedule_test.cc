@@ -142,6 +142,27 @@ TEST(Schedule, ParameterSchedulesMustCoverEveryLayerOncePerPeriod) {
   EXPECT_NO_THROW(validate(s, p, 1));
 }
 
+// The worker takes a plain server's parameters whole (the engine's step happens
+// elsewhere), so half a layer in one iteration and half in the next cannot run.
+TEST(Schedule, APlainParameterServerExchangesWholeLayers) {
+  const Profile p = three_layers();
+  Schedule s{.strategy = "halves", .period = 2};
+  s.iterations.resize(2);
+  for (int it = 0; it < 2; ++it) {
+    s.iterations[it].push_back({.chunks = {{2, 0, 400}, {1, 0, 400}}, .kind = OpKind::kParameterServer,
+                                .ready_after = 1});
+    s.iterations[it].push_back(
+        {.chunks = {{0, 200 * it, 200}}, .kind = OpKind::kParameterServer, .ready_after = 0});
+  }
+  EXPECT_THROW(validate(s, p, 1), std::logic_error) << "half of layer 0 per iteration";
+  s.easgd = {.alpha = 0.1, .beta = 0.9};
+  EXPECT_NO_THROW(validate(s, p, 1)) << "EASGD steps locally, on any part of a layer";
+  s.easgd = {};
+  s.iterations[1][1].chunks = {{0, 0, 400}};
+  s.iterations[0][1].chunks = {{0, 0, 400}};
+  EXPECT_NO_THROW(validate(s, p, 1));
+}
+
 TEST(Schedule, SerialisesToJson) {
   const Profile p = three_layers();
   const auto j = nlohmann::json::parse(to_json(per_layer(p)));

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "schedule/dispatcher.h"
+#include "schedule/index.h"
 #include "sim/network.h"
 
 namespace weft {
@@ -121,12 +122,6 @@ namespace {
 // Note [No spinning]: network advances in a row that may change nothing.
 constexpr int kMaxIdleRounds = 16;
 
-// Completion tracking uses one slot per layer for needed_by and one more for
-// kBarrier.
-int dependency_slot(const CommOp& op, int layers) {
-  return op.needed_by == kBarrier ? layers : op.needed_by;
-}
-
 enum class EventKind : std::uint8_t {
   kSegmentDone,  // the worker's compute stream is free
   kBackwardEnd,  // `op` = {iteration, layer}: release that layer's ops without offset
@@ -167,6 +162,13 @@ const Cluster& validated(const Cluster& cluster) {
   return cluster;
 }
 
+// The schedule's index, once validate() has accepted the schedule for the model.
+ScheduleIndex validated_index(const Schedule& schedule, const Profile& profile, int workers) {
+  if (profile.size() == 0) throw UsageError(fmt::format("profile '{}': no layers to simulate", profile.model));
+  validate(schedule, profile, workers);
+  return ScheduleIndex(schedule, profile.size());
+}
+
 // Default length of a run: one warm-up period, then whole periods for at least ~10
 // iterations, and never fewer than two measured periods.
 int default_iterations(int period) { return period * (1 + std::max(2, (10 + period - 1) / period)); }
@@ -186,7 +188,8 @@ class Simulation {
     int step = 0;  // 0..L-1: forward of layer `step`; L..2L-1: backward of 2L-1-step
     bool computing = false;
     bool finished = false;  // reached the start of iteration `iterations_`
-    // unfinished[t % 2][slot]: ops of iteration t not complete on this worker.
+    // unfinished[t % 2][layer]: ops of iteration t needed by that layer's forward
+    // (Note [Dependencies of an operation], schedule/index.h) not complete here.
     std::vector<int> unfinished[2];
     int collectives_launched = 0;
     // Note [Skew]: when each op not yet launched became ready, and how long the
@@ -267,11 +270,9 @@ class Simulation {
 
   int worker_id(int w) const { return w; }  // simulated worker w is rank w
   bool forward_may_start(const Worker& w) const;
-  // Whether the forward of `layer` waits for some op of iteration t (the first
-  // layer also for those every layer waits for).
+  // Whether the forward of `layer` waits for some op of iteration t.
   bool needs_communication(int t, int layer) const {
-    const auto& needed = needed_[static_cast<size_t>(t % schedule_.period)];
-    return needed[static_cast<size_t>(layer)] > 0 || (layer == 0 && needed[static_cast<size_t>(layers_)] > 0);
+    return index_.at(t).blockers[static_cast<size_t>(layer)] > 0;
   }
   void try_start(int w, Seconds now);
   // Step s of an iteration's stream (0..2L−1) computes the forward of layer s, then
@@ -356,11 +357,8 @@ class Simulation {
   Seconds half_iteration_;   // Note [Skew]: the compute over which `skew` was measured
   int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
   int measure_end_;
-  // needed_[i][slot]: ops of period iteration i per dependency slot.
-  std::vector<std::vector<int>> needed_;
-  // ready_after_[i][layer]: indices of the ops of period iteration i that the
-  // backward of `layer` makes ready.
-  std::vector<std::vector<std::vector<int>>> ready_after_;
+  // What each op waits for and each forward needs (schedule/index.h).
+  ScheduleIndex index_;
 
   std::vector<Worker> workers_state_;
   Network network_;
@@ -415,11 +413,8 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0 || profile.start_delay > 0) &&
               cluster.arch == Arch::kAllReduce),
       half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
+      index_(validated_index(schedule, profile, cluster.workers)),
       network_(links_of(validated(cluster))) {
-  if (layers_ == 0) {
-    throw UsageError(fmt::format("profile '{}': no layers to simulate", profile.model));
-  }
-  validate(schedule, profile, cluster.workers);
   if (cluster.fitted) transport_limit_ = cluster.fitted->concurrent;
   announced_ = decided_by_timing(schedule.dispatch);
   if (options.iterations < 0 || options.record_iterations < 0) {
@@ -436,9 +431,6 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
   sim_workers_ = symmetric_workers(schedule, cluster) ? 1 : workers_;
   computing_on_machine_.assign(static_cast<size_t>((sim_workers_ + machine_workers_ - 1) / machine_workers_), 0);
 
-  needed_.assign(static_cast<size_t>(period), std::vector<int>(static_cast<size_t>(layers_) + 1, 0));
-  ready_after_.assign(static_cast<size_t>(period),
-                      std::vector<std::vector<int>>(static_cast<size_t>(layers_)));
   for (int i = 0; i < period; ++i) {
     const auto& ops = schedule.iterations[static_cast<size_t>(i)];
     for (int k = 0; k < static_cast<int>(ops.size()); ++k) {
@@ -453,15 +445,13 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
         throw std::logic_error(fmt::format("schedule '{}': iteration {} op {} uses server {} of {}",
                                            schedule.strategy, i, k, op.server, cluster.servers));
       }
-      ++needed_[static_cast<size_t>(i)][static_cast<size_t>(dependency_slot(op, layers_))];
-      ready_after_[static_cast<size_t>(i)][static_cast<size_t>(op.ready_after)].push_back(k);
     }
   }
 
   workers_state_.reserve(static_cast<size_t>(sim_workers_));
   for (int w = 0; w < sim_workers_; ++w) {
     workers_state_.emplace_back(schedule);
-    for (auto& slot : workers_state_.back().unfinished) slot.assign(static_cast<size_t>(layers_) + 1, 0);
+    for (auto& slot : workers_state_.back().unfinished) slot.assign(static_cast<size_t>(layers_), 0);
   }
   iteration_start_.assign(static_cast<size_t>(iterations_) + 1, 0);
   started_.assign(static_cast<size_t>(iterations_) + 1, 0);
@@ -563,9 +553,7 @@ Timeline Simulation::run() {
 
 bool Simulation::forward_may_start(const Worker& w) const {
   if (w.iteration == 0) return true;
-  const std::vector<int>& previous = w.unfinished[(w.iteration - 1) % 2];
-  if (previous[static_cast<size_t>(w.step)] > 0) return false;
-  return w.step != 0 || previous[static_cast<size_t>(layers_)] == 0;
+  return w.unfinished[(w.iteration - 1) % 2][static_cast<size_t>(w.step)] == 0;
 }
 
 // Lays out the next segment of the stream (Note [Compute segments]).
@@ -757,8 +745,7 @@ void Simulation::on_iteration_start(int wi, int t, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
   // The slot last held iteration t-2, whose ops all completed before the forward of
   // t-1 could finish.
-  const auto& needed = needed_[static_cast<size_t>(t % schedule_.period)];
-  std::copy(needed.begin(), needed.end(), w.unfinished[t % 2].begin());
+  w.unfinished[t % 2] = index_.at(t).blockers;
   iteration_start_[static_cast<size_t>(t)] = std::max(iteration_start_[static_cast<size_t>(t)], now);
   if (++started_[static_cast<size_t>(t)] == sim_workers_) {
     if (t == warmup_end_) busy_at_warmup_end_ = link_busy(now);
@@ -768,7 +755,7 @@ void Simulation::on_iteration_start(int wi, int t, Seconds now) {
 
 void Simulation::schedule_releases(int wi, int t, int layer, Seconds backward_end) {
   bool without_offset = false;
-  for (int index : ready_after_[static_cast<size_t>(t % schedule_.period)][static_cast<size_t>(layer)]) {
+  for (int index : index_.at(t).ready_at[static_cast<size_t>(layer)]) {
     const Seconds offset = schedule_.ops(t)[static_cast<size_t>(index)].release(worker_id(wi));
     if (offset > 0) {
       push_event(backward_end + offset, wi, EventKind::kRelease, {t, index});
@@ -781,7 +768,7 @@ void Simulation::schedule_releases(int wi, int t, int layer, Seconds backward_en
 }
 
 void Simulation::on_backward_end(int wi, int t, int layer, Seconds now) {
-  for (int index : ready_after_[static_cast<size_t>(t % schedule_.period)][static_cast<size_t>(layer)]) {
+  for (int index : index_.at(t).ready_at[static_cast<size_t>(layer)]) {
     if (schedule_.ops(t)[static_cast<size_t>(index)].release(worker_id(wi)) == 0) release(wi, {t, index}, now);
   }
 }
@@ -807,8 +794,8 @@ void Simulation::pump(int wi, Seconds now) {
 
 void Simulation::complete_op(int wi, OpRef op, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
-  const CommOp& comm = schedule_.ops(op.iteration)[static_cast<size_t>(op.index)];
-  --w.unfinished[op.iteration % 2][static_cast<size_t>(dependency_slot(comm, layers_))];
+  const int needed = index_.at(op.iteration).needed[static_cast<size_t>(op.index)];
+  --w.unfinished[op.iteration % 2][static_cast<size_t>(needed)];
   try_start(wi, now);
 }
 
