@@ -103,7 +103,9 @@ class FaultTest : public TrainTest {
 
   static void signal_rank(const std::vector<pid_t>& ranks, int rank, int signal) {
     const pid_t pid = rank_process(ranks, rank);
-    if (pid > 0) EXPECT_EQ(::kill(pid, signal), 0);
+    if (pid > 0) {
+      EXPECT_EQ(::kill(pid, signal), 0);
+    }
   }
 };
 
