@@ -35,9 +35,10 @@ struct FaultOutcome {
 class FaultTest : public TrainTest {
  protected:
   // The long-running training job every fault test injects into: `extra` added.
-  static std::vector<std::string> job_args(std::vector<std::string> extra) {
+  // A job with servers starts slowly on a loaded machine: give it a longer timeout.
+  static std::vector<std::string> job_args(std::vector<std::string> extra, const std::string& failure_timeout = "3") {
     std::vector<std::string> args{"train", "--model", "mlp", "--synthetic", "--steps", "1000000", "--no-progress",
-                                  "--failure-timeout", "3"};
+                                  "--failure-timeout", failure_timeout};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
