@@ -30,7 +30,7 @@ class EmulatedFaults : public FaultTest {
   FaultOutcome inject_emulated(std::vector<std::string> extra, int processes, int workers,
                                const std::function<void(pid_t, const std::vector<pid_t>&)>& fault) {
     extra.insert(extra.end(), {"--nproc", "2", "--bandwidth", "100Mbit"});
-    const FaultOutcome out = inject(job_args(extra), processes, workers, fault);
+    const FaultOutcome out = inject(job_args(extra, processes > workers ? "10" : "3"), processes, workers, fault);
     EXPECT_TRUE(netem::namespaces_of(out.launcher).empty()) << "namespaces left behind:\n" << out.err;
     return out;
   }

@@ -35,9 +35,10 @@ struct FaultOutcome {
 class FaultTest : public TrainTest {
  protected:
   // The long-running training job every fault test injects into: `extra` added.
-  static std::vector<std::string> job_args(std::vector<std::string> extra) {
+  // A job with servers starts slowly on a loaded machine: give it a longer timeout.
+  static std::vector<std::string> job_args(std::vector<std::string> extra, const std::string& failure_timeout = "3") {
     std::vector<std::string> args{"train", "--model", "mlp", "--synthetic", "--steps", "1000000", "--no-progress",
-                                  "--failure-timeout", "3"};
+                                  "--failure-timeout", failure_timeout};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -103,7 +104,9 @@ class FaultTest : public TrainTest {
 
   static void signal_rank(const std::vector<pid_t>& ranks, int rank, int signal) {
     const pid_t pid = rank_process(ranks, rank);
-    if (pid > 0) EXPECT_EQ(::kill(pid, signal), 0);
+    if (pid > 0) {
+      EXPECT_EQ(::kill(pid, signal), 0);
+    }
   }
 };
 

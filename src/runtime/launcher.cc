@@ -135,7 +135,7 @@ class Supervisor {
                      format_duration(options_.failure_timeout).c_str());
         // The failed worker's own status where it has one (2: bad input), else 1.
         fail(rank, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
-      } else if (interrupted_signal_ == 0) {
+      } else if (interrupted_signal_ == 0 && rank != first_failure_) {
         std::fprintf(stderr, "weft: %s failed (%s) after %s\n", name(rank).c_str(), describe(status).c_str(),
                      name(first_failure_).c_str());
       }
