@@ -117,7 +117,7 @@ TEST(Metrics, RejectsNegativeTimesAndNonObjects) {
   EXPECT_DOUBLE_EQ(parse_metrics(line.dump(), "m").iterations.at(0).compute.value(), 0.05);
   line["rank"] = -1;
   EXPECT_EQ(test_support::usage_error_of([&] { parse_metrics(line.dump(), "m.jsonl"); }),
-            "m.jsonl:1: rank is -1, expected an integer >= 0");
+            "m.jsonl:1: rank is -1, expected an integer in [0, 65536]");
   EXPECT_THROW(parse_metrics("[1, 2]", "m"), UsageError);
   EXPECT_THROW(parse_metrics("{\"rank\": 0,", "m"), UsageError);
 }

@@ -166,6 +166,7 @@ TEST(Results, BenchesBeforeSlowedComputeReadNone) {
     run.predicted_retimed = 0.05;
   }
   json old = to_json(r);
+  old["schema"] = kResultsSchemaV1;  // Note [Bench schema versions]
   for (json& run : old["runs"]) {
     for (const char* key :
          {"predicted_slowed_compute_s", "predicted_on_own_compute_s", "retimed_compute_s", "predicted_retimed_s"}) {
@@ -183,6 +184,35 @@ TEST(Results, BenchesBeforeSlowedComputeReadNone) {
     EXPECT_EQ(run.predicted_on_own_compute, 0.03);
     EXPECT_EQ(run.retimed_compute, 0.04);
     EXPECT_EQ(run.predicted_retimed, 0.05);
+  }
+}
+
+// Note [Bench schema versions]: weft-bench/1 files from before the compute
+// fields load with them unknown; a weft-bench/2 file must hold them.
+TEST(Results, VersionOneFilesWithoutComputeLoadVersionTwoMustHoldIt) {
+  const BenchResults v1 = read_results("fuzz/corpus/bench_results/v1-before-compute.json");
+  ASSERT_FALSE(v1.runs.empty());
+  for (const RunResult& run : v1.runs) {
+    EXPECT_FALSE(run.measured_compute);
+    EXPECT_FALSE(run.predicted_compute);
+  }
+  std::mt19937 rng(9);
+  BenchResults r;
+  do r = random_results(rng);
+  while (r.runs.empty());
+  json j = to_json(r);
+  EXPECT_EQ(j["schema"], "weft-bench/2");
+  j["runs"][0].erase("measured_compute_s");
+  EXPECT_THROW(results_from_json(j, "b"), UsageError);
+  j["schema"] = "weft-bench/1";
+  EXPECT_FALSE(results_from_json(j, "b").runs[0].measured_compute);
+  j["schema"] = "weft-bench/3";
+  try {
+    results_from_json(j, "b");
+    ADD_FAILURE() << "weft-bench/3 read";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"weft-bench/3\", which this weft does not read"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -176,13 +176,13 @@ TEST(TuningTest, EachCandidateIsSimulatedOnce) {
   }
 }
 
-// A model of 5,000 layers: each layer at least one block, so only the default
+// A model of 1,500 layers (more than kMostBlocks): each layer at least one block, so only the default
 // S_p is a candidate, and tuning costs one simulation per credit.
 TEST(TuningTest, AVeryDeepModelTunesInFewSimulations) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<std::int64_t> params(1'000, 3'000'000);
   Profile p{.model = "deep"};
-  for (int l = 0; l < 5'000; ++l) {
+  for (int l = 0; l < 1'500; ++l) {
     p.layers.push_back({.name = "l" + std::to_string(l), .params = params(rng), .fp = 1e-4, .bp = 2e-4});
   }
   const Cluster c{.workers = 8, .bandwidth = 10e9 / 8, .latency = 50e-6};

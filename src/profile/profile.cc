@@ -61,11 +61,11 @@ constexpr const char* kBackward = "bp_s";
 
 std::string_view accepted(std::string_view field) {
   if (field == kName) return "a non-empty string";
-  static const std::string params = fmt::format("an integer >= 0 with params * bytes_per_param <= {} bytes",
-                                                limits::kMaxBytes);
-  static const std::string seconds = fmt::format("a number of seconds in [0, {}]", limits::kMaxSeconds);
+  static const std::string params =
+      fmt::format("an integer >= 0, params * bytes_per_param at most {} bytes", limits::kMaxBytes);
+  static const std::string seconds = fmt::format("a number >= 0 (seconds), at most {}", limits::kMaxSeconds);
   if (field == kParams) return params;
-  if (field == kBytesPerParam) return "an integer in [1, 64] (default 4)";
+  if (field == kBytesPerParam) return "an integer >= 1 and at most 64 (default 4)";
   return seconds;  // fp_s, bp_s
 }
 
@@ -149,8 +149,8 @@ void validate(const Profile& profile, std::string_view origin) {
   }
   for (const auto& [field, value] : {std::pair{"processes", profile.processes}, std::pair{"cores", profile.cores}}) {
     if (value < 0 || value > limits::kMaxWorkers) {
-      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected an integer in [0, {}] (0: unknown)", origin,
-                                   field, value, limits::kMaxWorkers));
+      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected an integer >= 0, at most {} (0: unknown)",
+                                   origin, field, value, limits::kMaxWorkers));
     }
   }
 }

@@ -396,7 +396,7 @@ TEST(ProfileJson, ErrorNamesTheLayerWhenItHasAName) {
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(),
                  "profile.json: layer 1 (\"conv2\"): field \"fp_s\" is -1; expected a number >= 0 "
-                 "(seconds)");
+                 "(seconds), at most 86400");
   }
 }
 
