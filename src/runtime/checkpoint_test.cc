@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "runtime/data.h"
 #include "runtime/optimizer.h"
 #include "units/units.h"

@@ -115,8 +115,9 @@ TEST_F(Checkpoints, ResumingAnotherJobIsRefusedWithExitTwo) {
   const fs::path ckpt = dir_ / "ckpt";
   auto [status, err] = weft("first", train_args("wfbp", 2, dir_ / "p", {"--checkpoint", ckpt.string()}));
   ASSERT_EQ(status, 0) << err;
-  std::tie(status, err) =
-      weft("other-lr", train_args("wfbp", 4, dir_ / "p", {"--checkpoint", ckpt.string(), "--resume", "--lr", "0.1"}));
+  std::vector<std::string> other_lr = train_args("wfbp", 4, dir_ / "p", {"--checkpoint", ckpt.string(), "--resume"});
+  *(std::find(other_lr.begin(), other_lr.end(), "--lr") + 1) = "0.1";
+  std::tie(status, err) = weft("other-lr", other_lr);
   EXPECT_EQ(status, 2);
   EXPECT_NE(err.find("the checkpoint is of another job: it is of lr 0.05, this job's is 0.1"), std::string::npos)
       << err;

@@ -347,7 +347,7 @@ Engine::Engine(EngineOptions options)
   c.mode = world_ == 1 || timing_independent ? CommState::Mode::kLocal
            : rank_ == 0                      ? CommState::Mode::kLeader
                                              : CommState::Mode::kFollower;
-  if (c.mode != CommState::Mode::kFollower) c.dispatcher.emplace(schedule);
+  if (c.mode != CommState::Mode::kFollower) c.dispatcher.emplace(schedule, options_.first_iteration);
   if (c.mode != CommState::Mode::kLocal) {
     if (!options_.open_announcements) {
       throw std::logic_error(fmt::format("engine: the {} policy needs rank 0 to announce each message, and "

@@ -18,7 +18,8 @@ bool before(const P& a, const P& b) {
 }
 }  // namespace
 
-Dispatcher::Dispatcher(const Schedule& schedule) : schedule_(schedule) {}
+Dispatcher::Dispatcher(const Schedule& schedule, int first_iteration)
+    : schedule_(schedule), next_in_order_{first_iteration, 0} {}
 
 // pending_ stays sorted by before(), so launching is a walk from the front.
 void Dispatcher::ready(OpRef op) {

@@ -38,7 +38,9 @@ struct Message {
 class Dispatcher {
  public:
   // REQUIRES: `schedule` outlives the dispatcher and passed validate().
-  explicit Dispatcher(const Schedule& schedule);
+  // `first_iteration`: the first iteration whose operations will be made ready (a
+  // job resumed from a checkpoint starts later than 0).
+  explicit Dispatcher(const Schedule& schedule, int first_iteration = 0);
 
   // `op` may now be sent. REQUIRES: each op is made ready once; iterations are made
   // ready in non-decreasing order of `iteration`.
