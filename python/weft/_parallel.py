@@ -232,7 +232,9 @@ class DataParallel(nn.Module):
                              "overlapping the next forward (mirrored: torch.optim.SGD, Adam, AdamW)")
                 if self._engine is not None:
                     self._engine.drain()
+                optimizer._step_count = getattr(optimizer, "_step_count", 0) + 1
                 return original_step(closure) if closure is not None else original_step()
+        step._with_counter = True  # counts optimizer._step_count itself, as lr_scheduler's wrapper would
         opt.step = types.MethodType(step, opt)
 
     def _setup(self, args, kwargs):
