@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build demo test bench clean
+.PHONY: deps configure build demo test bench install clean
 
 deps:
 	@scripts/install-deps.sh
@@ -27,6 +27,12 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
+
+# The weft binary and `import weft` where Debian's /usr/bin/python3 finds them
+# (/usr/local/bin, /usr/local/lib/python3/dist-packages); docs/python.md.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 bench: build
 	$(BUILD)/bench/bench_sim

@@ -16,7 +16,10 @@ packages=(
   fortunes                # gpt-tiny's text corpus
   iproute2                # ip netns, tc (weft netem)
   procps                  # sysctl: the emulated hosts' TCP congestion control (weft netem)
-  python3-torch           # the PyTorch DDP peer in bench/
+  python3-torch           # the PyTorch DDP peer in bench/; `import weft`
+  python3-dev pybind11-dev  # weft._C, the Python package's extension (docs/python.md)
+  python3-pytest          # the Python package's tests (python/tests)
+  python3-torchvision     # examples/resnet18_fashion_mnist.py
   gnuplot-nox             # plots
   clang libclang-rt-14-dev  # `make fuzz`: libFuzzer and the sanitizers
 )

@@ -478,6 +478,14 @@ void Engine::end_backward() {
     if (options_.layers[l].empty()) {
       // A layer without parameters has no hook; it is ready when the backward ends.
       post({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = static_cast<int>(l)});
+    } else if (gradients_missing_[l] != 0 && options_.zero_missing_gradients) {
+      // The hooks that did not run will not run in this backward: nothing else
+      // writes these gradients until the layer's update.
+      for (const torch::Tensor& p : options_.layers[l]) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      }
+      gradients_missing_[l] = 0;
+      post({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = static_cast<int>(l)});
     } else if (gradients_missing_[l] != 0) {
       throw std::logic_error(fmt::format("engine: in iteration {}, {} of the {} parameters of layer {} got no "
                                          "gradient; every parameter must be used in every forward",

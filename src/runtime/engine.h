@@ -204,6 +204,10 @@ struct EngineOptions {
   // The first iteration this engine trains (a job resumed from a checkpoint,
   // docs/checkpoints.md): iteration t runs the schedule's t mod period.
   int first_iteration = 0;
+  // A parameter that got no gradient in a backward (its forward did not use it):
+  // when true, end_backward gives it a zero gradient (allocated if it has none) and
+  // its layer becomes ready; when false, end_backward throws (see there).
+  bool zero_missing_gradients = false;
 };
 
 class Engine {
@@ -227,7 +231,8 @@ class Engine {
 
   // Brackets loss.backward() of the current iteration. end_backward THROWS
   // std::logic_error naming the layer if one of its parameters got no gradient
-  // (the layer would never become ready), and rethrows a communication failure.
+  // (the layer would never become ready) unless EngineOptions::zero_missing_gradients,
+  // and rethrows a communication failure.
   void start_backward();
   void end_backward();
 

@@ -16,13 +16,17 @@ void require(bool ok, std::string_view field, double value, std::string_view acc
 }  // namespace
 
 void validate(const OptimizerOptions& o) {
-  if (o.kind != "sgd" && o.kind != "momentum" && o.kind != "adam") {
-    throw UsageError(fmt::format("unknown optimizer '{}'; accepted: sgd, momentum, adam", o.kind));
+  if (o.kind != "sgd" && o.kind != "momentum" && o.kind != "adam" && o.kind != "adamw" && o.kind != "none") {
+    throw UsageError(fmt::format("unknown optimizer '{}'; accepted: sgd, momentum, adam, adamw, none", o.kind));
   }
   require(std::isfinite(o.lr) && o.lr > 0, "lr", o.lr, "a number > 0");
   require(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "weight_decay", o.weight_decay, "a number >= 0");
   if (o.kind == "momentum") require(o.momentum >= 0 && o.momentum < 1, "momentum", o.momentum, "0 <= momentum < 1");
-  if (o.kind == "adam") {
+  if (o.kind == "momentum") {
+    require(o.dampening >= 0 && o.dampening <= 1, "dampening", o.dampening, "0 <= dampening <= 1");
+    if (o.nesterov) require(o.momentum > 0 && o.dampening == 0, "momentum", o.momentum, "> 0 with dampening 0 for nesterov");
+  }
+  if (o.kind == "adam" || o.kind == "adamw") {
     require(o.beta1 >= 0 && o.beta1 < 1, "beta1", o.beta1, "0 <= beta1 < 1");
     require(o.beta2 >= 0 && o.beta2 < 1, "beta2", o.beta2, "0 <= beta2 < 1");
     require(o.eps > 0 && std::isfinite(o.eps), "eps", o.eps, "a number > 0");
@@ -30,8 +34,29 @@ void validate(const OptimizerOptions& o) {
 }
 
 LayerOptimizer::LayerOptimizer(std::vector<std::vector<torch::Tensor>> params, OptimizerOptions options)
-    : params_(std::move(params)), options_(std::move(options)) {
-  validate(options_);
+    : LayerOptimizer(params, [&] {
+        std::vector<std::vector<OptimizerOptions>> each;
+        for (const auto& layer : params) each.emplace_back(layer.size(), options);
+        return each;
+      }()) {
+  options_ = std::move(options);
+}
+
+LayerOptimizer::LayerOptimizer(std::vector<std::vector<torch::Tensor>> params,
+                               std::vector<std::vector<OptimizerOptions>> options)
+    : params_(std::move(params)), parameter_options_(std::move(options)) {
+  if (parameter_options_.size() != params_.size()) {
+    throw std::logic_error(fmt::format("LayerOptimizer: options for {} layers, parameters of {}",
+                                       parameter_options_.size(), params_.size()));
+  }
+  for (std::size_t l = 0; l < params_.size(); ++l) {
+    if (parameter_options_[l].size() != params_[l].size()) {
+      throw std::logic_error(fmt::format("LayerOptimizer: layer {} has {} parameters but options for {}", l,
+                                         params_[l].size(), parameter_options_[l].size()));
+    }
+    for (const OptimizerOptions& o : parameter_options_[l]) validate(o);
+  }
+  if (!parameter_options_.empty() && !parameter_options_[0].empty()) options_ = parameter_options_[0][0];
   // Moments are allocated on first use (undefined until then), as PyTorch does,
   // so that SGD carries no state at all.
   for (const auto& layer : params_) {
@@ -41,33 +66,50 @@ LayerOptimizer::LayerOptimizer(std::vector<std::vector<torch::Tensor>> params, O
   steps_.assign(params_.size(), 0);
 }
 
-// The update rules are PyTorch's (torch.optim.SGD with dampening 0 and no
-// Nesterov; torch.optim.Adam without amsgrad), so that a layer-wise step equals
-// one step of torch::optim on the same tensors.
+void LayerOptimizer::set_lr(int layer, std::size_t parameter, double lr) {
+  if (layer < 0 || layer >= num_layers() || parameter >= params_[static_cast<size_t>(layer)].size()) {
+    throw std::logic_error(fmt::format("LayerOptimizer::set_lr: no parameter {} in layer {}", parameter, layer));
+  }
+  if (!(std::isfinite(lr) && lr >= 0)) throw UsageError(fmt::format("optimizer lr = {} is not accepted; expected a number >= 0", lr));
+  std::lock_guard lock(lr_mutex_);
+  parameter_options_[static_cast<size_t>(layer)][parameter].lr = lr;
+}
+
+// The update rules are PyTorch 1.13's single-tensor ones (torch.optim.SGD with
+// momentum, dampening and Nesterov; Adam and AdamW without amsgrad), so that a
+// layer-wise step equals one step of torch.optim on the same tensors.
 void LayerOptimizer::step(int layer) {
   if (layer < 0 || layer >= num_layers()) {
     throw std::logic_error(fmt::format("LayerOptimizer::step: layer {} not in 0..{}", layer, num_layers() - 1));
   }
   torch::NoGradGuard no_grad;
-  const OptimizerOptions& o = options_;
   std::vector<torch::Tensor>& params = params_[layer];
+  std::vector<OptimizerOptions> options;
+  {
+    std::lock_guard lock(lr_mutex_);
+    options = parameter_options_[static_cast<size_t>(layer)];
+  }
   bool any = false;
   for (std::size_t i = 0; i < params.size(); ++i) {
+    const OptimizerOptions& o = options[i];
     torch::Tensor& p = params[i];
-    if (!p.grad().defined()) continue;
+    if (!p.grad().defined() || o.kind == "none") continue;
     if (!any) {
       any = true;
       ++steps_[layer];
     }
-    torch::Tensor g = o.weight_decay != 0 ? p.grad().add(p, o.weight_decay) : p.grad();
+    const bool decoupled = o.kind == "adamw";
+    torch::Tensor g = o.weight_decay != 0 && !decoupled ? p.grad().add(p, o.weight_decay) : p.grad();
     if (o.kind == "sgd") {
       p.add_(g, -o.lr);
     } else if (o.kind == "momentum") {
       torch::Tensor& buffer = first_moment_[layer][i];
-      if (buffer.defined()) buffer.mul_(o.momentum).add_(g);
+      if (buffer.defined()) buffer.mul_(o.momentum).add_(g, 1 - o.dampening);
       else buffer = g.clone();
-      p.add_(buffer, -o.lr);
-    } else {  // adam
+      if (o.nesterov) p.add_(g.add(buffer, o.momentum), -o.lr);
+      else p.add_(buffer, -o.lr);
+    } else {  // adam, adamw
+      if (decoupled && o.weight_decay != 0) p.mul_(1 - o.lr * o.weight_decay);
       torch::Tensor& m = first_moment_[layer][i];
       torch::Tensor& v = second_moment_[layer][i];
       if (!m.defined()) {
@@ -91,8 +133,13 @@ void LayerOptimizer::zero_grad(int layer) {
   if (layer < 0 || layer >= num_layers()) {
     throw std::logic_error(fmt::format("LayerOptimizer::zero_grad: layer {} not in 0..{}", layer, num_layers() - 1));
   }
-  for (torch::Tensor& p : params_[layer]) {
-    if (p.grad().defined()) p.mutable_grad().detach_().zero_();
+  std::vector<torch::Tensor>& params = params_[static_cast<size_t>(layer)];
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    torch::Tensor& p = params[i];
+    // "none" (a kind read only at construction): the gradient belongs to whoever steps.
+    if (p.grad().defined() && parameter_options_[static_cast<size_t>(layer)][i].kind != "none") {
+      p.mutable_grad().detach_().zero_();
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// Per-layer optimizers (SPEC §3): SGD, momentum SGD and Adam, stepped one layer at
+// Per-layer optimizers (SPEC §3): SGD, momentum SGD, Adam and AdamW, stepped one layer at
 // a time so that the communication engine can update layer l as soon as its data is
 // averaged (layer-wise update), while other layers are still in flight.
 //
@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,13 +18,17 @@
 namespace weft::runtime {
 
 struct OptimizerOptions {
-  std::string kind = "sgd";  // "sgd" | "momentum" | "adam"
+  // "none": step and zero_grad leave the parameter and its gradient alone (the
+  // caller steps it by other means, e.g. a Python optimizer after Engine::drain).
+  std::string kind = "sgd";  // "sgd" | "momentum" | "adam" | "adamw" | "none"
   double lr = 0.05;
   double momentum = 0.9;     // "momentum"
-  double beta1 = 0.9;        // "adam"
-  double beta2 = 0.999;      // "adam"
-  double eps = 1e-8;         // "adam"
-  double weight_decay = 0;
+  double dampening = 0;      // "momentum" (torch.optim.SGD's dampening)
+  bool nesterov = false;     // "momentum"
+  double beta1 = 0.9;        // "adam", "adamw"
+  double beta2 = 0.999;      // "adam", "adamw"
+  double eps = 1e-8;         // "adam", "adamw"
+  double weight_decay = 0;   // added to the gradient; "adamw": decoupled, p *= 1 - lr * weight_decay
 };
 
 // THROWS UsageError listing the accepted kinds.
@@ -33,6 +38,15 @@ class LayerOptimizer {
  public:
   // params[l] are layer l's parameters (LayeredModel::layer_parameters(l)).
   LayerOptimizer(std::vector<std::vector<torch::Tensor>> params, OptimizerOptions options);
+  // The same with options per parameter: options[l][i] for params[l][i] (as a
+  // torch.optim param group gives them). THROWS UsageError as validate(), and
+  // std::logic_error when the shapes of `options` and `params` differ.
+  LayerOptimizer(std::vector<std::vector<torch::Tensor>> params,
+                 std::vector<std::vector<OptimizerOptions>> options);
+
+  // Changes the learning rate of parameter `parameter` of `layer` from its next
+  // step on (an lr scheduler). Thread-safe with step().
+  void set_lr(int layer, std::size_t parameter, double lr);
 
   // Applies one step to layer `layer` using each parameter's current .grad()
   // (no-op for parameters without a gradient). REQUIRES: 0 <= layer < num_layers().
@@ -51,6 +65,8 @@ class LayerOptimizer {
  private:
   std::vector<std::vector<torch::Tensor>> params_;
   OptimizerOptions options_;
+  std::vector<std::vector<OptimizerOptions>> parameter_options_;  // [layer][parameter]
+  std::mutex lr_mutex_;  // guards the lr fields of parameter_options_
   std::vector<std::vector<torch::Tensor>> first_moment_;   // momentum or Adam m
   std::vector<std::vector<torch::Tensor>> second_moment_;  // Adam v
   std::vector<std::int64_t> steps_;

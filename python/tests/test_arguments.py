@@ -1,0 +1,97 @@
+"""Bad arguments raise ValueError/TypeError naming the argument and what is accepted,
+before anything starts; a parameter without gradient is named, not a hang."""
+
+import pytest
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+import models
+import weft
+
+
+def sgd(net):
+    return torch.optim.SGD(net.parameters(), lr=0.1)
+
+
+def test_unknown_strategy():
+    net = models.make_net()
+    with pytest.raises(ValueError, match=r"strategy='fast'.*accepted: auto, ssgd, wfbp"):
+        weft.DataParallel(net, sgd(net), strategy="fast")
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_H_below_one(value):
+    net = models.make_net()
+    with pytest.raises(ValueError, match=r"H=.*expected an integer >= 1"):
+        weft.DataParallel(net, sgd(net), strategy="flsgd", H=value)
+
+
+def test_module_without_parameters():
+    with pytest.raises(ValueError, match=r"module: ReLU has no parameters"):
+        weft.DataParallel(nn.ReLU(), torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1))
+
+
+def test_optimizer_over_other_parameters():
+    net = models.make_net()
+    with pytest.raises(ValueError, match=r"optimizer: 6 of its parameters are not parameters of the module"):
+        weft.DataParallel(net, sgd(models.make_net()))
+
+
+def test_unknown_option_names_the_accepted_ones():
+    net = models.make_net()
+    with pytest.raises(TypeError, match=r"unknown option bandwith; accepted: .*bandwidth"):
+        weft.DataParallel(net, sgd(net), bandwith="1Gbit")
+
+
+def test_bad_option_value_names_it():
+    net = models.make_net()
+    with pytest.raises(ValueError, match=r"--bandwidth"):
+        weft.DataParallel(net, sgd(net), bandwidth="fast")
+
+
+def test_not_a_module_or_optimizer():
+    net = models.make_net()
+    with pytest.raises(TypeError, match=r"module: expected a torch.nn.Module"):
+        weft.DataParallel(lambda x: x, sgd(net))
+    with pytest.raises(TypeError, match=r"optimizer: expected a torch.optim.Optimizer"):
+        weft.DataParallel(net, None)
+
+
+def test_ps_without_servers():
+    net = models.make_net()
+    with pytest.raises(ValueError, match=r"strategy='ps' needs parameter servers"):
+        weft.DataParallel(net, sgd(net), strategy="ps")
+
+
+class Unused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(4, 2)
+        self.spare = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.used(x)
+
+
+def test_parameter_without_gradient_is_named():
+    torch.manual_seed(0)
+    net = Unused()
+    opt = sgd(net)
+    model = weft.DataParallel(net, opt, verbose=False)
+    with pytest.raises(RuntimeError, match=r"spare.weight, spare.bias.*find_unused_parameters=True"):
+        model(torch.randn(3, 4)).sum().backward()
+
+
+def test_find_unused_parameters_counts_them_as_zero_gradients():
+    torch.manual_seed(0)
+    net = Unused()
+    spare = [p.detach().clone() for p in net.spare.parameters()]
+    opt = sgd(net)
+    model = weft.DataParallel(net, opt, find_unused_parameters=True, verbose=False)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(3, 4)).sum().backward()
+        opt.step()
+    model.finish()
+    assert all(torch.equal(a, b) for a, b in zip(spare, net.spare.parameters()))

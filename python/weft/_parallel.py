@@ -1,0 +1,416 @@
+"""weft.DataParallel: a user's nn.Module trained with one of weft's schedules.
+
+The schedule is built by the C++ schedulers and executed by the C++ engine
+(src/runtime/engine.h); this file only connects them to the module: it finds the
+layers, measures them on rank 0, gives every parameter to the engine, and calls
+the engine where `weft train`'s loop does (docs/python.md).
+"""
+
+import copy
+import json
+import os
+import re
+import sys
+import types
+import warnings
+
+import torch
+from torch import nn
+
+from . import _C
+from ._layers import assign, first_calls, measure, surrogate_loss, tensors_in
+from ._optim import Mirror, mirror_reason
+
+# Options with the command line's names and defaults (`weft train --help`); None:
+# the command line's default (partition and credit: tuned, as `weft plan` does).
+SCHEDULE_OPTIONS = {
+    "H": 5,
+    "T": 3,
+    "partition": None,
+    "credit": None,
+    "easgd_alpha": None,
+    "easgd_beta": 0.9,
+    "bandwidth": "1Gbit",
+    "server_bandwidth": None,
+    "latency": "50us",
+    "network": None,
+}
+# Options of the wrapper itself.
+WRAPPER_OPTIONS = {
+    "profile": None,                 # a profile file (`weft profile`); None = rank 0 measures
+    "layers": None,                  # the layers, as modules, in forward order; None = found
+    "servers": None,                 # parameter servers among the ranks; None = $WEFT_SERVERS or 0
+    "steps": None,                   # iterations the job trains (parameter servers need it)
+    "find_unused_parameters": False, # a parameter without gradient: error (False) or zero gradient (True)
+    "broadcast_buffers": True,       # rank 0's buffers at the start of every training forward
+    "failure_timeout": 60.0,         # seconds; as `weft train --failure-timeout`
+    "allow": ("ssgd",),              # strategy="auto": the families it may choose from
+    "verbose": True,                 # rank 0 says what it runs, on stderr
+}
+ACCEPTED = sorted(SCHEDULE_OPTIONS) + sorted(WRAPPER_OPTIONS)
+FAMILIES = ("ssgd", "local_sgd", "ps")
+
+
+def strategies():
+    """{name: family} of every strategy weft runs ("ssgd", "local_sgd" or "ps")."""
+    return dict(_C.strategies())
+
+
+def _servers_of(value):
+    if value is None:
+        value = os.environ.get("WEFT_SERVERS", "0")
+        try:
+            value = int(value)
+        except ValueError:
+            raise ValueError(f"WEFT_SERVERS={os.environ['WEFT_SERVERS']!r}: expected an integer >= 0") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"servers={value!r}: expected an integer >= 0")
+    return value
+
+
+def _job_shape():
+    """(rank, world) from the torchrun variables, without connecting."""
+    return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def is_server(servers=None):
+    """True on a parameter-server rank: one of the last `servers` ranks of the job."""
+    rank, world = _job_shape()
+    return rank >= world - _servers_of(servers)
+
+
+def _say(text):
+    print(f"weft: {text}", file=sys.stderr, flush=True)
+
+
+class DataParallel(nn.Module):
+    """Trains `module` data-parallel, its messages scheduled by `strategy`.
+
+    Use it as torch.nn.parallel.DistributedDataParallel: call it, backward the
+    loss, call optimizer.step(); call finish() after the last iteration. See
+    docs/python.md for the options, the layer, buffer and unused-parameter rules
+    and parameter servers.
+    """
+
+    def __init__(self, module, optimizer, strategy="wfbp", **options):
+        super().__init__()
+        unknown = sorted(set(options) - set(ACCEPTED))
+        if unknown:
+            raise TypeError(f"weft.DataParallel: unknown option{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(unknown)}; accepted: {', '.join(ACCEPTED)}")
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        known = strategies()
+        if strategy != "auto" and strategy not in known:
+            raise ValueError(f"strategy={strategy!r} is not a weft strategy; accepted: auto, {', '.join(known)}")
+        schedule_options = {k: options.get(k, v) for k, v in SCHEDULE_OPTIONS.items()}
+        o = {k: options.get(k, v) for k, v in WRAPPER_OPTIONS.items()}
+        for name in ("H", "T"):
+            value = schedule_options[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r}: expected an integer >= 1")
+        _C.check_options(schedule_options)
+        allow = (o["allow"],) if isinstance(o["allow"], str) else tuple(o["allow"])
+        if not set(allow) <= set(FAMILIES):
+            raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}")
+        timeout = o["failure_timeout"]
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"failure_timeout={timeout!r}: expected a number of seconds > 0")
+
+        trainable = [p for p in module.parameters() if p.requires_grad]
+        if not trainable:
+            raise ValueError(f"module: {type(module).__name__} has no parameters that require a gradient; "
+                             "weft trains a module with at least one")
+        for name, p in module.named_parameters():
+            if p.device.type != "cpu" or p.dtype != torch.float32:
+                raise ValueError(f"module: parameter {name} is {p.dtype} on {p.device}; weft trains float32 "
+                                 "parameters on the CPU (call module.float())")
+        in_module = {id(p) for p in module.parameters()}
+        foreign = sum(1 for g in optimizer.param_groups for p in g["params"] if id(p) not in in_module)
+        if foreign:
+            raise ValueError(f"optimizer: {foreign} of its parameters are not parameters of the module; "
+                             "give weft.DataParallel the optimizer over module.parameters()")
+        user_layers = None
+        if o["layers"] is not None:
+            names = {id(m): n for n, m in module.named_modules()}
+            user_layers = []
+            for m in o["layers"]:
+                if id(m) not in names:
+                    raise ValueError(f"layers: {type(m).__name__} is not a submodule of the module; "
+                                     "accepted: submodules of it, in forward order")
+                user_layers.append(names[id(m)])
+        if o["steps"] is not None and (isinstance(o["steps"], bool) or not isinstance(o["steps"], int)
+                                       or o["steps"] < 1):
+            raise ValueError(f"steps={o['steps']!r}: expected an integer >= 1")
+
+        self.module = module
+        self._optimizer = optimizer
+        self._requested = strategy
+        self.strategy = strategy
+        self._schedule_options = schedule_options
+        self._options = o
+        self._allow = allow
+        self._user_layers = user_layers
+        self._engine = None
+        self._finished = False
+        self._in_backward = False
+        self._handles = []
+        self._servers = _servers_of(o["servers"])
+
+        self._job = _C.connect(float(timeout))
+        self.rank = self._job.rank
+        self.world = self._job.world
+        self.workers = self.world - self._servers
+        if self.workers < 1:
+            raise ValueError(f"servers={self._servers}: the job has only {self.world} ranks (WORLD_SIZE); "
+                             "it needs at least one worker besides the servers")
+        if strategy != "auto":
+            self._check_family(strategy)
+        elif bool(self._servers) != ("ps" in allow) or (self._servers and o["steps"] is None):
+            raise ValueError(f"strategy='auto' with servers={self._servers} and allow={allow!r}: parameter "
+                             "servers need 'ps' among the allowed families and steps=N, and 'ps' needs servers")
+        # Every rank starts from rank 0's parameters and buffers, as with DDP.
+        self._job.broadcast(list(module.parameters()) + list(module.buffers()))
+        self._buffers = [b for b in module.buffers()]
+        if self._servers and self._buffers and o["broadcast_buffers"] and self.rank == 0:
+            warnings.warn("weft.DataParallel: with parameter servers each worker keeps its own buffers "
+                          "(broadcast_buffers needs every rank in each forward; servers are serving)")
+        reason = mirror_reason(optimizer)
+        self._mirrored = reason is None
+        if self.rank >= self.workers:
+            self._serve()  # never returns
+        self._patch_optimizer(reason)
+
+    # -- the job -----------------------------------------------------------
+
+    def _check_family(self, strategy):
+        family = strategies()[strategy]
+        if family == "ps":
+            if self._servers < 1:
+                raise ValueError(f"strategy={strategy!r} needs parameter servers: servers=S (or `weft run "
+                                 "--servers S`), S >= 1")
+            if self._options["steps"] is None:
+                raise ValueError(f"strategy={strategy!r}: give steps=N, the iterations the job trains "
+                                 "(the servers serve exactly those)")
+        elif self._servers:
+            raise ValueError(f"servers={self._servers}: only the parameter-server strategies (ps, "
+                             f"ps-interleaved) have servers, not {strategy!r}")
+        if family != "ssgd" and not self._mirrored_optimizer():
+            raise ValueError(f"strategy={strategy!r} steps the optimizer inside weft: use torch.optim.SGD, "
+                             f"Adam or AdamW ({mirror_reason(self._optimizer)})")
+
+    def _mirrored_optimizer(self):
+        return mirror_reason(self._optimizer) is None
+
+    def _patch_optimizer(self, reason):
+        # Bound methods, as lr_scheduler expects of optimizer.step (it wraps it to count steps).
+        opt = self._optimizer
+        original_step = opt.step
+        if self._mirrored:
+            def step(optimizer, closure=None):
+                """Marks the iteration: weft's engine already stepped every layer."""
+                optimizer._step_count = getattr(optimizer, "_step_count", 0) + 1
+                if closure is not None:
+                    with torch.enable_grad():
+                        return closure()
+                return None
+
+            def zero_grad(optimizer, set_to_none=False):
+                """Nothing to do: weft's engine zeroes each layer's gradient after its update."""
+
+            opt.zero_grad = types.MethodType(zero_grad, opt)
+        else:
+            warned = []
+
+            def step(optimizer, closure=None):
+                if not warned:
+                    warned.append(True)
+                    if self.rank == 0:
+                        _say(f"{reason}: its step() runs whole after each iteration's messages, without "
+                             "overlapping the next forward (mirrored: torch.optim.SGD, Adam, AdamW)")
+                if self._engine is not None:
+                    self._engine.drain()
+                optimizer._step_count = getattr(optimizer, "_step_count", 0) + 1
+                return original_step(closure) if closure is not None else original_step()
+        step._with_counter = True  # counts optimizer._step_count itself, as lr_scheduler's wrapper would
+        opt.step = types.MethodType(step, opt)
+
+    def _setup(self, args, kwargs):
+        """Rank 0 finds and measures the layers; every rank builds the same schedule and its engine."""
+        job, o = self._job, self._options
+        profile_text, error, extra, strategy = None, "", "", self._requested
+        if job.rank == 0:
+            try:
+                profile_text, called, why = self._measure(args, kwargs)
+                if self._requested == "auto":
+                    strategy = self._choose(profile_text, why)
+                extra = json.dumps({"called": called, "strategy": strategy})
+            except (ValueError, TypeError, RuntimeError) as e:
+                error = f"{type(e).__name__}: {e}"
+        if self._requested == "auto":
+            # The strategy rank 0 chose travels beside its plan: every rank asks for that one.
+            key = "weft/python/auto"
+            if job.rank == 0:
+                job.set(key, json.dumps({"strategy": strategy, "error": error}))
+            chosen = json.loads(job.get(key))
+            if chosen["error"] and job.rank != 0:
+                raise ValueError(f"rank 0 could not build the schedule: {chosen['error']}")
+            strategy = chosen["strategy"]
+            if not error:
+                self._check_family(strategy)
+        plan = _C.shared_schedule(job, strategy, self._schedule_options, self.workers, self._servers,
+                                  profile_text, extra, error)
+        self.strategy = strategy
+        shared = json.loads(plan.extra)
+        layers = assign(self.module, shared["called"], self._user_layers)
+        self._check_profile(plan.profile_json, layers)
+        return plan, layers
+
+    def _measure(self, args, kwargs):
+        """Rank 0: (profile JSON, module names in first-call order, what was measured)."""
+        o = self._options
+        try:
+            twin = copy.deepcopy(self.module)  # profiling must leave the trained module untouched
+        except Exception as e:
+            raise ValueError(f"module: cannot copy it to profile it ({e}); give profile=FILE") from None
+        twin.train(self.module.training)
+        run = lambda: twin(*args, **kwargs)
+        with torch.enable_grad():
+            called = first_calls(twin, run)
+            layers = assign(twin, called, self._user_layers)
+            if o["profile"] is not None:
+                try:
+                    with open(o["profile"]) as f:
+                        text = f.read()
+                except OSError as e:
+                    raise ValueError(f"profile={o['profile']!r}: {e.strerror}") from None
+                return text, called, f"the profile {o['profile']}"
+            fp, bp = measure(twin, layers, run, surrogate_loss)
+        batch = next((t.shape[0] for t in tensors_in((args, kwargs)) if t.dim() > 0), 1)
+        rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b)
+                for (name, params), f, b in zip(layers, fp, bp)]
+        return _C.profile_json(type(self.module).__name__, int(batch), rows), called, "rank 0's first batch"
+
+    def _choose(self, profile_text, why):
+        """strategy="auto": the plan's fastest strategy among the allowed families."""
+        # With servers only the parameter-server family runs; without, every other allowed one.
+        arch = "ps" if self._servers else "allreduce"
+        candidates = [n for n, family in strategies().items()
+                      if family in self._allow and (family == "ps") == bool(self._servers)]
+        plan = json.loads(_C.plan_json(profile_text, self.workers, self._schedule_options, candidates, arch,
+                                       max(self._servers, 1)))
+        chosen = plan["recommended"]
+        if self._options["verbose"]:
+            rows = {s["name"]: s for s in plan.get("strategies", [])}
+            predicted = rows.get(chosen, {}).get("iteration_s")
+            _say(f"strategy=auto chose {chosen}: the fastest of {', '.join(candidates)} predicted by the "
+                 f"planner for {self.workers} workers at {self._schedule_options['bandwidth']}, from {why}"
+                 + (f" ({predicted * 1e3:.2f} ms per iteration)" if predicted else ""))
+        return chosen
+
+    def _check_profile(self, profile_text, layers):
+        profile = json.loads(profile_text)
+        given = [layer["params"] for layer in profile["layers"]]
+        have = [sum(p.numel() for p in params) for _, params in layers]
+        if given != have:
+            raise ValueError(f"profile: its layers hold {given} parameters, but the module's layers "
+                             f"({', '.join(n or '(root)' for n, _ in layers)}) hold {have}; profile the same "
+                             "module with the same layers (weft.profile)")
+
+    def _start(self, args, kwargs):
+        plan, layers = self._setup(args, kwargs)
+        self._layers = layers
+        params = [ps for _, ps in layers]
+        self._mirror = Mirror(self._optimizer, params)
+        self._cpp_optimizer = _C.LayerOptimizer(params, self._mirror.options)
+        self._plan = plan
+        self._engine = _C.Engine(self._job, plan, params, [n or "(root)" for n, _ in layers],
+                                 self._cpp_optimizer, self.workers,
+                                 bool(self._options["find_unused_parameters"]),
+                                 2.0 * float(self._options["failure_timeout"]))
+        modules = dict(self.module.named_modules())
+        for l, (name, _) in enumerate(layers):
+            def wait(_m, _args, l=l):
+                self._engine.wait_for_forward(l)
+            self._handles.append(modules[name].register_forward_pre_hook(wait))
+        self._sync_buffers = (bool(self._options["broadcast_buffers"]) and bool(self._buffers) and self.world > 1
+                              and not self._servers)
+        if self._sync_buffers:
+            self._job.open_buffer_group()
+        if self.rank == 0 and self._options["verbose"]:
+            extra = "" if plan.options_json == "{}" else " " + plan.options_json
+            _say(f"{self.strategy}{extra} on {self.workers} worker{'s' if self.workers > 1 else ''}"
+                 + (f" and {self._servers} server{'s' if self._servers > 1 else ''}" if self._servers else "")
+                 + f", {len(layers)} layers, {plan.messages_per_iteration} messages per iteration")
+
+    def _serve(self):
+        """A parameter-server rank: serves `steps` iterations, then ends the process (status 0)."""
+        plan, layers = self._setup(None, None)
+        params = [ps for _, ps in layers]
+        mirror = Mirror(self._optimizer, params)
+        optimizer = _C.LayerOptimizer(params, mirror.options)
+        _C.serve(self._job, plan, params, optimizer, self.workers, int(self._options["steps"]))
+        sys.exit(0)
+
+    # -- training ----------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
+        if self._finished:
+            raise RuntimeError("weft.DataParallel: finish() was called; the job's messages are closed")
+        if self._engine is None:
+            self._start(args, kwargs)
+        training = self.module.training and torch.is_grad_enabled()
+        if training and self._sync_buffers:
+            self._job.broadcast_buffers(self._buffers)
+        output = self.module(*args, **kwargs)
+        if training:
+            for t in tensors_in(output):
+                if t.requires_grad:
+                    t.register_hook(self._on_output_gradient)
+        return output
+
+    def _on_output_gradient(self, grad):
+        # The backward reached the module's output: it has not touched a parameter yet.
+        if not self._in_backward:
+            self._in_backward = True
+            self._mirror.sync_lr(self._cpp_optimizer)
+            self._engine.start_backward()
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+        return grad
+
+    def _end_backward(self):
+        self._in_backward = False
+        try:
+            self._engine.end_backward()
+        except RuntimeError as e:
+            found = re.search(r"parameters of layer (\d+) got no gradient", str(e))
+            if not found:
+                raise
+            name, params = self._layers[int(found.group(1))]
+            names = {id(p): n for n, p in self.module.named_parameters()}
+            raise RuntimeError(f"weft.DataParallel: parameters of layer {name or '(root)'} got no gradient in this "
+                               f"backward ({', '.join(names[id(p)] for p in params)}); pass "
+                               "find_unused_parameters=True to count them as zero gradients") from None
+
+    def zero_grad(self, set_to_none=False):
+        """As the optimizer's zero_grad: nothing when mirrored (the engine zeroes)."""
+        if not self._mirrored:
+            self.module.zero_grad(set_to_none=set_to_none)
+
+    def drain(self):
+        """Blocks until every message so far is done and every layer updated (e.g. before evaluating)."""
+        if self._engine is not None:
+            self._engine.drain()
+
+    def finish(self):
+        """Waits for the last messages; the parameters are final after it. Call once, after training."""
+        if self._finished:
+            return
+        self._finished = True
+        if self._engine is not None:
+            self._engine.finish()
+            for h in self._handles:
+                h.remove()
+            self._handles = []

@@ -1,0 +1,385 @@
+// weft._C: the C++ half of the Python package (docs/python.md). It exposes the
+// pieces `weft train` is made of — rendezvous (runtime/process_group.h), the
+// shared schedule (Note [Shared schedule], runtime/trainer.h), the per-layer
+// optimizer, the communication engine and the parameter server — so that
+// python/weft/ can drive them with a user's torch.nn.Module. No strategy, update
+// rule or message is implemented on the Python side.
+//
+// Tensors cross the boundary without a copy: Debian's python3-torch loads the same
+// libtorch the runtime links, and torch/extension.h converts torch.Tensor to
+// torch::Tensor and back.
+//
+// Errors: UsageError becomes ValueError (bad input, named); every other exception
+// pybind11's default (RuntimeError for std::runtime_error). Every call that can
+// block (rendezvous, store reads, the engine's waits, serving) releases the GIL.
+#include <torch/extension.h>
+
+#include <pybind11/stl.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cluster_flags.h"
+#include "plan/planner.h"
+#include "plan/tuning.h"
+#include "profile/profile.h"
+#include "runtime/engine.h"
+#include "runtime/optimizer.h"
+#include "runtime/parameter_server.h"
+#include "runtime/process_group.h"
+#include "runtime/worker_env.h"
+#include "schedulers/strategies.h"
+#include "units/units.h"
+
+namespace py = pybind11;
+using json = nlohmann::json;
+
+namespace weft::python {
+namespace {
+
+using runtime::Group;
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::string string_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// ---------------------------------------------------------------------------
+// The job: a Group from the torchrun variables, or a group of one.
+
+struct Job {
+  Group group;
+  c10::intrusive_ptr<c10d::ProcessGroup> buffers;  // opened by open_buffer_group()
+  int announcement_groups = 0;                     // names of the engines' subgroups
+};
+
+std::shared_ptr<Job> join_job(double timeout) {
+  auto job = std::make_shared<Job>();
+  py::gil_scoped_release release;
+  if (runtime::has_worker_env()) {
+    job->group = runtime::connect(runtime::read_worker_env(), timeout);
+  } else {
+    Group& g = job->group;
+    g.store = c10::make_intrusive<c10d::HashStore>();
+    g.collectives = runtime::make_gloo_group(g.store, 0, 1, timeout);
+    g.address = "127.0.0.1";
+    g.timeout = timeout;
+  }
+  return job;
+}
+
+// Broadcasts `tensors` from rank 0 over `group`, one flat buffer per dtype.
+void broadcast(c10d::ProcessGroup& group, const std::vector<torch::Tensor>& tensors) {
+  if (group.getSize() == 1 || tensors.empty()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<std::vector<torch::Tensor>> by_type;
+  for (const torch::Tensor& t : tensors) {
+    auto it = std::find_if(by_type.begin(), by_type.end(),
+                           [&](const auto& same) { return same.front().scalar_type() == t.scalar_type(); });
+    if (it == by_type.end()) by_type.push_back({t});
+    else it->push_back(t);
+  }
+  for (const auto& same : by_type) {
+    std::vector<torch::Tensor> flat_parts;
+    for (const torch::Tensor& t : same) flat_parts.push_back(t.detach().reshape({-1}));
+    std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
+    group.broadcast(flat)->wait();
+    std::int64_t offset = 0;
+    for (const torch::Tensor& t : same) {
+      const std::int64_t n = t.numel();
+      t.detach().copy_(flat[0].narrow(0, offset, n).view(t.sizes()));
+      offset += n;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Options with the command line's names (cli/cluster_flags.h).
+
+std::string text_of(const py::handle& value) {
+  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  if (py::isinstance<py::int_>(value)) return fmt::format("{}B", value.cast<std::int64_t>());
+  if (py::isinstance<py::float_>(value)) return fmt::format("{}", value.cast<double>());
+  throw UsageError(fmt::format("expected a string or a number, got {}", py::str(value).cast<std::string>()));
+}
+
+struct PlanInputs {
+  Cluster cluster;
+  StrategyOptions strategy;
+};
+
+// `options` holds only accepted names (checked in Python); unset ones keep the
+// command line's defaults.
+PlanInputs plan_inputs(const py::dict& options, int workers, int servers) {
+  cli::ClusterFlags cluster{.workers = workers, .servers = std::max(servers, 1)};
+  cli::StrategyFlags strategy;
+  for (const auto& [key, value] : options) {
+    const std::string name = key.cast<std::string>();
+    if (value.is_none()) continue;
+    if (name == "bandwidth") cluster.bandwidth = text_of(value);
+    else if (name == "server_bandwidth") cluster.server_bandwidth = text_of(value);
+    else if (name == "latency") cluster.latency = text_of(value);
+    else if (name == "network") cluster.network_file = value.cast<std::string>();
+    else if (name == "H") strategy.H = value.cast<int>();
+    else if (name == "T") strategy.T = value.cast<int>();
+    else if (name == "partition") strategy.partition = text_of(value);
+    else if (name == "credit") strategy.credit = text_of(value);
+    else if (name == "easgd_alpha") strategy.easgd_alpha = value.cast<double>();
+    else if (name == "easgd_beta") strategy.easgd_beta = value.cast<double>();
+  }
+  return {.cluster = cli::make_cluster(cluster), .strategy = cli::make_strategy_options(strategy)};
+}
+
+Cluster cluster_for(const StrategyInfo& info, Cluster cluster, int workers, int servers) {
+  cluster.workers = workers;
+  cluster.arch = info.arch;
+  if (info.arch == Arch::kParameterServer) cluster.servers = servers;
+  validate(cluster);
+  return cluster;
+}
+
+// ---------------------------------------------------------------------------
+// The shared schedule (Note [Shared schedule], runtime/trainer.h): rank 0 gives
+// the profile and tunes; every rank builds the schedule from what rank 0 published.
+
+struct SharedSchedule {
+  Schedule schedule;
+  Profile profile;
+  std::string extra;  // what rank 0 published beside it (the layer order)
+  Bytes gather_below = 0;
+};
+
+std::shared_ptr<SharedSchedule> shared_schedule(Job& job, const std::string& strategy, const py::dict& options,
+                                                int workers, int servers, const std::optional<std::string>& profile,
+                                                const std::string& extra, const std::string& error) {
+  const std::string key = "weft/python/plan";
+  const StrategyInfo& info = find_strategy(strategy);
+  const PlanInputs inputs = plan_inputs(options, workers, servers);
+  py::gil_scoped_release release;
+  const Group& group = job.group;
+  if (group.rank == 0) {
+    json message;
+    try {
+      if (!error.empty()) throw UsageError(error);
+      if (!profile) throw std::logic_error("rank 0 needs the profile");
+      const Profile parsed = parse_profile(*profile, "the profile");
+      const StrategyOptions tuned =
+          tune(info, parsed, cluster_for(info, inputs.cluster, workers, servers), inputs.strategy);
+      message["profile"] = to_json(parsed);
+      message["extra"] = extra;
+      if (tuned.partition) message["partition_B"] = *tuned.partition;
+      if (tuned.credit) message["credit_B"] = *tuned.credit;
+    } catch (const std::exception& e) {
+      message["error"] = e.what();
+      group.store->set(key, bytes_of(message.dump()));
+      throw;
+    }
+    group.store->set(key, bytes_of(message.dump()));
+  }
+  const json message = json::parse(string_of(group.store->get(key)));
+  if (message.contains("error")) {
+    throw UsageError("rank 0 could not build the schedule: " + message["error"].get<std::string>());
+  }
+  auto out = std::make_shared<SharedSchedule>();
+  out->profile = parse_profile(message["profile"].get<std::string>(), "rank 0's profile");
+  out->extra = message["extra"].get<std::string>();
+  StrategyOptions chosen = inputs.strategy;
+  if (message.contains("partition_B")) chosen.partition = message["partition_B"].get<Bytes>();
+  if (message.contains("credit_B")) chosen.credit = message["credit_B"].get<Bytes>();
+  out->schedule = info.make(out->profile, cluster_for(info, inputs.cluster, workers, servers), chosen);
+  validate(out->schedule, out->profile, workers);
+  out->gather_below = inputs.cluster.fitted ? inputs.cluster.fitted->gather_below : 0;
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Optimizer options from Python dicts (python/weft/_optim.py builds them).
+
+runtime::OptimizerOptions optimizer_options(const py::dict& d) {
+  runtime::OptimizerOptions o;
+  for (const auto& [key, value] : d) {
+    const std::string name = key.cast<std::string>();
+    if (name == "kind") o.kind = value.cast<std::string>();
+    else if (name == "lr") o.lr = value.cast<double>();
+    else if (name == "momentum") o.momentum = value.cast<double>();
+    else if (name == "dampening") o.dampening = value.cast<double>();
+    else if (name == "nesterov") o.nesterov = value.cast<bool>();
+    else if (name == "beta1") o.beta1 = value.cast<double>();
+    else if (name == "beta2") o.beta2 = value.cast<double>();
+    else if (name == "eps") o.eps = value.cast<double>();
+    else if (name == "weight_decay") o.weight_decay = value.cast<double>();
+    else throw std::logic_error("optimizer option " + name);
+  }
+  return o;
+}
+
+using Layers = std::vector<std::vector<torch::Tensor>>;
+
+std::unique_ptr<runtime::LayerOptimizer> make_optimizer(const Layers& layers, const std::vector<std::vector<py::dict>>& options) {
+  std::vector<std::vector<runtime::OptimizerOptions>> each;
+  for (const auto& layer : options) {
+    each.emplace_back();
+    for (const py::dict& d : layer) each.back().push_back(optimizer_options(d));
+  }
+  return std::make_unique<runtime::LayerOptimizer>(layers, std::move(each));
+}
+
+// ---------------------------------------------------------------------------
+// The engine over a Python model's layers.
+
+class PyEngine {
+ public:
+  PyEngine(std::shared_ptr<Job> job, std::shared_ptr<SharedSchedule> plan, Layers layers,
+           std::vector<std::string> names, runtime::LayerOptimizer& optimizer, int workers,
+           bool zero_missing_gradients, double stall_timeout)
+      : job_(std::move(job)), plan_(std::move(plan)) {
+    Job& j = *job_;
+    const std::string announcements = fmt::format("python-announcements-{}", j.announcement_groups++);
+    engine_ = std::make_unique<runtime::Engine>(runtime::EngineOptions{
+        .schedule = &plan_->schedule,
+        .layers = std::move(layers),
+        .layer_names = std::move(names),
+        .optimizer = &optimizer,
+        .collectives = j.group.collectives,
+        .open_announcements = [&j, announcements] { return runtime::open_subgroup(j.group, announcements, 1); },
+        .workers = workers,
+        .gather_below = plan_->gather_below,
+        .stall_timeout = stall_timeout,
+        .zero_missing_gradients = zero_missing_gradients});
+  }
+  runtime::Engine& operator*() { return *engine_; }
+
+ private:
+  std::shared_ptr<Job> job_;
+  std::shared_ptr<SharedSchedule> plan_;  // the engine reads the schedule throughout
+  std::unique_ptr<runtime::Engine> engine_;
+};
+
+// ---------------------------------------------------------------------------
+// Profiles and plans.
+
+std::string profile_json(const std::string& model, int batch, const std::vector<py::tuple>& layers) {
+  Profile p{.model = model, .batch = batch, .device = "cpu"};
+  for (const py::tuple& t : layers) {
+    p.layers.push_back({.name = t[0].cast<std::string>(), .params = t[1].cast<std::int64_t>(),
+                        .bytes_per_param = t[2].cast<int>(), .fp = t[3].cast<double>(), .bp = t[4].cast<double>()});
+  }
+  validate(p, "the measured profile");
+  return to_json(p);
+}
+
+std::string plan_of(const std::string& profile_text, int workers, const py::dict& options,
+                    const std::vector<std::string>& strategies, const std::string& arch, int servers) {
+  const Profile profile = parse_profile(profile_text, "profile");
+  PlanInputs inputs = plan_inputs(options, workers, servers);
+  inputs.cluster.arch = parse_arch(arch);
+  inputs.cluster.servers = std::max(servers, 1);
+  validate(inputs.cluster);
+  PlanOptions plan_options{.strategies = strategies, .strategy = inputs.strategy};
+  py::gil_scoped_release release;
+  return plan_json(plan(profile, inputs.cluster, plan_options));
+}
+
+}  // namespace
+}  // namespace weft::python
+
+PYBIND11_MODULE(_C, m) {
+  using namespace weft;
+  using namespace weft::python;
+  m.doc() = "weft's C++ engine, planner and simulator (docs/python.md)";
+  py::register_exception<UsageError>(m, "UsageError", PyExc_ValueError);
+
+  m.def("strategies", [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const StrategyInfo& s : strategies()) {
+      out.emplace_back(std::string(s.name), s.family == Family::kSynchronous ? "ssgd"
+                                            : s.family == Family::kLocalSgd  ? "local_sgd"
+                                                                             : "ps");
+    }
+    return out;
+  });
+
+  py::class_<Job, std::shared_ptr<Job>>(m, "Job")
+      .def_property_readonly("rank", [](const Job& j) { return j.group.rank; })
+      .def_property_readonly("world", [](const Job& j) { return j.group.world; })
+      .def("set", [](Job& j, const std::string& key, const std::string& value) {
+        py::gil_scoped_release release;
+        j.group.store->set(key, bytes_of(value));
+      })
+      .def("get", [](Job& j, const std::string& key) {
+        std::string value;
+        {
+          py::gil_scoped_release release;
+          value = string_of(j.group.store->get(key));
+        }
+        return py::bytes(value);
+      })
+      .def("barrier", [](Job& j) {
+        py::gil_scoped_release release;
+        j.group.collectives->barrier()->wait();
+      })
+      .def("broadcast", [](Job& j, const std::vector<torch::Tensor>& tensors) {
+        py::gil_scoped_release release;
+        broadcast(*j.group.collectives, tensors);
+      }, "Rank 0's values of `tensors` on every rank (not while an engine exists).")
+      .def("open_buffer_group", [](Job& j) {
+        py::gil_scoped_release release;
+        if (!j.buffers && j.group.world > 1) j.buffers = runtime::open_subgroup(j.group, "python-buffers", 1);
+      })
+      .def("broadcast_buffers", [](Job& j, const std::vector<torch::Tensor>& tensors) {
+        py::gil_scoped_release release;
+        if (j.buffers) broadcast(*j.buffers, tensors);
+      }, "Rank 0's values of `tensors` over the buffers' own group (open_buffer_group).");
+  m.def("connect", &join_job, py::arg("timeout"),
+        "Joins the job of the torchrun variables, or a job of one when none is set.");
+
+  py::class_<SharedSchedule, std::shared_ptr<SharedSchedule>>(m, "SharedSchedule")
+      .def_property_readonly("extra", [](const SharedSchedule& s) { return s.extra; })
+      .def_property_readonly("profile_json", [](const SharedSchedule& s) { return to_json(s.profile); })
+      .def_property_readonly("options_json", [](const SharedSchedule& s) { return s.schedule.options_json; })
+      .def_property_readonly("messages_per_iteration",
+                             [](const SharedSchedule& s) { return s.schedule.ops(0).size(); });
+  m.def("shared_schedule", &shared_schedule, py::arg("job"), py::arg("strategy"), py::arg("options"),
+        py::arg("workers"), py::arg("servers"), py::arg("profile"), py::arg("extra"), py::arg("error") = "",
+        "Every rank's copy of rank 0's schedule (rank 0 gives `profile`, or `error` to fail every rank).");
+  m.def("check_options", [](const py::dict& options) { plan_inputs(options, 1, 1); },
+        "THROWS ValueError naming an option with a value the command line would refuse.");
+
+  py::class_<runtime::LayerOptimizer>(m, "LayerOptimizer")
+      .def(py::init(&make_optimizer), py::arg("layers"), py::arg("options"))
+      .def("set_lr", &runtime::LayerOptimizer::set_lr)
+      .def("step", &runtime::LayerOptimizer::step, py::call_guard<py::gil_scoped_release>())
+      .def("zero_grad", &runtime::LayerOptimizer::zero_grad);
+
+  py::class_<PyEngine>(m, "Engine")
+      .def(py::init<std::shared_ptr<Job>, std::shared_ptr<SharedSchedule>, Layers, std::vector<std::string>,
+                    runtime::LayerOptimizer&, int, bool, double>(),
+           py::arg("job"), py::arg("schedule"), py::arg("layers"), py::arg("names"), py::arg("optimizer"),
+           py::arg("workers"), py::arg("zero_missing_gradients"), py::arg("stall_timeout"),
+           py::keep_alive<1, 6>(), py::call_guard<py::gil_scoped_release>())
+      .def("wait_for_forward", [](PyEngine& e, int l) { (*e).wait_for_forward(l); },
+           py::call_guard<py::gil_scoped_release>())
+      .def("start_backward", [](PyEngine& e) { (*e).start_backward(); })
+      .def("end_backward", [](PyEngine& e) { (*e).end_backward(); }, py::call_guard<py::gil_scoped_release>())
+      .def("drain", [](PyEngine& e) { (*e).drain(); }, py::call_guard<py::gil_scoped_release>())
+      .def("finish", [](PyEngine& e) { (*e).finish(); }, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("iterations_done", [](PyEngine& e) { return (*e).iterations_done(); });
+
+  m.def("serve", [](std::shared_ptr<Job> job, std::shared_ptr<SharedSchedule> plan, Layers layers,
+                    runtime::LayerOptimizer& optimizer, int workers, std::int64_t iterations) {
+    py::gil_scoped_release release;
+    runtime::run_server({.schedule = &plan->schedule, .layers = std::move(layers), .optimizer = &optimizer,
+                         .group = job->group.collectives, .workers = workers,
+                         .server = job->group.rank - workers, .iterations = iterations});
+  });
+
+  m.def("profile_json", &profile_json, py::arg("model"), py::arg("batch"), py::arg("layers"),
+        "The profile file's JSON (profile/profile.h) of layers (name, params, bytes_per_param, fp_s, bp_s).");
+  m.def("plan_json", &plan_of, py::arg("profile"), py::arg("workers"), py::arg("options"),
+        py::arg("strategies"), py::arg("arch"), py::arg("servers"),
+        "`weft plan --json` for a profile's JSON text.");
+}
