@@ -29,7 +29,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
 
 bench: build
-	$(BUILD)/bench/bench_sim
+	$(BUILD)/tools/bench_sim
 
 clean:
 	rm -rf $(BUILD)

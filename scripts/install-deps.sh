@@ -16,7 +16,7 @@ packages=(
   fortunes                # gpt-tiny's text corpus
   iproute2                # ip netns, tc (weft netem)
   procps                  # sysctl: the emulated hosts' TCP congestion control (weft netem)
-  python3-torch           # the PyTorch DDP peer in bench/
+  python3-torch           # the PyTorch DDP peer, tools/ddp_peer.py
   gnuplot-nox             # plots
 )
 

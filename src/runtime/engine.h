@@ -42,7 +42,7 @@
 // each event itself the moment it happens — a layer's last gradient runs its
 // update inside the backward, as the thread would have. A thread would only add a
 // hand-off per layer and updates competing with the backward for a core: measured
-// side by side (bench/overhead_bench.cc, mlp, 0.57 ms per plain iteration), weft
+// side by side (tools/overhead_bench.cc, mlp, 0.57 ms per plain iteration), weft
 // took 1.20–1.29× the plain loop's time with the thread, 1.01–1.03× without.
 //
 // Note [Collective order]
