@@ -35,7 +35,7 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 bench: build
-	$(BUILD)/bench/bench_sim
+	$(BUILD)/tools/bench_sim
 
 clean:
 	rm -rf $(BUILD)

@@ -64,8 +64,8 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 tables() {
   for table in dcredit local-sgd ps; do
-    printf '### %s\n\n```sh\nbuild-figures/bench/plan_tables %s\n```\n\n' "$table" "$table"
-    "$build/bench/plan_tables" "$table"
+    printf '### %s\n\n```sh\nbuild-figures/tools/plan_tables %s\n```\n\n' "$table" "$table"
+    "$build/tools/plan_tables" "$table"
     printf '\n'
   done
 }
@@ -119,16 +119,16 @@ EOF
 
 speed() {
   local before after
-  printf '### bench_sim\n\n```sh\nbuild-figures/bench/bench_sim --benchmark_repetitions=%s --benchmark_report_aggregates_only=true\n```\n\n' "$repetitions"
+  printf '### bench_sim\n\n```sh\nbuild-figures/tools/bench_sim --benchmark_repetitions=%s --benchmark_report_aggregates_only=true\n```\n\n' "$repetitions"
   before=$(load)
-  "$build/bench/bench_sim" --benchmark_repetitions="$repetitions" --benchmark_report_aggregates_only=true \
+  "$build/tools/bench_sim" --benchmark_repetitions="$repetitions" --benchmark_report_aggregates_only=true \
     --benchmark_out="$work/sim.json" --benchmark_out_format=json >/dev/null
   after=$(load)
   printf 'Load average (1, 5, 15 min) before: %s; after: %s; %s cores.\n\n' "$before" "$after" "$(nproc)"
   benchmark_table "$work/sim.json"
-  printf '\n### bench_local_sgd\n\n```sh\nbuild-figures/bench/bench_local_sgd --benchmark_min_time=0.2\n```\n\n'
+  printf '\n### bench_local_sgd\n\n```sh\nbuild-figures/tools/bench_local_sgd --benchmark_min_time=0.2\n```\n\n'
   before=$(load)
-  "$build/bench/bench_local_sgd" --benchmark_min_time=0.2 \
+  "$build/tools/bench_local_sgd" --benchmark_min_time=0.2 \
     --benchmark_out="$work/local.json" --benchmark_out_format=json >/dev/null
   after=$(load)
   printf 'Load average (1, 5, 15 min) before: %s; after: %s; %s cores.\n\n' "$before" "$after" "$(nproc)"
@@ -202,15 +202,15 @@ traces() {
 }
 
 # Each planner table of BENCHMARKS.md is the block after the line
-# "build-figures/bench/plan_tables NAME" and its closing fence, up to a blank line.
+# "build-figures/tools/plan_tables NAME" and its closing fence, up to a blank line.
 check() {
   local table status=0
   for table in dcredit local-sgd ps; do
-    "$build/bench/plan_tables" "$table" >"$work/$table.md"
+    "$build/tools/plan_tables" "$table" >"$work/$table.md"
     if python3 - "$root/BENCHMARKS.md" "$table" "$work/$table.md" <<'EOF'
 import sys
 doc, table, now = open(sys.argv[1]).read(), sys.argv[2], open(sys.argv[3]).read().rstrip("\n")
-marker = f"build-figures/bench/plan_tables {table}\n```\n\n"
+marker = f"build-figures/tools/plan_tables {table}\n```\n\n"
 start = doc.find(marker)
 if start < 0:
     sys.exit(f"BENCHMARKS.md: no table after 'plan_tables {table}'")
@@ -228,11 +228,11 @@ EOF
   return $status
 }
 
-# Engine overhead (issue 3): bench/overhead_bench.cc says what is timed and how.
+# Engine overhead (issue 3): tools/overhead_bench.cc says what is timed and how.
 overhead() {
-  printf '### Engine overhead, 1 process\n\n```sh\nbuild-figures-runtime/bench/bench_overhead %s\n```\n\n' "$overhead_args"
+  printf '### Engine overhead, 1 process\n\n```sh\nbuild-figures-runtime/tools/bench_overhead %s\n```\n\n' "$overhead_args"
   # shellcheck disable=SC2086  # OVERHEAD_ARGS is a list of flags, split on purpose
-  "$runtime_build/bench/bench_overhead" $overhead_args
+  "$runtime_build/tools/bench_overhead" $overhead_args
   printf '\n'
 }
 

@@ -16,7 +16,7 @@ packages=(
   fortunes                # gpt-tiny's text corpus
   iproute2                # ip netns, tc (weft netem)
   procps                  # sysctl: the emulated hosts' TCP congestion control (weft netem)
-  python3-torch           # the PyTorch DDP peer in bench/; `import weft`
+  python3-torch           # the PyTorch DDP peer, tools/ddp_peer.py; `import weft`
   python3-dev pybind11-dev  # weft._C, the Python package's extension (docs/python.md)
   python3-pytest          # the Python package's tests (python/tests)
   python3-torchvision     # examples/resnet18_fashion_mnist.py

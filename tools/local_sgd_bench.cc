@@ -1,7 +1,7 @@
 // Planning speed of the local-SGD strategies (schedulers/local_sgd.h). Goal:
 // dreamddp-opt's dynamic programme on L = 1,000 layers, H = 20 under 100 ms. Also
 // the seed's DFS (time and visited nodes) against the DP on every zoo model.
-// Run: build/bench/bench_local_sgd
+// Run: build/tools/bench_local_sgd
 #include <benchmark/benchmark.h>
 
 #include <cmath>

@@ -23,7 +23,7 @@
 // take from issue to unpacked. Prints Markdown on stdout; the load average before
 // and after goes with it, since the machine is shared.
 //
-// Run: build/bench/bench_overhead [--models mlp,cnn] [--strategies wfbp]
+// Run: build/tools/bench_overhead [--models mlp,cnn] [--strategies wfbp]
 //        [--iterations 40] [--repetitions 15] [--batch 32]
 #include <algorithm>
 #include <chrono>

@@ -2,10 +2,10 @@
 // predicted steady-state iteration times (plan/planner.h), so every number here is
 // deterministic and the same on any machine. Run:
 //
-//   build-figures/bench/plan_tables dcredit     # D-Credit and ByteScheduler
-//   build-figures/bench/plan_tables local-sgd   # DreamDDP and local SGD
-//   build-figures/bench/plan_tables ps          # parameter server
-//   build-figures/bench/plan_tables             # all three, in that order
+//   build-figures/tools/plan_tables dcredit     # D-Credit and ByteScheduler
+//   build-figures/tools/plan_tables local-sgd   # DreamDDP and local SGD
+//   build-figures/tools/plan_tables ps          # parameter server
+//   build-figures/tools/plan_tables             # all three, in that order
 //
 // `scripts/figures.sh check` compares these with the tables in BENCHMARKS.md.
 //

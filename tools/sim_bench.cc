@@ -1,6 +1,6 @@
 // Simulator and planner speed (issue: foundation). Goals: 1,000 iterations of gpt2
 // on 32 workers under 1 s per strategy; `weft plan` over every zoo model and every
-// strategy under 2 s. Run: build/bench/bench_sim
+// strategy under 2 s. Run: build/tools/bench_sim
 #include <benchmark/benchmark.h>
 
 #include "plan/planner.h"

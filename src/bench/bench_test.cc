@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "netem/supervisor.h"
-#include "units/usage_error_testing.h"
+#include "testing/testing.h"
 
 namespace weft::bench {
 namespace {

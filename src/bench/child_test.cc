@@ -1,7 +1,7 @@
 // run_child and run_children on real processes (/bin/sh); no timed assertions: a
 // child that should have been ended is checked to be gone, not how fast.
 #include "bench/child.h"
-#include "netem/process_testing.h"
+#include "testing/testing.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -29,7 +29,7 @@ inline constexpr int kPortsCycled = 200;
 struct Tools {
   std::string weft;      // the weft executable
   std::string python;    // a Python with Debian's python3-torch
-  std::string ddp_peer;  // bench/ddp_peer.py
+  std::string ddp_peer;  // ddp_peer.py (tools/, copied beside the binary)
   int workers = 1;       // P
   int port = 29500;      // MASTER_PORT
   int mtu = 1500;        // of the emulated links, bytes (weft netem --mtu)

@@ -12,7 +12,7 @@ namespace {
 
 using namespace weft::literals;
 
-const Tools kTools{.weft = "/opt/weft", .python = "/usr/bin/python3", .ddp_peer = "bench/ddp_peer.py",
+const Tools kTools{.weft = "/opt/weft", .python = "/usr/bin/python3", .ddp_peer = "tools/ddp_peer.py",
                    .workers = 3, .port = 29600};
 const Link kEmulated{.name = "100Mbit", .bandwidth = 100_Mbit};
 const Link kLoopback{.name = "loopback", .bandwidth = 0};
@@ -117,7 +117,7 @@ TEST(Commands, TheDdpPeerGetsTheSameTrainingAsWeft) {
   const auto weft = inner(train_command(kTools, kEmulated, t, "wfbp", {}, "p", "n", "m", ""));
   const auto ddp = inner(ddp_command(kTools, kEmulated, t, 91706, 0.85, "m"));
   EXPECT_EQ(ddp[0], "/usr/bin/python3");
-  EXPECT_EQ(ddp[1], "bench/ddp_peer.py");
+  EXPECT_EQ(ddp[1], "tools/ddp_peer.py");
   for (const char* flag : {"--model", "--batch", "--lr", "--optimizer", "--seed", "--steps", "--eval-every"}) {
     const auto w = std::find(weft.begin(), weft.end(), flag);
     ASSERT_NE(w, weft.end()) << flag;

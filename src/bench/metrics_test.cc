@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "units/usage_error_testing.h"
+#include "testing/testing.h"
 
 namespace weft::bench {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "units/usage_error_testing.h"
+#include "testing/testing.h"
 
 namespace weft::bench {
 namespace {

@@ -71,12 +71,9 @@ struct BenchFlags {
   std::string report;
 };
 
-// The peer script beside the sources: bench/ddp_peer.py of the working tree we
-// were built from, else of the current directory.
-std::string default_ddp_peer() {
-  const fs::path from_source = fs::path(WEFT_SOURCE_DIR) / "bench" / "ddp_peer.py";
-  return fs::exists(from_source) ? from_source.string() : "bench/ddp_peer.py";
-}
+// The peer script installed beside this binary (the build copies
+// tools/ddp_peer.py there).
+std::string default_ddp_peer() { return (fs::read_symlink("/proc/self/exe").parent_path() / "ddp_peer.py").string(); }
 
 // The flags a typo in which would otherwise cost the profiling first: checked
 // before any work (docs/limits.md).
@@ -138,6 +135,11 @@ bench::BenchOptions to_options(const BenchFlags& f) {
   o.repeats = f.repeats;
   o.strategies = f.strategies;
   o.ddp = !f.no_ddp;
+  if (o.ddp && !fs::is_regular_file(o.tools.ddp_peer)) {
+    throw UsageError(fmt::format("--ddp-peer {}: no such file; give the path of tools/ddp_peer.py (the build copies "
+                                 "it beside the weft binary), or --no-ddp",
+                                 o.tools.ddp_peer));
+  }
   o.out = f.out;
   o.trace_strategy = f.trace_strategy;
   o.run_timeout = parse_duration(f.run_timeout);
@@ -226,7 +228,7 @@ void add_bench(CLI::App& app, int& exit_status) {
   cmd->add_flag("--loopback", f->loopback, "no emulated links: one round on loopback (automatic when not root)");
   cmd->add_option("--python", f->python, "Python with Debian's python3-torch, for the DDP peer")
       ->capture_default_str();
-  cmd->add_option("--ddp-peer", f->ddp_peer, "the DDP peer script (default: bench/ddp_peer.py of the sources)");
+  cmd->add_option("--ddp-peer", f->ddp_peer, "the DDP peer script (default: ddp_peer.py beside this binary)");
   cmd->add_option("--trace-strategy", f->trace_strategy,
                   "keep the predicted and measured traces of this strategy on the first link (default: the "
                   "fastest predicted)");

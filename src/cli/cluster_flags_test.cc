@@ -8,7 +8,7 @@
 #include <string>
 
 #include "units/units.h"
-#include "units/usage_error_testing.h"
+#include "testing/testing.h"
 
 namespace weft::cli {
 namespace {

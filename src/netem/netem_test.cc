@@ -1,9 +1,10 @@
 // EmulatedNetwork and run_emulated on the real kernel: namespaces, veth pairs, tbf.
 // Needs root (label `root`); without it every test that touches the kernel skips
-// with a message. The one timed check, ShapedLinksCarryTheConfiguredRate, is allowed
-// because it validates the shaping itself; its transfers are kept small.
+// with a message. ShapedLinksCarryTheConfiguredRate checks only that the shaping
+// holds a transfer to the link's rate (no faster); how close it comes is the
+// machine's and is printed, not asserted.
 #include "netem/netem.h"
-#include "netem/process_testing.h"
+#include "testing/testing.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -30,19 +31,13 @@
 #include "netem/process.h"
 #include "netem/shaping.h"
 #include "units/cores.h"
-#include "units/cores_testing.h"
 
 namespace weft::netem {
 namespace {
 
 using namespace weft::literals;
 
-#define SKIP_UNLESS_PRIVILEGED()                                                       \
-  if (!has_network_privileges())                                                       \
-  GTEST_SKIP() << "needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network "    \
-                  "namespaces; run `sudo ctest -L root` in the build directory"
-
-bool process_alive(pid_t pid) { return weft::test_support::process_alive(pid); }
+using test_support::process_alive;
 
 int wait_exit_code(pid_t pid) {
   int status = 0;
@@ -161,8 +156,7 @@ TEST_F(NetemTest, ShapedLinksCarryTheConfiguredRate) {
     std::printf("%s of 1 MB at 10 Mbit: %.3f s (ideal %.3f s), %.2f Mbit/s of TCP payload\n",
                 direction, seconds, ideal, kBytes * 8 / seconds / 1e6);
     RecordProperty(std::string(direction) + "_seconds", std::to_string(seconds));
-    EXPECT_GT(seconds, 0.8 * ideal) << direction;
-    EXPECT_LT(seconds, 1.2 * ideal) << direction;
+    EXPECT_GT(seconds, 0.8 * ideal) << direction << ": faster than the link, so not shaped";
   }
 }
 

@@ -2,7 +2,7 @@
 // no root needed. The grace periods are short so the suite stays quick; nothing
 // here asserts on how long anything took.
 #include "netem/supervisor.h"
-#include "netem/process_testing.h"
+#include "testing/testing.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,7 +18,7 @@
 namespace weft::netem {
 namespace {
 
-bool process_alive(pid_t pid) { return weft::test_support::process_alive(pid); }
+using test_support::process_alive;
 
 // Orphans (what a rank started and left behind) die asynchronously once signalled.
 bool gone_soon(pid_t pid) {

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <string>
 
-#include "netem/weft_binary_testing.h"
+#include "testing/testing.h"
 
 namespace weft::netem {
 namespace {

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "profile/zoo.h"
-#include "units/usage_error_testing.h"
+#include "testing/testing.h"
 
 namespace weft {
 namespace {

@@ -15,6 +15,7 @@
 #include "cost/cluster.h"
 #include "runtime/parameter_server.h"
 #include "runtime/process_group.h"
+#include "schedule/index.h"
 
 namespace weft::runtime {
 namespace {
@@ -201,12 +202,9 @@ struct Engine::InFlight {
 struct Engine::CommState {
   enum class Mode { kLocal, kLeader, kFollower };  // Note [Collective order]
 
-  // Per iteration of the period, computed once.
+  // Per iteration of the period, computed once; what waits for what is the
+  // schedule's index (Note [Dependencies of an operation], schedule/index.h).
   struct Plan {
-    std::vector<std::vector<int>> ops_waiting_on;  // layer -> ops whose readiness waits on it
-    std::vector<int> waits;                        // op -> number of layers it waits on
-    std::vector<std::vector<int>> blocks;          // op -> layers whose next forward waits on it
-    std::vector<int> blockers;                     // layer -> number of ops its next forward waits on
     std::vector<Bytes> averaged_bytes;             // layer -> bytes communicated before its step (0 = local step)
     std::vector<bool> stepped_elsewhere;           // layer -> updated by the parameter server, not here
   };
@@ -225,6 +223,7 @@ struct Engine::CommState {
   };
 
   Mode mode = Mode::kLocal;
+  std::optional<ScheduleIndex> index;
   std::vector<Plan> plans;
   std::map<int, Iteration> iterations;
   std::optional<Dispatcher> dispatcher;  // kLocal and kLeader
@@ -278,11 +277,7 @@ Engine::Engine(EngineOptions options)
   CommState& c = *comm_;
   for (int p = 0; p < schedule.period; ++p) {
     const auto& ops = schedule.iterations[static_cast<size_t>(p)];
-    CommState::Plan plan{.ops_waiting_on = std::vector<std::vector<int>>(static_cast<size_t>(layers)),
-                         .waits = std::vector<int>(ops.size(), 0),
-                         .blocks = std::vector<std::vector<int>>(ops.size()),
-                         .blockers = std::vector<int>(static_cast<size_t>(layers), 0),
-                         .averaged_bytes = std::vector<Bytes>(static_cast<size_t>(layers), 0),
+    CommState::Plan plan{.averaged_bytes = std::vector<Bytes>(static_cast<size_t>(layers), 0),
                          .stepped_elsewhere = std::vector<bool>(static_cast<size_t>(layers), false)};
     c.header_capacity = std::max(c.header_capacity, static_cast<int>(ops.size()));
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -295,39 +290,14 @@ Engine::Engine(EngineOptions options)
                                            p, i, to_string(op.kind), options_.workers, world_));
       }
       ordered_ |= executor.ordered_across_ranks();
-      if (op.ready_after < 0 || op.ready_after >= layers) {
-        throw std::logic_error(fmt::format("engine: iteration {} operation {} has ready_after {} outside 0..{}",
-                                           p, i, op.ready_after, layers - 1));
-      }
-      std::set<int> waits{op.ready_after};
-      std::set<int> blocks;
-      if (op.needed_by == kBarrier) {
-        blocks.insert(0);
-      } else {
-        blocks.insert(op.needed_by);
-      }
       for (const Chunk& chunk : op.chunks) {
         layout_->check(chunk, p, index);
-        waits.insert(chunk.layer);
-        // A layer whose bytes are still moving cannot run its forward, whatever
-        // needed_by says: the engine writes those tensors when the message lands.
-        blocks.insert(chunk.layer);
         if (executor.step() != OpExecutor::Step::kBeforeCommunication) {
           plan.averaged_bytes[static_cast<size_t>(chunk.layer)] += chunk.length;
           if (executor.step() == OpExecutor::Step::kElsewhere) {
             plan.stepped_elsewhere[static_cast<size_t>(chunk.layer)] = true;
           }
         }
-      }
-      for (int l : waits) plan.ops_waiting_on[static_cast<size_t>(l)].push_back(index);
-      plan.waits[i] = static_cast<int>(waits.size());
-      for (int l : blocks) {
-        if (l < 0 || l >= layers) {
-          throw std::logic_error(
-              fmt::format("engine: iteration {} operation {} has needed_by {} outside 0..{}", p, i, l, layers - 1));
-        }
-        plan.blocks[i].push_back(l);
-        ++plan.blockers[static_cast<size_t>(l)];
       }
     }
     for (int l = 0; l < layers; ++l) {
@@ -340,6 +310,7 @@ Engine::Engine(EngineOptions options)
     }
     c.plans.push_back(std::move(plan));
   }
+  c.index.emplace(schedule, layers);  // after the layout has checked every chunk
   // Point-to-point exchanges are matched by tag, and in-order dispatch decides the
   // same on every rank: only collectives under a timing-dependent policy need a
   // leader (Note [Collective order]).
@@ -444,8 +415,7 @@ void Engine::start_backward() {
       ++progress_->first;
     }
     if (progress_->outstanding.empty()) progress_->first = iteration_;
-    const auto& plan = comm_->plans[static_cast<size_t>(iteration_ % options_.schedule->period)];
-    std::vector<int> counts(plan.blockers);
+    std::vector<int> counts(comm_->index->at(iteration_).blockers);
     for (int& n : counts) ++n;  // the layer's own update
     progress_->outstanding.push_back(std::move(counts));
   }
@@ -581,7 +551,9 @@ class Engine::Comm {
     if (it != c_.iterations.end()) return it->second;
     const Plan& p = plan(t);
     const auto ops = schedule_.ops(t).size();
-    Iteration fresh{.waits = p.waits,
+    std::vector<int> waits;
+    for (const auto& layers : c_.index->at(t).waits_on) waits.push_back(static_cast<int>(layers.size()));
+    Iteration fresh{.waits = std::move(waits),
                     .ready = std::vector<bool>(ops, false),
                     .bytes_left = p.averaged_bytes,
                     .ops_left = static_cast<int>(ops),
@@ -601,7 +573,7 @@ class Engine::Comm {
     const Plan& p = plan(t);
     if (p.averaged_bytes[static_cast<size_t>(l)] == 0) update(t, l);  // local step, before any averaging
     bool any_ready = false;
-    for (int i : p.ops_waiting_on[static_cast<size_t>(l)]) {
+    for (int i : c_.index->at(t).waiting_on[static_cast<size_t>(l)]) {
       if (--it.waits[static_cast<size_t>(i)] != 0) continue;
       const Seconds delay = schedule_.ops(t)[static_cast<size_t>(i)].release(e_.rank_);
       if (delay > 0) {
@@ -924,7 +896,7 @@ class Engine::Comm {
 
   void op_done(OpRef op) {
     --iteration(op.iteration).ops_left;
-    release(op.iteration, plan(op.iteration).blocks[static_cast<size_t>(op.index)]);
+    release(op.iteration, {c_.index->at(op.iteration).needed[static_cast<size_t>(op.index)]});
   }
 
   // One thing the forwards of layers `layers` in iteration t+1 waited for is done.

@@ -159,8 +159,8 @@ std::vector<torch::Tensor> train_threads(const Schedule& schedule, int world, in
 
 // A random valid gradient schedule: every layer cut into 1..3 chunks, consecutive
 // chunks in backward order fused into operations of 1..3 chunks, a random
-// needed_by and priority; `policy` 0, 1, 2 = in order, a random credit, random
-// windows.
+// needed_by (any layer: Note [Dependencies of an operation] in schedule/index.h)
+// and priority; `policy` 0, 1, 2 = in order, a random credit, random windows.
 Schedule random_schedule(const Profile& profile, int policy, std::mt19937& rng) {
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   std::vector<Chunk> chunks;  // backward order
@@ -188,7 +188,7 @@ Schedule random_schedule(const Profile& profile, int policy, std::mt19937& rng) 
     }
     i += n;
     op.ready_after = lowest;
-    op.needed_by = uniform(0, 2) == 0 ? kBarrier : uniform(0, lowest);
+    op.needed_by = uniform(0, 2) == 0 ? kBarrier : uniform(0, profile.size() - 1);
     op.priority = uniform(0, 4);
     s.iterations[0].push_back(std::move(op));
   }

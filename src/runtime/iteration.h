@@ -1,6 +1,6 @@
 // One training iteration of a worker through its communication engine: the
 // training thread's side of the protocol of engine.h. `weft train`'s loop
-// (trainer.cc) and the engine-overhead bench (bench/overhead_bench.cc) both run
+// (trainer.cc) and the engine-overhead bench (tools/overhead_bench.cc) both run
 // it, so the bench times exactly what training does.
 //
 // Thread-safety: the training thread only, as Engine's own calls.

@@ -21,13 +21,14 @@
 
 #include "runtime/worker_env.h"
 #include "units/cores.h"
-#include "units/cores_testing.h"
+#include "testing/testing.h"
 #include "units/units.h"
 
 namespace weft::runtime {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::read_text;
 
 class LauncherTest : public testing::Test {
  protected:
@@ -47,18 +48,11 @@ class LauncherTest : public testing::Test {
     return {status, testing::internal::GetCapturedStderr()};
   }
 
-  std::string read(const fs::path& file) {
-    std::ifstream in(file);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
   // The pids the children wrote to dir_/pid.<rank>.
   std::set<pid_t> pids() {
     std::set<pid_t> out;
     for (const auto& entry : fs::directory_iterator(dir_)) {
-      if (entry.path().filename().string().starts_with("pid.")) out.insert(std::stoi(read(entry.path())));
+      if (entry.path().filename().string().starts_with("pid.")) out.insert(std::stoi(read_text(entry.path())));
     }
     return out;
   }
@@ -75,7 +69,7 @@ TEST_F(LauncherTest, EachChildGetsItsRankAndTheSameRendezvous) {
   EXPECT_EQ(status, 0) << err;
   std::set<std::string> rendezvous;
   for (int rank = 0; rank < 3; ++rank) {
-    std::istringstream line(read(dir_ / ("env." + std::to_string(rank))));
+    std::istringstream line(read_text(dir_ / ("env." + std::to_string(rank))));
     std::string addr, port, world, local, marker;
     line >> addr >> port >> world >> local >> marker;
     EXPECT_EQ(addr, "127.0.0.1");
@@ -100,7 +94,7 @@ TEST_F(LauncherTest, EachChildRunsWhereItsPlacementSays) {
     for (int rank = 0; rank < n; ++rank) {
       const bool pinned =
           placement == CorePlacement::kPinned || (placement == CorePlacement::kAuto && fits);
-      EXPECT_EQ(test_support::parse_core_list(read(dir_ / ("status." + std::to_string(rank)))),
+      EXPECT_EQ(test_support::parse_core_list(read_text(dir_ / ("status." + std::to_string(rank)))),
                 pinned ? cores_of(all, rank, n) : all)
           << "rank " << rank << ", " << to_string(placement);
     }

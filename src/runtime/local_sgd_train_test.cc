@@ -109,7 +109,7 @@ class PeriodEnds : public TrainTest {
     TrainTest::SetUp();
     profile_ = fixed_time_profile("cnn", kBatch, 0.0005, 0.001);
     ASSERT_FALSE(profile_.empty());
-    const json profile = json::parse(read(profile_));
+    const json profile = json::parse(read_text(profile_));
     for (const json& layer : profile.at("layers")) {
       layer_params_.push_back(layer["params"].get<std::int64_t>());
     }
@@ -123,7 +123,7 @@ class PeriodEnds : public TrainTest {
                std::to_string(kH), "--strategy", strategy, "--json"},
               sub);
     EXPECT_EQ(plan.wait(std::chrono::seconds(120)), 0) << plan.stderr_text();
-    const json options = json::parse(read(sub / "stdout"))["strategies"].at(0)["options"];
+    const json options = json::parse(read_text(sub / "stdout"))["strategies"].at(0)["options"];
     std::vector<std::vector<int>> averaged = options.at("sets");
     if (options.contains("filled")) {
       for (size_t h = 0; h < averaged.size(); ++h) {

@@ -63,7 +63,7 @@ struct RankTimes {
 // Per rank (= pid: a measured trace holds one timeline), from the trace's
 // "thread_name" metadata (lane names) and complete ("X") events.
 std::map<int, RankTimes> read_trace(const fs::path& file) {
-  const json trace = json::parse(read(file));
+  const json trace = json::parse(read_text(file));
   std::map<std::pair<int, int>, std::string> lane;  // (pid, tid) -> lane name
   for (const json& e : trace.at("traceEvents")) {
     if (e.at("ph") == "M" && e.at("name") == "thread_name") {
@@ -112,11 +112,6 @@ std::string describe(const std::map<int, double>& overlap) {
   }
   return s;
 }
-
-#define SKIP_UNLESS_PRIVILEGED()                                                                      \
-  if (!weft::netem::has_network_privileges())                                                         \
-  GTEST_SKIP() << "needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to emulate the link; run `sudo ctest " \
-                  "-L root` in the build directory"
 
 class MeasuredOverlap : public TrainTest {
  protected:

@@ -39,12 +39,13 @@ class PsTrainTest : public TrainTest {
 
   // 2 workers and 1 server train; the process started as rank `victim` is killed.
   void expect_prompt_failure(int victim, const std::string& expected) {
-    const auto exit_after = kill_mid_run({"--model", "mlp", "--synthetic", "--strategy", "ps-interleaved",
+    const std::string err = kill_mid_run({"--model", "mlp", "--synthetic", "--strategy", "ps-interleaved",
                                           "--servers", "1", "--nproc", "2", "--steps", "1000000", "--no-progress",
                                           "--failure-timeout", "20"},
                                          /*processes=*/3, /*workers=*/2, victim, expected);
-    // Promptly: the peers see the broken connection, not the 20 s timeout.
-    EXPECT_LT(exit_after, std::chrono::seconds(20));
+    // The peers see the broken connection: the launcher never had to terminate
+    // them at the 20 s failure timeout (how fast they saw it is the machine's).
+    EXPECT_EQ(err.find("terminating"), std::string::npos) << err;
   }
 };
 

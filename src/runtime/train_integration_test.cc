@@ -9,6 +9,7 @@
 // (train_slow_test.cc: the models learn.)
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 #include "runtime/launcher.h"
@@ -53,7 +54,7 @@ TEST_P(Equivalence, SynchronousStrategiesEndAsOneProcessOnTheCombinedBatch) {
     const auto [status, err] = weft(strategy, args);
     ASSERT_EQ(status, 0) << err;
     if (gather) {
-      EXPECT_NE(read(dir_ / "gather.json").find("allgather"), std::string::npos);
+      EXPECT_NE(read_text(dir_ / "gather.json").find("allgather"), std::string::npos);
     }
     const std::vector<float> rank0 = read_floats(params.string() + ".rank0");
     ASSERT_EQ(rank0.size(), expected.size());
@@ -88,7 +89,7 @@ TEST_F(TrainTest, UnsetOptionsAreTunedAsThePlannerTunesThem) {
   const auto [plan_status, plan_err] = weft("plan", plan);
   ASSERT_EQ(plan_status, 0) << plan_err;
   weft::Bytes partition = 0;
-  const auto planner = nlohmann::json::parse(read(dir_ / "plan" / "stdout"));
+  const auto planner = nlohmann::json::parse(read_text(dir_ / "plan" / "stdout"));
   for (const auto& s : planner.at("strategies")) {
     if (s.at("name") == "dcredit") partition = s.at("options").at("partition_B").get<weft::Bytes>();
   }
@@ -144,7 +145,7 @@ TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {
            dir_);
   const int status = job.wait(std::chrono::seconds(120));
   ASSERT_EQ(status, 0) << job.stderr_text();
-  const nlohmann::json profile = nlohmann::json::parse(read(out));
+  const nlohmann::json profile = nlohmann::json::parse(read_text(out));
   EXPECT_EQ(profile.at("model"), "mlp");
   EXPECT_NE(profile.at("device").get<std::string>().find("2 processes profiling together"), std::string::npos);
   // Both on this machine, sharing its cores (Note [Shared cores], sim/simulator.cc).
@@ -153,12 +154,7 @@ TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {
   EXPECT_LE(profile.at("cores").get<unsigned>(), std::thread::hardware_concurrency());
   for (const auto& layer : profile.at("layers")) EXPECT_GT(layer.at("fp_s").get<double>(), 0);
   // Every process of the job had the output path on its command line.
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    EXPECT_EQ(read(entry.path() / "cmdline").find(out.string()), std::string::npos) << "process " << name
-                                                                                      << " survived";
-  }
+  EXPECT_EQ(weft::test_support::processes_mentioning(out.string()), std::vector<pid_t>{}) << "processes survived";
 }
 
 // Processes that share the cores time 200 iterations unless told otherwise; one
@@ -201,36 +197,28 @@ TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
            dir_);
   const int status = job.wait(std::chrono::seconds(120));
   ASSERT_EQ(status, 0) << job.stderr_text();
-  const nlohmann::json profile = nlohmann::json::parse(read(out));
+  const nlohmann::json profile = nlohmann::json::parse(read_text(out));
   EXPECT_NE(profile.at("device").get<std::string>().find("then all-reducing"), std::string::npos);
-  for (const char* field : {"compute_slowdown", "comm_slowdown"}) {
-    const double slowdown = profile.value(field, 0.0);  // written when above 0
-    EXPECT_GE(slowdown, 0) << field;
-    EXPECT_LT(slowdown, 100) << field;
+  // Behaviour only: each field measured (present where it is always written),
+  // finite and >= 0, the pair fractions within [0, 1] as defined; how large a
+  // slowdown or a skew comes out depends on the machine's load, not on the code.
+  const auto measured = [&](const char* field, double upper = std::numeric_limits<double>::infinity()) {
+    const double value = profile.value(field, 0.0);
+    EXPECT_TRUE(std::isfinite(value)) << field;
+    EXPECT_GE(value, 0) << field;
+    EXPECT_LE(value, upper) << field;
+    return value;
+  };
+  for (const char* field : {"compute_slowdown", "comm_slowdown", "drift"}) measured(field);  // written when above 0
+  measured("pair_slowdown", 1);
+  for (const char* field : {"skew_s", "back_to_back_skew_s", "transfer_slowdown", "waiting_pair_slowdown"}) {
+    ASSERT_TRUE(profile.contains(field)) << field << " " << profile.dump();
   }
-  for (const char* field : {"skew_s", "back_to_back_skew_s"}) {
-    ASSERT_TRUE(profile.contains(field)) << field << " " << profile.dump();  // two processes never wait alike
-    EXPECT_GT(profile.at(field).get<double>(), 0) << field;
-    EXPECT_LT(profile.at(field).get<double>(), 1) << field;
-  }
-  const double drift = profile.value("drift", 0.0);  // written when above 0
-  EXPECT_GE(drift, 0);
-  EXPECT_LT(drift, 10);
-  const double pair = profile.value("pair_slowdown", 0.0);  // written when above 0
-  EXPECT_GE(pair, 0);
-  EXPECT_LE(pair, 1);
-  ASSERT_TRUE(profile.contains("transfer_slowdown")) << profile.dump();  // measured, whatever its value
-  EXPECT_GE(profile.at("transfer_slowdown").get<double>(), 0);
-  EXPECT_LT(profile.at("transfer_slowdown").get<double>(), 100);
-  ASSERT_TRUE(profile.contains("waiting_pair_slowdown")) << profile.dump();  // measured, whatever its value
-  EXPECT_GE(profile.at("waiting_pair_slowdown").get<double>(), 0);
-  EXPECT_LE(profile.at("waiting_pair_slowdown").get<double>(), 1);
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    EXPECT_EQ(read(entry.path() / "cmdline").find(out.string()), std::string::npos) << "process " << name
-                                                                                      << " survived";
-  }
+  EXPECT_GT(measured("skew_s"), 0);  // two processes never wait alike
+  EXPECT_GT(measured("back_to_back_skew_s"), 0);
+  measured("transfer_slowdown");
+  measured("waiting_pair_slowdown", 1);
+  EXPECT_EQ(weft::test_support::processes_mentioning(out.string()), std::vector<pid_t>{}) << "processes survived";
 
   Weft alone({"profile", "--model", "mlp", "--interference"}, dir_);
   EXPECT_EQ(alone.wait(std::chrono::seconds(60)), 2);

@@ -30,7 +30,7 @@ TEST_F(TrainTest, SlowGptTinyLossFalls) {
                                   std::chrono::seconds(3000));
   ASSERT_EQ(status, 0) << err;
   std::vector<double> losses;  // rank 0's, in order
-  std::istringstream lines(read(metrics));
+  std::istringstream lines(read_text(metrics));
   for (std::string line; std::getline(lines, line);) {
     const auto j = nlohmann::json::parse(line);
     if (j["rank"] == 0 && j.contains("loss")) losses.push_back(j["loss"]);

@@ -1,9 +1,8 @@
-// Helpers of the tests that run the `weft` binary as real processes (test-only).
+// The fixture of the tests that train with the `weft` binary as real processes
+// (test-only); what other tests share too is in testing/testing.h.
 #pragma once
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -25,101 +24,23 @@
 #error "WEFT_BINARY must name the weft executable"
 #endif
 
+#include "testing/testing.h"
+
 namespace weft::testing_util {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-inline std::string read(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test_support::children_of;
+using test_support::rank_of;
+using test_support::read_text;
+using test_support::Weft;
 
 inline std::vector<float> read_floats(const fs::path& file) {
-  const std::string bytes = read(file);
+  const std::string bytes = read_text(file);
   std::vector<float> out(bytes.size() / sizeof(float));
   std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
   return out;
-}
-
-// A `weft` process with stdout and stderr sent to files.
-class Weft {
- public:
-  // `env`: variables set in the child, after the job's own are cleared.
-  Weft(const std::vector<std::string>& args, const fs::path& dir,
-       const std::vector<std::pair<std::string, std::string>>& env = {})
-      : err_(dir / "stderr") {
-    std::vector<std::string> argv{WEFT_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::vector<char*> p;
-      for (auto& a : argv) p.push_back(a.data());
-      p.push_back(nullptr);
-      const int out = ::open((dir / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "WEFT_LAUNCHED_WORKER"}) {
-        ::unsetenv(v);
-      }
-      for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-      ::execv(p[0], p.data());
-      ::_exit(127);
-    }
-  }
-  ~Weft() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-
-  // The exit status, or -1 if it did not exit within `limit` (then it is killed).
-  int wait(std::chrono::seconds limit) {
-    const auto deadline = Clock::now() + limit;
-    int status = 0;
-    while (Clock::now() < deadline) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return -1;
-  }
-  std::string stderr_text() const { return read(err_); }
-
- private:
-  fs::path err_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-};
-
-// The children of `parent` (from /proc/<pid>/stat's ppid field).
-inline std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> out;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::istringstream stat(read(entry.path() / "stat"));
-    std::string pid, comm, state;
-    pid_t ppid = 0;
-    // comm may hold spaces but is parenthesised; ours ("weft") does not.
-    stat >> pid >> comm >> state >> ppid;
-    if (ppid == parent) out.push_back(std::stoi(name));
-  }
-  return out;
-}
-
-// The RANK `pid` was started with (from its environment), or -1.
-inline int rank_of(pid_t pid) {
-  const std::string env = read(fs::path("/proc") / std::to_string(pid) / "environ");
-  const auto at = env.find(std::string("\0RANK=", 6));
-  return at == std::string::npos ? -1 : std::stoi(env.substr(at + 6));
 }
 
 class TrainTest : public testing::Test {
@@ -148,8 +69,8 @@ class TrainTest : public testing::Test {
   // `processes` children and ranks 0..workers-1 have each written a metrics line,
   // SIGKILLs the child started as rank `victim`, and checks that the job exits
   // non-zero within 90 s, says `expected` on stderr and leaves no child alive.
-  // Returns how long the job took to exit after the kill (0 if it did not).
-  Clock::duration kill_mid_run(std::vector<std::string> args, int processes, int workers, int victim,
+  // Returns its stderr ("" if it did not exit).
+  std::string kill_mid_run(std::vector<std::string> args, int processes, int workers, int victim,
                                const std::string& expected) {
     const fs::path sub = dir_ / "job";
     fs::create_directories(sub);
@@ -165,7 +86,7 @@ class TrainTest : public testing::Test {
         return {};
       }
       children = children_of(job.pid());
-      const std::string lines = read(metrics);
+      const std::string lines = read_text(metrics);
       bool all = static_cast<int>(children.size()) == processes;
       for (int r = 0; r < workers; ++r) all = all && lines.find(fmt::format("\"rank\":{}", r)) != std::string::npos;
       if (all) break;
@@ -179,9 +100,7 @@ class TrainTest : public testing::Test {
       ADD_FAILURE() << "no child of the job runs as rank " << victim;
       return {};
     }
-    const auto killed = Clock::now();
     const int status = job.wait(std::chrono::seconds(90));
-    const auto exit_after = Clock::now() - killed;
     if (status == -1) {
       ADD_FAILURE() << "the job did not exit";
       return {};
@@ -192,7 +111,7 @@ class TrainTest : public testing::Test {
     for (pid_t pid : children) {
       EXPECT_FALSE(fs::exists(fs::path("/proc") / std::to_string(pid))) << "process " << pid << " survived";
     }
-    return exit_after;
+    return err;
   }
 
   // A profile of `model` with its real layer sizes (measured by `weft profile`)
@@ -204,7 +123,7 @@ class TrainTest : public testing::Test {
                                                 "--iterations", "1", "--warmup", "0", "--out", measured.string()});
     EXPECT_EQ(status, 0) << err;
     if (status != 0) return {};
-    nlohmann::json profile = nlohmann::json::parse(read(measured));
+    nlohmann::json profile = nlohmann::json::parse(read_text(measured));
     for (nlohmann::json& layer : profile["layers"]) {
       layer["fp_s"] = fp_s;
       layer["bp_s"] = bp_s;
@@ -217,7 +136,7 @@ class TrainTest : public testing::Test {
   // The accuracy of the last evaluation in a --metrics file, or -1 if none.
   static double final_accuracy(const fs::path& metrics) {
     double accuracy = -1;
-    std::istringstream lines(read(metrics));
+    std::istringstream lines(read_text(metrics));
     for (std::string line; std::getline(lines, line);) {
       const auto j = nlohmann::json::parse(line);
       if (j.contains("eval")) accuracy = j["eval"]["accuracy"];

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profile/profile.h"
-#include "units/usage_error_testing.h"
+#include "testing/testing.h"
 
 namespace weft {
 namespace {

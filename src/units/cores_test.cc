@@ -1,5 +1,5 @@
 #include "units/cores.h"
-#include "units/cores_testing.h"
+#include "testing/testing.h"
 #include "units/units.h"
 
 #include <map>

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "testing/testing.h"
 #include "units/limits.h"
-#include "units/usage_error_testing.h"
 
 namespace weft {
 namespace {
