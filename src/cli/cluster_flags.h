@@ -40,6 +40,7 @@ struct StrategyFlags {
   std::string credit;     // empty = tuned
   double easgd_alpha = -1;  // < 0 = beta / P
   double easgd_beta = 0.9;
+  std::string compression = "none";  // schedule/encoding.h; `weft plan` also takes "auto"
 };
 
 void add_model_flags(CLI::App& command, ModelFlags& flags);

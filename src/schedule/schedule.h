@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "schedule/encoding.h"
 #include "units/units.h"
 
 namespace weft {
@@ -57,6 +58,8 @@ struct CommOp {
   int priority = 0;               // smaller is sent first (credit and window policies)
   int needed_by = kBarrier;       // layer whose forward in the next iteration waits
   int server = 0;                 // parameter server holding these chunks (kParameterServer)
+  Encoding encoding;              // how its values travel (schedule/encoding.h); operations
+                                  // fused into one message share one
 
   Bytes bytes() const;
   Seconds release(int worker) const {
@@ -122,7 +125,9 @@ struct Schedule {
 //   an operation is ready only after the backward of every layer it carries
 //   (ready_after <= min layer of its chunks, since backward runs L-1..0);
 // - release offsets are empty or one per worker and >= 0;
-// - kWindows has windows > 0 bytes; kCredit has credit > 0.
+// - kWindows has windows > 0 bytes; kCredit has credit > 0;
+// - every operation has one encoding, none unless it averages gradients
+//   (docs/compression.md), and a PowerSGD rank >= 1.
 void validate(const Schedule& schedule, const Profile& profile, int workers);
 
 // JSON (`weft simulate --schedule-out`), read back by parse_schedule: `weft
