@@ -102,11 +102,13 @@ void print_table(const Plan& plan, const Profile& profile) {
                format_duration(profile.skew), format_duration(profile.back_to_back_skew),
                format_duration(profile.drift));
   }
-  fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>9}  {}\n", "strategy", "period", "iteration",
+  std::size_t width = 14;  // wider for compressed rows' labels
+  for (const PlannedStrategy& s : plan.strategies) width = std::max(width, s.label().size());
+  fmt::print("{:<{}} {:>6} {:>12} {:>12} {:>12} {:>9}  {}\n", "strategy", width, "period", "iteration",
              "compute", "exposed comm", "vs wfbp", "options");
   for (const PlannedStrategy& s : plan.strategies) {
     const Summary& sum = s.timeline.summary;
-    fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>8.2f}x  {}{}\n", s.label(), s.schedule.period,
+    fmt::print("{:<{}} {:>6} {:>12} {:>12} {:>12} {:>8.2f}x  {}{}\n", s.label(), width, s.schedule.period,
                format_duration(sum.iteration), format_duration(sum.compute),
                format_duration(sum.exposed_comm), s.speedup_vs_wfbp, short_options(s.schedule),
                s.name == plan.recommended && s.compression == plan.recommended_compression ? "  <- recommended"

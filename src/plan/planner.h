@@ -24,7 +24,8 @@ struct PlanOptions {
   int record_iterations = 0; // keep events of the first N iterations (for --trace)
   // Each S-SGD strategy is planned once per encoding here (`--compression auto`);
   // empty: once, with strategy.compression. Strategies that average parameters or
-  // use servers are planned uncompressed (docs/compression.md).
+  // use servers are planned uncompressed (docs/compression.md), unless named in
+  // `strategies` with a lossy strategy.compression: then plan() THROWS UsageError.
   std::vector<Encoding> compressions;
 };
 

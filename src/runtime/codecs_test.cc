@@ -12,6 +12,8 @@
 #include <functional>
 #include <thread>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "runtime/process_group.h"
 
 namespace weft::runtime {
@@ -79,10 +81,12 @@ std::vector<std::vector<torch::Tensor>> run(const Encoding& encoding, int world,
   return results;
 }
 
-torch::Tensor random_input(int rank, int step, std::int64_t n) {
-  torch::manual_seed(100 * rank + step);
-  return torch::randn({n}) * (1 + rank);
+// Its own generator: the ranks draw at once, on their threads.
+torch::Tensor randn(std::int64_t seed, at::IntArrayRef size) {
+  return torch::randn(size, at::detail::createCPUGenerator(static_cast<std::uint64_t>(seed)));
 }
+
+torch::Tensor random_input(int rank, int step, std::int64_t n) { return randn(100 * rank + step, {n}) * (1 + rank); }
 
 torch::Tensor mean_of(int world, int step, std::int64_t n) {
   torch::Tensor sum = torch::zeros({n});
@@ -168,8 +172,7 @@ TEST(PowerSgdCodec, RecoversAMeanOfRankAtMostRExactly) {
   // the rest is random (sent in fp16).
   auto input = [&](int r, int) {
     torch::Tensor x = random_input(r, 0, n);
-    torch::manual_seed(7);
-    const torch::Tensor u = torch::randn({24, rank}), v = torch::randn({18, rank});
+    const torch::Tensor u = randn(7, {24, rank}), v = randn(8, {18, rank});
     // Layer 0's weight is packed after layers 2 and 1.
     const std::int64_t at = layer_values(layers[2]) + layer_values(layers[1]);
     x.narrow(0, at, 24 * 18).copy_(torch::matmul(u * (r + 1), v.t()).reshape({-1}));
