@@ -255,6 +255,26 @@ def evaluate(torch, model, images, targets):
     return correct / n, loss / n
 
 
+def parse_remedy(text):
+    """("none"|"fp16"|"powersgd"|"postlocalsgd", R or H or 0); UsageError naming the accepted values."""
+    accepted = "none, fp16, powersgd:R, postlocalsgd:H (R, H integers >= 1)"
+    if text in ("none", "fp16"):
+        return text, 0
+    kind, _, value = text.partition(":")
+    if kind in ("powersgd", "postlocalsgd") and value.isdigit() and int(value) >= 1:
+        return kind, int(value)
+    raise UsageError(f"--remedy {text}: not a remedy; accepted: {accepted}")
+
+
+def strategy_name(remedy):
+    """The metrics' strategy: pytorch-ddp, or pytorch-ddp+fp16, pytorch-ddp+powersgd:2, pytorch-postlocalsgd:8."""
+    if remedy == "none":
+        return STRATEGY
+    if remedy.startswith("postlocalsgd"):
+        return "pytorch-" + remedy
+    return STRATEGY + "+" + remedy
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="cnn")
@@ -274,7 +294,12 @@ def parse_args(argv):
     p.add_argument("--cores", default="auto", choices=["auto", "pinned", "shared"],
                    help="with --nproc: where the workers run, as weft's --cores (auto: each pinned to cores of "
                         "its own where there is one for each, else any core)")
+    p.add_argument("--remedy", default="none",
+                   help="PyTorch's remedy for a slow link: none (plain DDP), fp16 (DDP + fp16_compress_hook), "
+                        "powersgd:R (DDP + powerSGD_hook at rank R, error feedback, warm start), "
+                        "postlocalsgd:H (PostLocalSGD: no_sync steps, PeriodicModelAverager every H)")
     a = p.parse_args(argv)
+    a.remedy_kind, a.remedy_value = parse_remedy(a.remedy)
     if a.nproc < 0:
         raise UsageError(f"--nproc {a.nproc}: expected an integer >= 1")
     for name, value, low in [("--batch", a.batch, 1), ("--steps", a.steps, 1), ("--eval-every", a.eval_every, 0)]:
@@ -313,6 +338,20 @@ def train(args):
         raise UsageError(f"--expect-parameters {args.expect_parameters}: this replica of weft's {args.model} has "
                          f"{total}; bench/ddp_peer.py no longer matches src/runtime/models.cc")
     ddp = DistributedDataParallel(model)  # PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket
+    averager = None
+    if args.remedy_kind == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(state=None, hook=default_hooks.fp16_compress_hook)
+    elif args.remedy_kind == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        # Compressed from the second step (the earliest PowerSGDState allows with error feedback).
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.remedy_value,
+                                            start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif args.remedy_kind == "postlocalsgd":
+        # PostLocalSGD with no warm-up: every step local (no_sync), parameters averaged every H.
+        from torch.distributed.algorithms.model_averaging import averagers
+        averager = averagers.PeriodicModelAverager(period=args.remedy_value, warmup_steps=0)
     if args.optimizer == "adam":
         optimizer = torch.optim.Adam(ddp.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8)
     else:
@@ -341,13 +380,20 @@ def train(args):
     for t in range(args.steps):
         x, y = data.next()
         optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(ddp(x), y)
-        loss.backward()  # DDP all-reduces the buckets during backward and waits for them
-        optimizer.step()
+        if averager is None:
+            loss = torch.nn.functional.cross_entropy(ddp(x), y)
+            loss.backward()  # DDP all-reduces the buckets during backward and waits for them
+            optimizer.step()
+        else:
+            with ddp.no_sync():
+                loss = torch.nn.functional.cross_entropy(ddp(x), y)
+                loss.backward()
+            optimizer.step()
+            averager.average_parameters(ddp.parameters())
         value = loss.item()
         end = now()
         metrics.write({"rank": rank, "iter": t, "time_s": end, "iteration_s": end - previous_end, "loss": value,
-                       "strategy": STRATEGY})
+                       "strategy": strategy_name(args.remedy)})
         previous_end = end
         if rank == 0 and end - last_progress >= 5:
             last_progress = end

@@ -48,6 +48,11 @@ void add_strategy_flags(CLI::App& command, StrategyFlags& flags) {
   command.add_option("--credit", flags.credit, "credit C for bytescheduler, e.g. 16MiB (default: tuned)");
   command.add_option("--easgd-alpha", flags.easgd_alpha, "EASGD elastic coefficient (default: beta / P)");
   command.add_option("--easgd-beta", flags.easgd_beta, "EASGD centre moving rate")->capture_default_str();
+  command.add_option("--compression", flags.compression,
+                     fmt::format("wire encoding of every gradient message (S-SGD strategies): {}; see "
+                                 "docs/compression.md",
+                                 kEncodingsAccepted))
+      ->capture_default_str();
 }
 
 Profile load_model(const ModelFlags& flags) {
@@ -156,6 +161,7 @@ StrategyOptions make_strategy_options(const StrategyFlags& flags) {
   if (!flags.credit.empty()) o.credit = parse_flag("--credit", flags.credit, parse_bytes);
   o.easgd_alpha = flags.easgd_alpha;
   o.easgd_beta = flags.easgd_beta;
+  o.compression = parse_encoding(flags.compression, "--compression");
   return o;
 }
 

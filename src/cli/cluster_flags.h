@@ -42,6 +42,7 @@ struct StrategyFlags {
   std::string credit;     // empty = tuned
   std::optional<double> easgd_alpha;  // unset = beta / P
   double easgd_beta = 0.9;
+  std::string compression = "none";  // schedule/encoding.h; `weft plan` also takes "auto"
 };
 
 void add_model_flags(CLI::App& command, ModelFlags& flags);

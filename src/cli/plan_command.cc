@@ -67,6 +67,25 @@ void print_layer_sets(const PlannedStrategy& s) {
   }
 }
 
+// Which rows trade accuracy for speed, and the fastest that does not.
+void print_compression_note(const Plan& plan) {
+  const bool any = std::any_of(plan.strategies.begin(), plan.strategies.end(),
+                               [](const PlannedStrategy& s) { return lossy(s.compression); });
+  if (!any) return;
+  fmt::print("rows with +CODEC average approximately (they trade accuracy for speed; docs/compression.md)\n");
+  if (!lossy(plan.recommended_compression)) return;
+  const PlannedStrategy* exact = nullptr;
+  for (const PlannedStrategy& s : plan.strategies) {
+    if (!lossy(s.compression) && (!exact || s.timeline.summary.iteration < exact->timeline.summary.iteration)) {
+      exact = &s;
+    }
+  }
+  if (exact) {
+    fmt::print("the fastest exact strategy is {} ({} per iteration)\n", exact->name,
+               format_duration(exact->timeline.summary.iteration));
+  }
+}
+
 void print_table(const Plan& plan, const Profile& profile) {
   const Cluster& c = plan.cluster;
   fmt::print("{} on {} workers, {} links, latency {}, {}{}\n", plan.model, c.workers,
@@ -84,15 +103,19 @@ void print_table(const Plan& plan, const Profile& profile) {
                format_duration(profile.skew), format_duration(profile.back_to_back_skew),
                format_duration(profile.drift));
   }
-  fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>9}  {}\n", "strategy", "period", "iteration",
+  std::size_t width = 14;  // wider for compressed rows' labels
+  for (const PlannedStrategy& s : plan.strategies) width = std::max(width, s.label().size());
+  fmt::print("{:<{}} {:>6} {:>12} {:>12} {:>12} {:>9}  {}\n", "strategy", width, "period", "iteration",
              "compute", "exposed comm", "vs wfbp", "options");
   for (const PlannedStrategy& s : plan.strategies) {
     const Summary& sum = s.timeline.summary;
-    fmt::print("{:<14} {:>6} {:>12} {:>12} {:>12} {:>8.2f}x  {}{}\n", s.name, s.schedule.period,
+    fmt::print("{:<{}} {:>6} {:>12} {:>12} {:>12} {:>8.2f}x  {}{}\n", s.label(), width, s.schedule.period,
                format_duration(sum.iteration), format_duration(sum.compute),
                format_duration(sum.exposed_comm), s.speedup_vs_wfbp, short_options(s.schedule),
-               s.name == plan.recommended ? "  <- recommended" : "");
+               s.name == plan.recommended && s.compression == plan.recommended_compression ? "  <- recommended"
+                                                                                            : "");
   }
+  print_compression_note(plan);
   for (const PlannedStrategy& s : plan.strategies) {
     if (s.name == "dreamddp" || s.name == "dreamddp-opt") print_layer_sets(s);
   }
@@ -101,10 +124,15 @@ void print_table(const Plan& plan, const Profile& profile) {
 void run_plan(const PlanFlags& flags) {
   const Profile profile = load_model(flags.model);
   const Cluster cluster = make_cluster(flags.cluster);
+  // --compression auto: every S-SGD strategy with every codec (docs/compression.md).
+  const bool every_codec = flags.strategy.compression == "auto";
+  StrategyFlags strategy = flags.strategy;
+  if (every_codec) strategy.compression = "none";
   PlanOptions options{.strategies = flags.strategies,
-                      .strategy = make_strategy_options(flags.strategy),
+                      .strategy = make_strategy_options(strategy),
                       .tune = !flags.no_tune,
                       .record_iterations = flags.trace.empty() ? 0 : 3};
+  if (every_codec) options.compressions = candidate_encodings();
   const Plan plan = weft::plan(profile, cluster, options);
   if (flags.json) {
     fmt::print("{}\n", plan_json(plan));
@@ -213,6 +241,10 @@ void add_plan(CLI::App& app, int& exit_status) {
   add_model_flags(*cmd, flags->model);
   add_cluster_flags(*cmd, flags->cluster);
   add_strategy_flags(*cmd, flags->strategy);
+  cmd->get_option("--compression")
+      ->description(fmt::format("wire encoding of every gradient message (S-SGD strategies): {}, or auto: each "
+                                "S-SGD strategy with each of them; see docs/compression.md",
+                                kEncodingsAccepted));
   cmd->add_option("--strategy", flags->strategies, "only these strategies (repeatable; default: all for --arch)");
   cmd->add_flag("--json", flags->json, "print the plan as JSON (SPEC §6)");
   cmd->add_flag("--no-tune", flags->no_tune, "use default partition/credit instead of searching them");

@@ -17,6 +17,7 @@
 #include "profile/zoo.h"
 #include "runtime/layer_profiler.h"
 #include "runtime/model.h"
+#include "runtime/codecs.h"
 #include "runtime/network_profile.h"
 #include "units/cores.h"
 #include "units/files.h"
@@ -122,7 +123,9 @@ int run_model_profile(const ProfileFlags& flags) {
       .failure_timeout = flags.network_options.failure_timeout,
       .cores = parse_core_placement(flags.cores),
       .report =
-          [&flags](const Profile& profile) {
+          [&flags](const Profile& measured) {
+            Profile profile = measured;
+            profile.codec_cost = runtime::measure_codec_costs();  // docs/compression.md
             print_table(profile);
             if (!flags.out.empty()) {
               save_profile(profile, flags.out);

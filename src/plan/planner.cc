@@ -41,6 +41,7 @@ PlannedStrategy evaluate(const StrategyInfo& info, const Profile& profile, const
       options.tune ? tune(info, profile, cluster, options.strategy) : options.strategy;
   PlannedStrategy out;
   out.name = std::string(info.name);
+  out.compression = chosen.compression;
   out.schedule = info.make(profile, cluster, chosen);
   out.timeline = simulate(out.schedule, profile, cluster, {.record_iterations = options.record_iterations});
   return out;
@@ -60,19 +61,40 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
   Cluster reference = cluster;
   reference.arch = Arch::kAllReduce;
   const StrategyInfo& wfbp = find_strategy("wfbp");
-  result.wfbp_iteration = simulate(wfbp.make(profile, reference, options.strategy), profile, reference)
-                              .summary.iteration;
+  // The reference is uncompressed: "vs wfbp" then shows what a codec gains.
+  StrategyOptions uncompressed = options.strategy;
+  uncompressed.compression = {};
+  result.wfbp_iteration =
+      simulate(wfbp.make(profile, reference, uncompressed), profile, reference).summary.iteration;
 
+  const std::vector<Encoding> compressions =
+      options.compressions.empty() ? std::vector<Encoding>{options.strategy.compression} : options.compressions;
   for (const StrategyInfo* info : selected(cluster, options)) {
-    PlannedStrategy row = evaluate(*info, profile, cluster, options);
-    row.speedup_vs_wfbp = result.wfbp_iteration / row.timeline.summary.iteration;
-    result.strategies.push_back(std::move(row));
+    std::vector<Encoding> encodings = compressions;
+    // Only gradients are compressed: strategies that average parameters or use
+    // servers are planned uncompressed among others, and refused when named alone
+    // with a codec (StrategyInfo::make says why).
+    const bool named = !options.strategies.empty() && options.compressions.empty();
+    if (info->family != Family::kSynchronous && !named) encodings = {Encoding{}};
+    for (const Encoding& encoding : encodings) {
+      PlanOptions with = options;
+      with.strategy.compression = encoding;
+      PlannedStrategy row = evaluate(*info, profile, cluster, with);
+      row.speedup_vs_wfbp = result.wfbp_iteration / row.timeline.summary.iteration;
+      const bool seen = std::any_of(result.strategies.begin(), result.strategies.end(), [&](const auto& s) {
+        return s.name == row.name && s.compression == row.compression;
+      });
+      if (!seen) result.strategies.push_back(std::move(row));
+    }
   }
   const auto best = std::min_element(
       result.strategies.begin(), result.strategies.end(), [](const auto& a, const auto& b) {
         return a.timeline.summary.iteration < b.timeline.summary.iteration;
       });
-  if (best != result.strategies.end()) result.recommended = best->name;
+  if (best != result.strategies.end()) {
+    result.recommended = best->name;
+    result.recommended_compression = best->compression;
+  }
   return result;
 }
 
@@ -104,6 +126,7 @@ std::string plan_json(const Plan& plan) {
                           {"options", nlohmann::json::parse(s.schedule.options_json.empty()
                                                                 ? "{}"
                                                                 : s.schedule.options_json)}};
+    if (lossy(s.compression)) row["compression"] = to_string(s.compression);
     if (plan.cluster.arch == Arch::kParameterServer) {
       row["peak_server_incast"] = sum.peak_server_incast;
       row["server_busy"] = sum.server_busy;
@@ -111,6 +134,7 @@ std::string plan_json(const Plan& plan) {
     rows.push_back(std::move(row));
   }
   j["recommended"] = plan.recommended;
+  if (lossy(plan.recommended_compression)) j["recommended_compression"] = to_string(plan.recommended_compression);
   return j.dump(2);
 }
 

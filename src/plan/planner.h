@@ -22,6 +22,11 @@ struct PlanOptions {
   StrategyOptions strategy;  // H, T, partition, credit, EASGD; unset values are tuned
   bool tune = true;          // search the strategy's free parameters (plan/tuning.h)
   int record_iterations = 0; // keep events of the first N iterations (for --trace)
+  // Each S-SGD strategy is planned once per encoding here (`--compression auto`);
+  // empty: once, with strategy.compression. Strategies that average parameters or
+  // use servers are planned uncompressed (docs/compression.md), unless named in
+  // `strategies` with a lossy strategy.compression: then plan() THROWS UsageError.
+  std::vector<Encoding> compressions;
 };
 
 struct PlannedStrategy {
@@ -29,14 +34,18 @@ struct PlannedStrategy {
   Schedule schedule;
   Timeline timeline;        // simulated; events only if record_iterations > 0
   double speedup_vs_wfbp = 0;
+  Encoding compression;  // its messages' encoding; lossy ones trade accuracy for speed
+  // "wfbp", or "wfbp+int8" where compressed.
+  std::string label() const { return lossy(compression) ? name + "+" + to_string(compression) : name; }
 };
 
 struct Plan {
   std::string model;
   Cluster cluster;
   std::vector<PlannedStrategy> strategies;  // in the registry's order
-  Seconds wfbp_iteration = 0;               // the reference (all-reduce WFBP)
+  Seconds wfbp_iteration = 0;               // the reference (all-reduce WFBP, uncompressed)
   std::string recommended;                  // the fastest strategy
+  Encoding recommended_compression;         // with this encoding
 };
 
 // THROWS UsageError for an unknown strategy name or one that does not run on the

@@ -280,6 +280,17 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "processes", "an integer >= 0", origin, profile.processes);
   read_optional(root, "cores", "an integer >= 0", origin, profile.cores);
 
+  if (const auto costs = root.find("codec_cost_s"); costs != root.end()) {
+    const bool ok = costs->is_object() && std::all_of(costs->begin(), costs->end(), [](const json& v) {
+      return v.is_number() && v.get<double>() >= 0;
+    });
+    if (!ok) {
+      throw UsageError(fmt::format("{}: field \"codec_cost_s\" is {}; expected an object of codec names to "
+                                   "seconds >= 0",
+                                   origin, costs->dump()));
+    }
+    profile.codec_cost = costs->get<std::map<std::string, double>>();
+  }
   auto layers = root.find("layers");
   if (layers == root.end()) {
     throw UsageError(fmt::format(
@@ -308,6 +319,26 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
     layer.bytes_per_param = read.integer<int>(kBytesPerParam, 4);
     layer.fp = read.seconds(kForward);
     layer.bp = read.seconds(kBackward);
+    if (const auto shapes = entry.find("shapes"); shapes != entry.end()) {
+      const bool ok = shapes->is_array() && std::all_of(shapes->begin(), shapes->end(), [](const json& shape) {
+        return shape.is_array() && std::all_of(shape.begin(), shape.end(), [](const json& d) {
+                 return d.is_number_integer() && d.get<std::int64_t>() >= 1;
+               });
+      });
+      if (!ok) bad_field(origin, i, layer.name, "shapes", shapes->dump());
+      layer.shapes = shapes->get<std::vector<std::vector<std::int64_t>>>();
+      std::int64_t elements = 0;
+      for (const auto& shape : layer.shapes) {
+        std::int64_t n = 1;
+        for (std::int64_t d : shape) n *= d;
+        elements += n;
+      }
+      if (elements != layer.params) {
+        bad_field(origin, i, layer.name, "shapes",
+                  fmt::format("{} (their elements add up to {}, not params {})", shapes->dump(), elements,
+                              layer.params));
+      }
+    }
     profile.layers.push_back(std::move(layer));
   }
   validate(profile, origin);
@@ -335,6 +366,7 @@ std::string to_json(const Profile& profile) {
   if (profile.waiting_pair_slowdown) root["waiting_pair_slowdown"] = *profile.waiting_pair_slowdown;
   if (profile.processes != 0) root["processes"] = profile.processes;
   if (profile.cores != 0) root["cores"] = profile.cores;
+  if (!profile.codec_cost.empty()) root["codec_cost_s"] = profile.codec_cost;
   auto& layers = root["layers"] = nlohmann::ordered_json::array();
   for (const Layer& layer : profile.layers) {
     layers.push_back({{kName, layer.name},
@@ -342,6 +374,7 @@ std::string to_json(const Profile& profile) {
                       {kBytesPerParam, layer.bytes_per_param},
                       {kForward, layer.fp},
                       {kBackward, layer.bp}});
+    if (!layer.shapes.empty()) layers.back()["shapes"] = layer.shapes;
   }
   return root.dump(2) + "\n";
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,10 @@ struct Layer {
   int bytes_per_param = 4;
   Seconds fp = 0;  // forward compute time of this layer
   Seconds bp = 0;  // backward compute time of this layer
+  // Optional: the shapes of its tensors, in order (their elements add up to
+  // params), from which PowerSGD's factors are sized (docs/compression.md). Empty:
+  // unknown, and PowerSGD is costed as fp16.
+  std::vector<std::vector<std::int64_t>> shapes;
 
   Bytes bytes() const { return params * bytes_per_param; }
 };
@@ -92,6 +97,11 @@ struct Profile {
   // number of workers computing.
   int processes = 0;
   int cores = 0;
+  // Optional: what encoding and decoding cost one worker, by codec name
+  // (docs/compression.md): "fp16", "bf16", "int8" in seconds per float32 value of
+  // the message, "powersgd" in seconds per rows·cols·R of each compressed matrix.
+  // Measured by `weft profile`; a codec absent costs no compute.
+  std::map<std::string, double> codec_cost;
 
   int size() const { return static_cast<int>(layers.size()); }
   std::int64_t total_params() const;

@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include "cost/cluster.h"
+#include "runtime/codecs.h"
 #include "runtime/parameter_server.h"
 #include "runtime/process_group.h"
 #include "schedule/index.h"
@@ -27,7 +28,8 @@ Seconds since(Clock::time_point start) { return std::chrono::duration<double>(Cl
 
 // A mean all-reduce of one kind of tensor over the workers: a sum (ring
 // all-reduce, or all-gather for small messages; process_group.h), then division by
-// their number.
+// their number; or, for a message with a lossy encoding, its codec's mean
+// (runtime/codecs.h).
 class AllReduceMean : public OpExecutor {
  public:
   AllReduceMean(const EngineOptions& options, bool gradients) : options_(options), gradients_(gradients) {}
@@ -43,24 +45,46 @@ class AllReduceMean : public OpExecutor {
   bool ordered_across_ranks() const override { return true; }
   // With an outer optimizer a parameter mean over one worker still steps it.
   bool identity() const override { return options_.workers == 1 && (gradients_ || options_.outer == nullptr); }
-  Started start(const Schedule&, const Message&, torch::Tensor packed) override {
+  Started start(const Schedule& schedule, const Message& message, torch::Tensor packed) override {
+    if (Codec* c = codec(schedule, message)) return c->start(chunks_of(schedule, message), std::move(packed));
     Summing sum = start_sum(*options_.collectives, packed, options_.gather_below);
     return {.done = std::move(sum.done), .result = std::move(sum.result)};
   }
-  void complete(const torch::Tensor&, torch::Tensor& result) override {
+  void complete(const Schedule& schedule, const Message& message, const torch::Tensor&,
+                torch::Tensor& result) override {
+    if (Codec* c = codec(schedule, message)) return c->complete(result);
     result = sum_of(result);
     if (options_.workers > 1) result.div_(static_cast<double>(options_.workers));
   }
   void complete_chunk(const Chunk& chunk, torch::Tensor values) override {
     if (!gradients_ && options_.outer != nullptr) options_.outer->step(chunk, std::move(values));
   }
-  std::string describe(const Schedule&, const Message& message) const override {
+  std::string describe(const Schedule& schedule, const Message& message) const override {
+    const Encoding& e = encoding(schedule, message);
+    if (lossy(e)) return codecs_.at(to_string(e))->describe();
     return summed_by_allgather(message.bytes, options_.gather_below) ? "allgather" : "allreduce";
   }
 
  private:
+  static const Encoding& encoding(const Schedule& schedule, const Message& message) {
+    const OpRef& ref = message.ops.front();
+    return schedule.ops(ref.iteration)[static_cast<size_t>(ref.index)].encoding;
+  }
+  // The message's codec, made on first use; null for `none`.
+  Codec* codec(const Schedule& schedule, const Message& message) {
+    const Encoding& e = encoding(schedule, message);
+    if (!lossy(e)) return nullptr;
+    auto& c = codecs_[to_string(e)];
+    if (!c) {
+      c = make_codec(e, {.group = options_.collectives.get(), .workers = options_.workers,
+                         .layers = &options_.layers, .gather_below = options_.gather_below});
+    }
+    return c.get();
+  }
+
   const EngineOptions& options_;
   const bool gradients_;
+  std::map<std::string, std::unique_ptr<Codec>> codecs_;
 };
 
 std::unique_ptr<OpExecutor> make_executor(OpKind kind, const EngineOptions& options) {
@@ -829,7 +853,7 @@ class Engine::Comm {
     const Seconds completed = e_.options_.recorder ? e_.options_.recorder->now() : 0;
     OpExecutor& executor = *e_.executors_[static_cast<size_t>(f.kind)];
     const bool copy = f.result.defined();
-    if (copy) executor.complete(f.buffer, f.result);
+    if (copy) executor.complete(schedule_, f.message, f.buffer, f.result);
     const auto* in = copy ? static_cast<const char*>(f.result.data_ptr()) : nullptr;
     const bool then_step = executor.step() != OpExecutor::Step::kBeforeCommunication;
     std::set<int> layers;

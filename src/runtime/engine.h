@@ -31,7 +31,9 @@
 // parameters — with an outer optimizer (EngineOptions::outer), each averaged chunk
 // of parameters is stepped by it before it is written back (docs/local-sgd.md);
 // kParameterServer is push, server update, pull over Gloo point-to-point
-// (runtime/parameter_server.h). Adding a kind means adding an
+// (runtime/parameter_server.h). A message's encoding (CommOp::encoding) is carried
+// out inside its kind's executor, by a Codec (runtime/codecs.h): the engine packs
+// and unpacks float32 whatever travels. Adding a kind means adding an
 // OpExecutor, not a branch here. A mean over a single worker changes nothing: the
 // executor says so (identity) and the engine completes such a message on the spot,
 // without packing, so that one process trains at the speed of a plain loop.
@@ -165,9 +167,10 @@ class OpExecutor {
   virtual bool identity() const { return false; }
   // Starts communicating `packed`, the chunks of `message`'s operations.
   virtual Started start(const Schedule& schedule, const Message& message, torch::Tensor packed) = 0;
-  // Turns the communicated result into the values to unpack (e.g. sum -> mean);
-  // `packed` is what was sent.
-  virtual void complete(const torch::Tensor& packed, torch::Tensor& result) = 0;
+  // Turns the communicated result of `message` into the float32 values to unpack
+  // (e.g. sum -> mean, fp16 -> float32); `packed` is what was sent.
+  virtual void complete(const Schedule& schedule, const Message& message, const torch::Tensor& packed,
+                        torch::Tensor& result) = 0;
   // Then, per chunk of the message: `values` (a view of the completed result) are
   // about to be written to the chunk's results; the executor may rewrite them in
   // place (the outer optimizer, runtime/outer_optimizer.h). Default: as they are.

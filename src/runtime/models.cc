@@ -36,11 +36,14 @@ Profile LayeredModel::layer_profile(std::string_view model_name, int batch) {
   for (int l = 0; l < num_layers(); ++l) {
     std::int64_t params = 0;
     int bytes_per_param = 4;
+    std::vector<std::vector<std::int64_t>> shapes;
     for (const torch::Tensor& p : layer_parameters(l)) {
       params += p.numel();
       bytes_per_param = static_cast<int>(p.element_size());
+      shapes.push_back(p.sizes().vec());
     }
-    profile.layers.push_back({.name = layer_name(l), .params = params, .bytes_per_param = bytes_per_param});
+    profile.layers.push_back(
+        {.name = layer_name(l), .params = params, .bytes_per_param = bytes_per_param, .shapes = std::move(shapes)});
   }
   return profile;
 }

@@ -108,7 +108,7 @@ class ParameterServerExchange : public OpExecutor {
     return {.done = std::move(done), .result = in.front()};
   }
 
-  void complete(const torch::Tensor& packed, torch::Tensor& result) override {
+  void complete(const Schedule&, const Message&, const torch::Tensor& packed, torch::Tensor& result) override {
     if (elastic()) result = elastic_pull(packed, result, easgd_.alpha);
   }
 

@@ -48,6 +48,30 @@ namespace {
       fmt::format("schedule '{}': iteration {}, op {}: {}", s.strategy, iteration, op, what));
 }
 
+// One encoding for the whole schedule (so that any fusion of its operations is one
+// message of one codec), none where parameters travel, a rank only for PowerSGD.
+void check_encoding(const Schedule& s, int iteration, int index) {
+  const CommOp& op = s.iterations[static_cast<size_t>(iteration)][static_cast<size_t>(index)];
+  Encoding first = op.encoding;
+  for (const auto& ops : s.iterations) {
+    if (!ops.empty()) {
+      first = ops.front().encoding;
+      break;
+    }
+  }
+  if (op.encoding != first) {
+    broken(s, iteration, index, fmt::format("encoding {} differs from the first operation's {}",
+                                            to_string(op.encoding), to_string(first)));
+  }
+  if (lossy(op.encoding) && op.kind != OpKind::kAverageGradients) {
+    broken(s, iteration, index, fmt::format("{} operation encoded {}: only gradient averages are compressed",
+                                            to_string(op.kind), to_string(op.encoding)));
+  }
+  if ((op.encoding.codec == Encoding::Codec::kPowerSgd) != (op.encoding.rank >= 1) || op.encoding.rank < 0) {
+    broken(s, iteration, index, fmt::format("encoding {} with rank {}", to_string(op.encoding), op.encoding.rank));
+  }
+}
+
 // Byte ranges of one layer, sorted, to find overlaps and gaps.
 using Ranges = std::vector<std::pair<Bytes, Bytes>>;
 
@@ -103,6 +127,7 @@ void validate(const Schedule& s, const Profile& profile, int workers) {
       const CommOp& op = ops[static_cast<size_t>(i)];
       gradients = gradients || op.kind == OpKind::kAverageGradients;
       if (op.chunks.empty()) broken(s, it, i, "has no chunks");
+      check_encoding(s, it, i);
       if (op.ready_after < 0 || op.ready_after >= layers) {
         broken(s, it, i, fmt::format("ready_after {} is not a layer (0..{})", op.ready_after, layers - 1));
       }
@@ -206,6 +231,8 @@ std::string to_json(const Schedule& s) {
                       {"priority", op.priority},
                       {"needed_by", op.needed_by},
                       {"server", op.server}});
+      // Written only when compressed: an uncompressed schedule's JSON is as before.
+      if (lossy(op.encoding)) list.back()["encoding"] = to_string(op.encoding);
     }
     iterations.push_back(std::move(list));
   }
@@ -238,6 +265,7 @@ CommOp read_op(const JsonReader& r) {
             .priority = static_cast<int>(r.integer("priority", -kInt, kInt)),
             .needed_by = static_cast<int>(r.integer("needed_by", kBarrier, limits::kMaxLayers)),
             .server = static_cast<int>(r.integer("server", 0, limits::kMaxServers))};
+  if (r.has("encoding")) op.encoding = parse_encoding(r.string("encoding"), fmt::format("{}: encoding", kWhat));
   const nlohmann::json& chunks = r.array("chunks");
   for (const nlohmann::json& c : chunks) {
     const auto within = [](const nlohmann::json& x, std::int64_t max) {

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "schedule/encoding.h"
 #include "units/units.h"
 
 namespace weft {
@@ -57,6 +58,8 @@ struct CommOp {
   int priority = 0;               // smaller is sent first (credit and window policies)
   int needed_by = kBarrier;       // layer whose forward in the next iteration waits
   int server = 0;                 // parameter server holding these chunks (kParameterServer)
+  Encoding encoding;              // how its values travel (schedule/encoding.h); operations
+                                  // fused into one message share one
 
   Bytes bytes() const;
   Seconds release(int worker) const {
@@ -124,7 +127,9 @@ struct Schedule {
 //   (ready_after <= min layer of its chunks, since backward runs L-1..0);
 // - release offsets are empty or one per worker and >= 0, and the same on every
 //   worker for a collective (not kParameterServer) when decided_by_timing(dispatch);
-// - kWindows has windows > 0 bytes; kCredit has credit > 0.
+// - kWindows has windows > 0 bytes; kCredit has credit > 0;
+// - every operation has one encoding, none unless it averages gradients
+//   (docs/compression.md), and a PowerSGD rank >= 1.
 // Both executors run every schedule it accepts by one set of dependencies
 // (schedule/index.h, Note [Dependencies of an operation]).
 void validate(const Schedule& schedule, const Profile& profile, int workers);

@@ -353,8 +353,8 @@ TEST(PsSchedule, RegisteredInTheTable) {
     EXPECT_EQ(info.family, Family::kParameterServer);
     EXPECT_EQ(info.arch, Arch::kParameterServer);
   }
-  EXPECT_EQ(find_strategy("ps").make, &make_ps);
-  EXPECT_EQ(find_strategy("ps-interleaved").make, &make_ps_interleaved);
+  EXPECT_EQ(find_strategy("ps").scheduler, &make_ps);
+  EXPECT_EQ(find_strategy("ps-interleaved").scheduler, &make_ps_interleaved);
 }
 
 // ---- through the simulator ----

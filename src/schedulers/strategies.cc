@@ -3,6 +3,8 @@
 
 #include "schedulers/strategies.h"
 
+#include <fmt/format.h>
+
 #include <string>
 
 namespace weft {
@@ -32,6 +34,20 @@ const std::vector<StrategyInfo>& strategies() {
       {"ps-interleaved", kParameterServer, Arch::kParameterServer, "seed 000: fused groups interleaved over T iterations, staggered worker slots, EASGD", make_ps_interleaved},
   };
   return table;
+}
+
+Schedule StrategyInfo::make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const {
+  Schedule schedule = scheduler(profile, cluster, options);
+  if (!lossy(options.compression)) return schedule;
+  if (family != Family::kSynchronous) {
+    throw UsageError(fmt::format("--compression {}: strategy {} does not average gradients; compression applies "
+                                 "to the S-SGD strategies (ssgd, wfbp, ddp, mgwfbp, bytescheduler, dcredit)",
+                                 to_string(options.compression), name));
+  }
+  for (auto& ops : schedule.iterations) {
+    for (CommOp& op : ops) op.encoding = options.compression;
+  }
+  return schedule;
 }
 
 const StrategyInfo& find_strategy(std::string_view name) {

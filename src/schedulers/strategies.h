@@ -26,6 +26,7 @@ struct StrategyOptions {
   std::optional<Bytes> credit;     // C for bytescheduler; unset = default
   std::optional<double> easgd_alpha;  // unset = beta / P
   double easgd_beta = 0.9;
+  Encoding compression;  // every message's wire encoding (docs/compression.md); S-SGD only
 };
 
 using SchedulerFn = Schedule (*)(const Profile&, const Cluster&, const StrategyOptions&);
@@ -37,7 +38,12 @@ struct StrategyInfo {
   Family family;
   Arch arch;                 // the architecture it runs on
   std::string_view summary;  // one line, for --help and the README table
-  SchedulerFn make;
+  SchedulerFn scheduler;
+
+  // The strategy's schedule, its operations encoded as options.compression says.
+  // THROWS UsageError if the strategy is not synchronous and the encoding is lossy:
+  // parameter averages and PS exchanges are not compressed (docs/compression.md).
+  Schedule make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const;
 };
 
 // Every strategy, in the order tables print them.

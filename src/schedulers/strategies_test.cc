@@ -42,7 +42,7 @@ TEST(StrategiesTest, FindStrategyReturnsItsRow) {
   for (const StrategyInfo& info : strategies()) {
     EXPECT_EQ(&find_strategy(info.name), &info);
     EXPECT_FALSE(info.summary.empty()) << info.name;
-    EXPECT_NE(info.make, nullptr) << info.name;
+    EXPECT_NE(info.scheduler, nullptr) << info.name;
   }
 }
 

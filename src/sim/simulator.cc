@@ -13,6 +13,7 @@
 
 #include "schedule/dispatcher.h"
 #include "schedule/index.h"
+#include "schedule/wire_cost.h"
 #include "sim/network.h"
 
 namespace weft {
@@ -312,6 +313,7 @@ class Simulation {
   void on_collective_due(int seq, Seconds now);
   void end_start_delays(Seconds now);
   void start_collective(int seq, Seconds now);
+  Flow encoded_flow(const Message& message) const;
   void on_collective_done(int seq, Seconds now);
   void launch_ps(int w, Message message, Seconds now);
   Channel& push_channel(const Part& part);
@@ -896,6 +898,22 @@ void Simulation::end_start_delays(Seconds now) {
   last_due_ = due;
 }
 
+// A collective moves its message's wire bytes, after encoding it and before
+// decoding it (schedule/wire_cost.h; docs/compression.md).
+Flow Simulation::encoded_flow(const Message& message) const {
+  const CommOp& first = schedule_.ops(message.ops.front().iteration)[static_cast<size_t>(message.ops.front().index)];
+  if (!lossy(first.encoding)) return allreduce_flow(cluster_, message.bytes);
+  std::vector<Chunk> chunks;
+  for (const OpRef& ref : message.ops) {
+    const auto& op = schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)];
+    chunks.insert(chunks.end(), op.chunks.begin(), op.chunks.end());
+  }
+  const WireCost cost = wire_cost(first.encoding, chunks, profile_);
+  Flow flow = allreduce_flow(cluster_, cost.bytes);
+  flow.startup += cost.compute;
+  return flow;
+}
+
 void Simulation::start_collective(int seq, Seconds now) {
   if (!room_for_collective()) {
     collectives_held_.push_back(seq);  // Note [Collectives in flight]
@@ -905,7 +923,7 @@ void Simulation::start_collective(int seq, Seconds now) {
   restretch_collectives(now);
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, +1, now);
-  c.flow = network_.start(allreduce_flow(cluster_, c.messages[0].bytes), now, collective_stretch());
+  c.flow = network_.start(encoded_flow(c.messages[0]), now, collective_stretch());
   tag_flow(c.flow, {FlowTag::Kind::kCollective, seq});
 }
 

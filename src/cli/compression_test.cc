@@ -1,0 +1,126 @@
+// --compression on the command line (docs/compression.md): bad values are bad
+// input, `none` changes nothing, a compressed schedule is simulated by its wire
+// bytes and round-trips through JSON, and real training with every codec leaves
+// every rank with bit-identical parameters. Runs the weft binary CMake built.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Ran {
+  int status = 0;
+  std::string output;  // stdout and stderr
+};
+
+Ran weft(const std::string& args) {
+  const std::string command = std::string(WEFT_BINARY) + " " + args + " 2>&1";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
+  Ran ran;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) ran.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  ran.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ran;
+}
+
+double iteration_of(const Ran& r) { return nlohmann::json::parse(r.output)["iteration_s"].get<double>(); }
+
+class Compression : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("weft_compression_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Compression, ABadValueExitsTwoNamingTheAcceptedOnes) {
+  for (const std::string command : {"simulate --model resnet18 -P 4", "plan --model resnet18 -P 4",
+                                    "train --model mlp --synthetic --steps 1"}) {
+    for (const std::string bad : {"fp8", "powersgd:0", "powersgd"}) {
+      const Ran r = weft(command + " --compression " + bad);
+      EXPECT_EQ(r.status, 2) << command << " --compression " << bad << "\n" << r.output;
+      EXPECT_NE(r.output.find("none, fp16, bf16, int8, powersgd:R"), std::string::npos) << r.output;
+    }
+  }
+  const Ran local = weft("simulate --model resnet18 -P 4 --strategy plsgd --compression int8");
+  EXPECT_EQ(local.status, 2) << local.output;
+  EXPECT_NE(local.output.find("does not average gradients"), std::string::npos) << local.output;
+}
+
+TEST_F(Compression, NoneIsTheScheduleWithoutCompression) {
+  const std::string cluster = "--model resnet18 -P 4 --bandwidth 100Mbit --strategy wfbp --json";
+  const Ran plain = weft("simulate " + cluster + " --schedule-out " + file("plain.json"));
+  const Ran none = weft("simulate " + cluster + " --compression none --schedule-out " + file("none.json"));
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  ASSERT_EQ(none.status, 0) << none.output;
+  EXPECT_EQ(plain.output, none.output);
+  EXPECT_EQ(read(file("plain.json")), read(file("none.json")));
+}
+
+TEST_F(Compression, FewerWireBytesSimulateFasterAndRoundTrip) {
+  const std::string cluster = "--model resnet18 -P 4 --bandwidth 20Mbit --strategy wfbp --json";
+  const Ran none = weft("simulate " + cluster);
+  const Ran fp16 = weft("simulate " + cluster + " --compression fp16");
+  const Ran int8 = weft("simulate " + cluster + " --compression int8 --schedule-out " + file("int8.json"));
+  ASSERT_EQ(int8.status, 0) << int8.output;
+  EXPECT_LT(iteration_of(fp16), 0.7 * iteration_of(none));
+  EXPECT_LT(iteration_of(int8), 0.7 * iteration_of(fp16));
+  EXPECT_NE(read(file("int8.json")).find("\"encoding\": \"int8\""), std::string::npos);
+  const Ran again = weft("simulate --model resnet18 -P 4 --bandwidth 20Mbit --json --schedule " + file("int8.json"));
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(nlohmann::json::parse(again.output), nlohmann::json::parse(int8.output));
+}
+
+TEST_F(Compression, PlanAutoComparesEveryCodecAndSaysWhichAreLossy) {
+  const Ran r = weft("plan --model resnet18 -P 4 --bandwidth 20Mbit --strategy wfbp --strategy mgwfbp --compression auto");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* row : {"wfbp+fp16", "wfbp+bf16", "mgwfbp+int8", "wfbp+powersgd:2", "<- recommended"}) {
+    EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("trade accuracy for speed"), std::string::npos) << r.output;
+}
+
+// Real training, 2 processes over Gloo: each codec leaves both ranks with the same
+// bits, and `none` the bits of a run without the flag.
+TEST_F(Compression, EveryCodecTrainsWithRanksBitIdentical) {
+  auto train = [&](const std::string& name, const std::string& flag) {
+    const Ran r = weft("train --model cnn --synthetic --nproc 2 --steps 4 --batch 8 --strategy wfbp --no-progress " +
+                       flag + " --save-params " + file(name));
+    EXPECT_EQ(r.status, 0) << flag << "\n" << r.output;
+  };
+  train("plain", "");
+  train("none", "--compression none");
+  EXPECT_EQ(read(file("plain.rank0")), read(file("none.rank0")));
+  for (const std::string codec : {"fp16", "bf16", "int8", "powersgd:2"}) {
+    const std::string name = "c" + std::to_string(codec.size()) + codec.substr(0, 2);
+    train(name, "--compression " + codec);
+    const std::string rank0 = read(file(name + ".rank0"));
+    ASSERT_FALSE(rank0.empty()) << codec;
+    EXPECT_EQ(rank0, read(file(name + ".rank1"))) << codec << ": ranks differ";
+    EXPECT_NE(rank0, read(file("plain.rank0"))) << codec << ": no different from float32 averaging";
+  }
+}
+
+}  // namespace
+}  // namespace weft

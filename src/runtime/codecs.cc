@@ -1,0 +1,563 @@
+#include "runtime/codecs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <bit>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include "runtime/process_group.h"
+
+namespace weft::runtime {
+namespace {
+
+using Future = c10::intrusive_ptr<c10::ivalue::Future>;
+using Work = c10::intrusive_ptr<c10d::Work>;
+
+// Point-to-point tags of the ring, apart from the parameter servers' [0, 2^30).
+constexpr int kRingTag = 1 << 30;
+
+std::int64_t values_of(const Chunk& c) { return c.length / static_cast<Bytes>(sizeof(float)); }
+
+// Note [Error feedback]: one float32 buffer per layer, made on first use.
+class ErrorFeedback {
+ public:
+  explicit ErrorFeedback(const std::vector<std::vector<torch::Tensor>>& layers) : layers_(layers) {}
+
+  // The layer's buffer, as a flat float32 tensor.
+  torch::Tensor& of(int layer) {
+    torch::Tensor& e = buffers_[layer];
+    if (!e.defined()) {
+      std::int64_t n = 0;
+      for (const auto& t : layers_[static_cast<size_t>(layer)]) n += t.numel();
+      e = torch::zeros({n}, torch::kFloat32);
+    }
+    return e;
+  }
+  // The errors of `chunks`, packed as the message is.
+  torch::Tensor gather(const std::vector<Chunk>& chunks) {
+    std::vector<torch::Tensor> parts;
+    for (const Chunk& c : chunks) parts.push_back(of(c.layer).narrow(0, c.offset / 4, values_of(c)));
+    return torch::cat(parts);
+  }
+  // Stores `errors` (packed as the message is) as the chunks' new errors.
+  void scatter(const std::vector<Chunk>& chunks, const torch::Tensor& errors) {
+    std::int64_t at = 0;
+    for (const Chunk& c : chunks) {
+      of(c.layer).narrow(0, c.offset / 4, values_of(c)).copy_(errors.narrow(0, at, values_of(c)));
+      at += values_of(c);
+    }
+  }
+  Bytes bytes() const {
+    Bytes total = 0;
+    for (const auto& [layer, e] : buffers_) total += static_cast<Bytes>(e.numel()) * 4;
+    return total;
+  }
+
+ private:
+  const std::vector<std::vector<torch::Tensor>>& layers_;
+  std::map<int, torch::Tensor> buffers_;
+};
+
+// Runs jobs one after the other, in the order added, on a thread of its own; each
+// job completes (or fails) its future. Codecs whose messages take several
+// exchanges run them here, so that the engine's thread never blocks.
+class SerialJobs {
+ public:
+  SerialJobs() : thread_([this] { loop(); }) {}
+  ~SerialJobs() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      for (const Work& w : current_) w->abort();
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  Future add(std::function<void()> job) {
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back(std::move(job), done);
+    }
+    changed_.notify_all();
+    return done;
+  }
+  // Waits for `works` (called from a job); aborted when the jobs are destroyed.
+  void wait(std::vector<Work> works) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) throw std::runtime_error("codec: stopped");
+      current_ = works;
+    }
+    for (const Work& w : works) w->wait();
+    std::lock_guard lock(mutex_);
+    current_.clear();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::pair<std::function<void()>, Future> next;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      try {
+        next.first();
+        next.second->markCompleted(c10::IValue());
+      } catch (...) {
+        next.second->setError(std::current_exception());
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::pair<std::function<void()>, Future>> queue_;
+  std::vector<Work> current_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// ---------------------------------------------------------------------------
+// fp16: Gloo sums float16 itself.
+
+class Fp16Codec : public Codec {
+ public:
+  explicit Fp16Codec(const CodecContext& c) : c_(c) {}
+  OpExecutor::Started start(const std::vector<Chunk>&, torch::Tensor packed) override {
+    // Divided first, as PyTorch's fp16_compress_hook does, so the sum stays in range.
+    torch::Tensor half = packed.div(static_cast<double>(c_.workers)).to(torch::kFloat16);
+    Summing sum = start_sum(*c_.group, half, c_.gather_below);
+    return {.done = std::move(sum.done), .result = std::move(sum.result)};
+  }
+  void complete(torch::Tensor& result) override { result = sum_of(result).to(torch::kFloat32); }
+  std::string describe() const override { return "fp16 allreduce"; }
+
+ private:
+  CodecContext c_;
+};
+
+// ---------------------------------------------------------------------------
+// The requantising ring (Note [Requantising ring]) and its two wire formats.
+
+class WireFormat {
+ public:
+  virtual ~WireFormat() = default;
+  virtual Bytes bytes(std::int64_t values) const = 0;
+  // Segments start at multiples of this many values (a block's scale stays with it).
+  virtual std::int64_t alignment() const { return 1; }
+  virtual void encode(const float* in, std::int64_t n, std::uint8_t* out) const = 0;
+  virtual void decode(const std::uint8_t* in, std::int64_t n, float* out) const = 0;
+};
+
+// bfloat16: the top 16 bits of float32, rounded to nearest even.
+class Bf16Format : public WireFormat {
+ public:
+  Bytes bytes(std::int64_t values) const override { return 2 * values; }
+  void encode(const float* in, std::int64_t n, std::uint8_t* out) const override {
+    auto* o = reinterpret_cast<std::uint16_t*>(out);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto u = std::bit_cast<std::uint32_t>(in[i]);
+      o[i] = std::isnan(in[i]) ? static_cast<std::uint16_t>((u >> 16) | 0x40)
+                               : static_cast<std::uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+    }
+  }
+  void decode(const std::uint8_t* in, std::int64_t n, float* out) const override {
+    const auto* b = reinterpret_cast<const std::uint16_t*>(in);
+    for (std::int64_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(b[i]) << 16);
+  }
+};
+
+// int8: per block of kInt8Block values, a float32 scale max|x|/127 and the values
+// rounded to the nearest multiple of it. Layout: the scales, then the values.
+class Int8Format : public WireFormat {
+ public:
+  Bytes bytes(std::int64_t values) const override { return elementwise_wire_bytes({.codec = Encoding::Codec::kInt8}, values); }
+  std::int64_t alignment() const override { return kInt8Block; }
+  void encode(const float* in, std::int64_t n, std::uint8_t* out) const override {
+    const std::int64_t blocks = (n + kInt8Block - 1) / kInt8Block;
+    auto* scales = reinterpret_cast<float*>(out);
+    auto* q = reinterpret_cast<std::int8_t*>(out + 4 * blocks);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t begin = b * kInt8Block, end = std::min(n, begin + kInt8Block);
+      float m = 0;
+      for (std::int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(in[i]));
+      if (std::isnan(m) || std::isinf(m)) m = std::numeric_limits<float>::quiet_NaN();
+      const float scale = m / 127.0f;
+      std::memcpy(scales + b, &scale, 4);
+      for (std::int64_t i = begin; i < end; ++i) {
+        q[i] = scale > 0 ? static_cast<std::int8_t>(std::clamp(std::nearbyint(in[i] / scale), -127.0f, 127.0f)) : 0;
+      }
+    }
+  }
+  void decode(const std::uint8_t* in, std::int64_t n, float* out) const override {
+    const std::int64_t blocks = (n + kInt8Block - 1) / kInt8Block;
+    const auto* q = reinterpret_cast<const std::int8_t*>(in + 4 * blocks);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      float scale;
+      std::memcpy(&scale, in + 4 * b, 4);
+      const std::int64_t begin = b * kInt8Block, end = std::min(n, begin + kInt8Block);
+      for (std::int64_t i = begin; i < end; ++i) out[i] = static_cast<float>(q[i]) * scale;
+    }
+  }
+};
+
+class RingCodec : public Codec {
+ public:
+  RingCodec(const CodecContext& c, std::unique_ptr<WireFormat> format, bool feedback, std::string name)
+      : c_(c), format_(std::move(format)), name_(std::move(name)) {
+    if (feedback) feedback_ = std::make_unique<ErrorFeedback>(*c.layers);
+  }
+
+  OpExecutor::Started start(const std::vector<Chunk>& chunks, torch::Tensor packed) override {
+    auto result = torch::empty_like(packed);
+    Future done = jobs_.add([this, chunks, packed, result]() mutable { ring(chunks, packed, result); });
+    return {.done = std::move(done), .result = result};
+  }
+  void complete(torch::Tensor&) override {}
+  std::string describe() const override { return name_ + " ring"; }
+  Bytes state_bytes() const override { return feedback_ ? feedback_->bytes() : 0; }
+
+ private:
+  // Values [begin, end) of segment s of n.
+  std::pair<std::int64_t, std::int64_t> segment(std::int64_t n, int s) const {
+    const int p = c_.workers;
+    const std::int64_t a = format_->alignment();
+    const std::int64_t per = ((n + p - 1) / p + a - 1) / a * a;
+    return {std::min(n, s * per), std::min(n, (s + 1) * per)};
+  }
+
+  void ring(const std::vector<Chunk>& chunks, const torch::Tensor& packed, torch::Tensor& result) {
+    const int p = c_.workers, r = c_.group->getRank();
+    const int right = (r + 1) % p, left = (r + p - 1) % p;
+    const std::int64_t n = packed.numel();
+    torch::Tensor acc = feedback_ ? packed + feedback_->gather(chunks) : packed.clone();
+    torch::Tensor errors = feedback_ ? torch::zeros_like(packed) : torch::Tensor();
+    float* x = acc.data_ptr<float>();
+    float* out = result.data_ptr<float>();
+    std::vector<float> decoded;
+    // Encodes acc's segment s into `wire`, charging this rank's error (Note [Error feedback]).
+    auto encode = [&](int s, torch::Tensor& wire) {
+      const auto [b, e] = segment(n, s);
+      wire = torch::empty({static_cast<std::int64_t>(format_->bytes(e - b))}, torch::kUInt8);
+      format_->encode(x + b, e - b, wire.data_ptr<std::uint8_t>());
+      if (feedback_) {
+        decoded.resize(static_cast<size_t>(e - b));
+        format_->decode(wire.data_ptr<std::uint8_t>(), e - b, decoded.data());
+        float* err = errors.data_ptr<float>();
+        for (std::int64_t i = b; i < e; ++i) err[i] += x[i] - decoded[static_cast<size_t>(i - b)];
+      }
+    };
+    auto wire_of = [&](int s) {
+      const auto [b, e] = segment(n, s);
+      return torch::empty({static_cast<std::int64_t>(format_->bytes(e - b))}, torch::kUInt8);
+    };
+    // Sends `out_wire` right and receives `in_wire` from the left; empty ones are skipped on both sides.
+    auto exchange = [&](torch::Tensor& out_wire, torch::Tensor& in_wire, int step) {
+      std::vector<Work> works;
+      if (out_wire.numel() > 0) {
+        std::vector<torch::Tensor> t{out_wire};
+        works.push_back(c_.group->send(t, right, kRingTag + step));
+      }
+      if (in_wire.numel() > 0) {
+        std::vector<torch::Tensor> t{in_wire};
+        works.push_back(c_.group->recv(t, left, kRingTag + step));
+      }
+      jobs_.wait(std::move(works));
+    };
+    auto mod = [p](int s) { return ((s % p) + p) % p; };
+    // Reduce-scatter: after step k, segment r-k-1 holds the sum of k+2 ranks.
+    for (int k = 0; k + 1 < p; ++k) {
+      const int send = mod(r - k), recv = mod(r - k - 1);
+      torch::Tensor out_wire, in_wire = wire_of(recv);
+      encode(send, out_wire);
+      exchange(out_wire, in_wire, k);
+      const auto [b, e] = segment(n, recv);
+      decoded.resize(static_cast<size_t>(e - b));
+      format_->decode(in_wire.data_ptr<std::uint8_t>(), e - b, decoded.data());
+      for (std::int64_t i = b; i < e; ++i) x[i] += decoded[static_cast<size_t>(i - b)];
+    }
+    // All-gather of the finished segments, each encoded once by its owner.
+    std::vector<torch::Tensor> wires(static_cast<size_t>(p));
+    const int own = mod(r + 1);
+    encode(own, wires[static_cast<size_t>(own)]);
+    for (int k = 0; k + 1 < p; ++k) {
+      const int send = mod(r + 1 - k), recv = mod(r - k);
+      wires[static_cast<size_t>(recv)] = wire_of(recv);
+      exchange(wires[static_cast<size_t>(send)], wires[static_cast<size_t>(recv)], p + k);
+    }
+    for (int s = 0; s < p; ++s) {
+      const auto [b, e] = segment(n, s);
+      if (e > b) format_->decode(wires[static_cast<size_t>(s)].data_ptr<std::uint8_t>(), e - b, out + b);
+    }
+    result.div_(static_cast<double>(p));
+    if (feedback_) feedback_->scatter(chunks, errors);
+  }
+
+  CodecContext c_;
+  std::unique_ptr<WireFormat> format_;
+  std::unique_ptr<ErrorFeedback> feedback_;
+  std::string name_;
+  SerialJobs jobs_;  // last: its thread runs ring(), which uses the members above
+};
+
+// ---------------------------------------------------------------------------
+// PowerSGD (Vogels et al. 2019, as PyTorch's powerSGD_hook): per matrix M (the
+// tensor as rows = its first dimension, cols = the rest) plus its error, P = MQ
+// summed, orthonormalised, Q = MᵀP summed and divided by the workers; the mean is
+// PQᵀ and the error M − PQᵀ. Q is kept for the next step (warm start), starting
+// from the same seeded random matrix on every rank.
+
+class PowerSgdCodec : public Codec {
+ public:
+  PowerSgdCodec(const CodecContext& c, int rank) : c_(c), rank_(rank), feedback_(*c.layers) {}
+
+  OpExecutor::Started start(const std::vector<Chunk>& chunks, torch::Tensor packed) override {
+    auto result = torch::empty_like(packed);
+    Future done = jobs_.add([this, chunks, packed, result]() mutable { average(chunks, packed, result); });
+    return {.done = std::move(done), .result = result};
+  }
+  void complete(torch::Tensor&) override {}
+  std::string describe() const override { return fmt::format("powersgd:{}", rank_); }
+  Bytes state_bytes() const override {
+    Bytes q = 0;
+    for (const auto& [key, t] : q_) q += static_cast<Bytes>(t.numel()) * 4;
+    return feedback_.bytes() + q;
+  }
+
+ private:
+  struct Matrix {
+    int layer;
+    int tensor;
+    std::int64_t at;  // first value in the packed message
+    std::int64_t rows, cols, layer_at;
+  };
+
+  // Splits the message into matrices (tensors of >= 2 dims wholly inside one chunk
+  // whose factors are smaller than the matrix in fp16) and the rest, as ranges.
+  void split(const std::vector<Chunk>& chunks, std::vector<Matrix>& matrices,
+             std::vector<std::pair<std::int64_t, std::int64_t>>& rest) const {
+    std::int64_t position = 0;
+    for (const Chunk& c : chunks) {
+      const std::int64_t begin = c.offset / 4, end = begin + values_of(c);
+      std::int64_t t_begin = 0;
+      const auto& tensors = (*c_.layers)[static_cast<size_t>(c.layer)];
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const std::int64_t t_end = t_begin + tensors[i].numel();
+        const std::int64_t a = std::max(begin, t_begin), b = std::min(end, t_end);
+        if (a < b) {
+          const torch::Tensor& t = tensors[i];
+          const std::int64_t rows = t.dim() >= 2 ? t.size(0) : t.numel();
+          const std::int64_t cols = t.dim() >= 2 ? t.numel() / rows : 1;
+          const bool whole = a == t_begin && b == t_end;
+          if (whole && cols > 1 &&
+              powersgd_wire_bytes(rows, cols, rank_) < elementwise_wire_bytes({.codec = Encoding::Codec::kFp16}, rows * cols)) {
+            matrices.push_back({c.layer, static_cast<int>(i), position + (a - begin), rows, cols, t_begin});
+          } else {
+            rest.emplace_back(position + (a - begin), b - a);
+          }
+        }
+        t_begin = t_end;
+      }
+      position += end - begin;
+    }
+  }
+
+  torch::Tensor& q_of(const Matrix& m) {
+    torch::Tensor& q = q_[{m.layer, m.tensor}];
+    if (!q.defined()) {
+      // The same on every rank: seeded by the tensor's place in the model.
+      auto generator = at::detail::createCPUGenerator(static_cast<std::uint64_t>(1000003 * m.layer + m.tensor));
+      q = torch::randn({m.cols, std::min({static_cast<std::int64_t>(rank_), m.rows, m.cols})},
+                       generator, torch::kFloat32);
+    }
+    return q;
+  }
+
+  // Gram-Schmidt on the columns of p, in place (as PyTorch's hook).
+ public:
+  static void orthogonalize(torch::Tensor& p) {
+    for (std::int64_t i = 0; i < p.size(1); ++i) {
+      torch::Tensor col = p.select(1, i);
+      col.div_(col.norm() + 1e-8);
+      if (i + 1 < p.size(1)) {
+        torch::Tensor rest = p.narrow(1, i + 1, p.size(1) - i - 1);
+        rest.sub_(col.unsqueeze(1) * torch::matmul(col.unsqueeze(0), rest));
+      }
+    }
+  }
+
+
+ private:
+  torch::Tensor sum(const torch::Tensor& t) {
+    Summing s = start_sum(*c_.group, t, c_.gather_below);
+    jobs_wait(s.done);
+    return sum_of(s.result);
+  }
+  void jobs_wait(const Future& f) {
+    f->wait();
+    if (f->hasError()) std::rethrow_exception(f->exception_ptr());
+  }
+
+  void average(const std::vector<Chunk>& chunks, const torch::Tensor& packed, torch::Tensor& result) {
+    torch::NoGradGuard no_grad;
+    std::vector<Matrix> matrices;
+    std::vector<std::pair<std::int64_t, std::int64_t>> rest;
+    split(chunks, matrices, rest);
+    const double p = c_.workers;
+    // The rest in fp16, started first: it runs beside the factors' sums.
+    Summing rest_sum;
+    if (!rest.empty()) {
+      std::vector<torch::Tensor> parts;
+      for (auto [at, n] : rest) parts.push_back(packed.narrow(0, at, n));
+      rest_sum = start_sum(*c_.group, torch::cat(parts).div_(p).to(torch::kFloat16), c_.gather_below);
+    }
+    std::vector<torch::Tensor> ms, ps;
+    for (const Matrix& m : matrices) {
+      torch::Tensor e = feedback_.of(m.layer).narrow(0, m.layer_at, m.rows * m.cols).view({m.rows, m.cols});
+      ms.push_back(packed.narrow(0, m.at, m.rows * m.cols).view({m.rows, m.cols}) + e);
+      ps.push_back(torch::matmul(ms.back(), q_of(m)));
+    }
+    if (!matrices.empty()) {
+      torch::Tensor p_all = sum(flat(ps));
+      unflat(p_all, ps);
+      std::vector<torch::Tensor> qs;
+      for (std::size_t i = 0; i < matrices.size(); ++i) {
+        orthogonalize(ps[i]);
+        qs.push_back(torch::matmul(ms[i].t(), ps[i]));
+      }
+      torch::Tensor q_all = sum(flat(qs)).div_(p);
+      unflat(q_all, qs);
+      for (std::size_t i = 0; i < matrices.size(); ++i) {
+        const Matrix& m = matrices[i];
+        torch::Tensor approx = torch::matmul(ps[i], qs[i].t());
+        q_of(m).copy_(qs[i]);
+        feedback_.of(m.layer).narrow(0, m.layer_at, m.rows * m.cols).copy_((ms[i] - approx).reshape({-1}));
+        result.narrow(0, m.at, m.rows * m.cols).copy_(approx.reshape({-1}));
+      }
+    }
+    if (!rest.empty()) {
+      jobs_wait(rest_sum.done);
+      torch::Tensor values = sum_of(rest_sum.result).to(torch::kFloat32);
+      std::int64_t k = 0;
+      for (auto [at, n] : rest) {
+        result.narrow(0, at, n).copy_(values.narrow(0, k, n));
+        k += n;
+      }
+    }
+  }
+
+  static torch::Tensor flat(const std::vector<torch::Tensor>& ts) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& t : ts) parts.push_back(t.reshape({-1}));
+    return torch::cat(parts);
+  }
+  static void unflat(const torch::Tensor& all, std::vector<torch::Tensor>& ts) {
+    std::int64_t k = 0;
+    for (auto& t : ts) {
+      t = all.narrow(0, k, t.numel()).view(t.sizes()).clone();
+      k += t.numel();
+    }
+  }
+
+  CodecContext c_;
+  const int rank_;
+  ErrorFeedback feedback_;
+  std::map<std::pair<int, int>, torch::Tensor> q_;
+  SerialJobs jobs_;  // last
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& context) {
+  switch (encoding.codec) {
+    case Encoding::Codec::kFp16: return std::make_unique<Fp16Codec>(context);
+    case Encoding::Codec::kBf16:
+      return std::make_unique<RingCodec>(context, std::make_unique<Bf16Format>(), /*feedback=*/false, "bf16");
+    case Encoding::Codec::kInt8:
+      return std::make_unique<RingCodec>(context, std::make_unique<Int8Format>(), /*feedback=*/true, "int8");
+    case Encoding::Codec::kPowerSgd: return std::make_unique<PowerSgdCodec>(context, encoding.rank);
+    case Encoding::Codec::kNone: break;
+  }
+  throw std::logic_error(fmt::format("codecs: no codec for {}", to_string(encoding)));
+}
+
+namespace {
+
+// The median time of `repeats` runs of `f`.
+double median_seconds(int repeats, const std::function<void()>& f) {
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+std::map<std::string, double> measure_codec_costs() {
+  torch::NoGradGuard no_grad;
+  at::set_num_threads(1);  // as a worker runs
+  constexpr std::int64_t kValues = 1 << 20;
+  constexpr int kRepeats = 5;
+  const torch::Tensor x = torch::randn({kValues});
+  std::map<std::string, double> costs;
+  costs["fp16"] = median_seconds(kRepeats, [&] { x.div(4.0).to(torch::kFloat16).to(torch::kFloat32); }) / kValues;
+  // The ring encodes each value about once and decodes it about twice per rank.
+  const std::vector<std::pair<std::string, std::unique_ptr<WireFormat>>> formats = [] {
+    std::vector<std::pair<std::string, std::unique_ptr<WireFormat>>> f;
+    f.emplace_back("bf16", std::make_unique<Bf16Format>());
+    f.emplace_back("int8", std::make_unique<Int8Format>());
+    return f;
+  }();
+  for (const auto& [name, format] : formats) {
+    std::vector<std::uint8_t> wire(static_cast<size_t>(format->bytes(kValues)));
+    std::vector<float> back(static_cast<size_t>(kValues));
+    costs[name] = median_seconds(kRepeats, [&] {
+                    format->encode(x.data_ptr<float>(), kValues, wire.data());
+                    format->decode(wire.data(), kValues, back.data());
+                    format->decode(wire.data(), kValues, back.data());
+                  }) /
+                  kValues;
+  }
+  // One matrix's PowerSGD arithmetic: P = MQ, orthogonalisation, Q = MᵀP, PQᵀ, the error.
+  constexpr std::int64_t kRows = 512, kCols = 512, kRank = 4;
+  const torch::Tensor m = torch::randn({kRows, kCols}), q0 = torch::randn({kCols, kRank});
+  costs["powersgd"] = median_seconds(kRepeats, [&] {
+                        torch::Tensor p = torch::matmul(m, q0);
+                        PowerSgdCodec::orthogonalize(p);
+                        const torch::Tensor q = torch::matmul(m.t(), p);
+                        const torch::Tensor error = m - torch::matmul(p, q.t());
+                      }) /
+                      static_cast<double>(kRows * kCols * kRank);
+  return costs;
+}
+
+std::vector<Chunk> chunks_of(const Schedule& schedule, const Message& message) {
+  std::vector<Chunk> out;
+  for (const OpRef& ref : message.ops) {
+    const auto& op = schedule.ops(ref.iteration)[static_cast<size_t>(ref.index)];
+    out.insert(out.end(), op.chunks.begin(), op.chunks.end());
+  }
+  return out;
+}
+
+}  // namespace weft::runtime

@@ -1,0 +1,62 @@
+#include "schedule/encoding.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace weft {
+
+std::string to_string(const Encoding& encoding) {
+  switch (encoding.codec) {
+    case Encoding::Codec::kNone: return "none";
+    case Encoding::Codec::kFp16: return "fp16";
+    case Encoding::Codec::kBf16: return "bf16";
+    case Encoding::Codec::kInt8: return "int8";
+    case Encoding::Codec::kPowerSgd: return fmt::format("powersgd:{}", encoding.rank);
+  }
+  return "?";
+}
+
+std::vector<Encoding> candidate_encodings() {
+  using C = Encoding::Codec;
+  return {{}, {.codec = C::kFp16}, {.codec = C::kBf16}, {.codec = C::kInt8}, {.codec = C::kPowerSgd, .rank = 1},
+          {.codec = C::kPowerSgd, .rank = 2}, {.codec = C::kPowerSgd, .rank = 4}};
+}
+
+Encoding parse_encoding(std::string_view text, std::string_view what) {
+  if (text == "none") return {};
+  if (text == "fp16") return {.codec = Encoding::Codec::kFp16};
+  if (text == "bf16") return {.codec = Encoding::Codec::kBf16};
+  if (text == "int8") return {.codec = Encoding::Codec::kInt8};
+  constexpr std::string_view kPowerSgd = "powersgd:";
+  if (text.starts_with(kPowerSgd)) {
+    const std::string_view digits = text.substr(kPowerSgd.size());
+    int rank = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+    if (error == std::errc() && end == digits.data() + digits.size() && rank >= 1) {
+      return {.codec = Encoding::Codec::kPowerSgd, .rank = rank};
+    }
+  }
+  throw UsageError(fmt::format("{} {}: not an encoding; accepted: {}", what, text, kEncodingsAccepted));
+}
+
+Bytes elementwise_wire_bytes(const Encoding& encoding, Bytes values) {
+  switch (encoding.codec) {
+    case Encoding::Codec::kNone: return 4 * values;
+    case Encoding::Codec::kFp16:
+    case Encoding::Codec::kBf16:
+    case Encoding::Codec::kPowerSgd: return 2 * values;
+    case Encoding::Codec::kInt8: return values + 4 * ((values + kInt8Block - 1) / kInt8Block);
+  }
+  return 4 * values;
+}
+
+Bytes powersgd_wire_bytes(Bytes rows, Bytes cols, int rank) {
+  const Bytes r = std::min<Bytes>(rank, std::min(rows, cols));
+  const Bytes factors = 4 * (rows + cols) * r;
+  const Bytes fp16 = 2 * rows * cols;
+  return cols > 1 && factors < fp16 ? factors : fp16;
+}
+
+}  // namespace weft

@@ -1,0 +1,64 @@
+// A message's wire encoding: how its float32 values travel (docs/compression.md).
+//
+// It is part of the Schedule (CommOp::encoding), so that every executor sees it as
+// data: the runtime encodes and decodes with the codec it names
+// (runtime/codecs.h), the simulator costs the message by its wire bytes plus the
+// encode and decode compute. `none` is the float32 values themselves.
+//
+// Thread-safety: plain data and pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "units/units.h"
+
+namespace weft {
+
+struct Encoding {
+  enum class Codec {
+    kNone,      // float32, summed by Gloo
+    kFp16,      // float16, summed by Gloo
+    kBf16,      // bfloat16 bit patterns on a ring of our own, summed in float32
+    kInt8,      // int8 with a float32 scale per block, on a requantising ring; error feedback
+    kPowerSgd,  // rank-`rank` factors of each matrix, fp16 for the rest; error feedback
+  };
+  Codec codec = Codec::kNone;
+  int rank = 0;  // kPowerSgd: the rank R of the factors, >= 1; 0 otherwise
+
+  bool operator==(const Encoding&) const = default;
+};
+
+// What --compression accepts, for error messages and --help.
+inline constexpr std::string_view kEncodingsAccepted = "none, fp16, bf16, int8, powersgd:R (R an integer >= 1)";
+
+// What `weft plan --compression auto` compares: none, fp16, bf16, int8,
+// powersgd at ranks 1, 2 and 4.
+std::vector<Encoding> candidate_encodings();
+
+// "none", "fp16", "bf16", "int8", "powersgd:2".
+std::string to_string(const Encoding& encoding);
+
+// The encoding `text` names. THROWS UsageError naming `what` (e.g. "--compression"),
+// the value and kEncodingsAccepted.
+Encoding parse_encoding(std::string_view text, std::string_view what);
+
+// Whether the averaged values differ from float32's (all but none): such a codec
+// trades accuracy for bytes.
+inline bool lossy(const Encoding& e) { return e.codec != Encoding::Codec::kNone; }
+
+// Values per int8 block: each block of the wire carries one float32 scale.
+inline constexpr Bytes kInt8Block = 256;
+
+// Bytes on the wire for `values` float32 values encoded element-wise (every codec
+// but PowerSGD, whose factors depend on the tensors' shapes: see
+// powersgd_wire_bytes).
+Bytes elementwise_wire_bytes(const Encoding& encoding, Bytes values);
+
+// PowerSGD's bytes for one tensor of `rows` x `cols` values (a 1-D tensor has
+// cols = 1) at rank R: the P and Q factors, 4(rows + cols)R, where that is fewer
+// than the matrix in fp16; the tensor in fp16 otherwise.
+Bytes powersgd_wire_bytes(Bytes rows, Bytes cols, int rank);
+
+}  // namespace weft

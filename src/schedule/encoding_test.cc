@@ -1,0 +1,50 @@
+#include "schedule/encoding.h"
+
+#include <gtest/gtest.h>
+
+#include "schedule/schedule.h"
+
+namespace weft {
+namespace {
+
+TEST(Encoding, NamesRoundTrip) {
+  for (const char* name : {"none", "fp16", "bf16", "int8", "powersgd:1", "powersgd:4"}) {
+    EXPECT_EQ(to_string(parse_encoding(name, "--compression")), name);
+  }
+  EXPECT_EQ(parse_encoding("powersgd:2", "x").rank, 2);
+}
+
+TEST(Encoding, BadNamesListTheAcceptedOnes) {
+  for (const char* bad : {"", "fp32", "powersgd", "powersgd:0", "powersgd:-1", "powersgd:2x", "FP16"}) {
+    try {
+      parse_encoding(bad, "--compression");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--compression"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("powersgd:R"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Encoding, WireBytes) {
+  EXPECT_EQ(elementwise_wire_bytes({}, 1000), 4000);
+  EXPECT_EQ(elementwise_wire_bytes({.codec = Encoding::Codec::kFp16}, 1000), 2000);
+  EXPECT_EQ(elementwise_wire_bytes({.codec = Encoding::Codec::kBf16}, 1000), 2000);
+  EXPECT_EQ(elementwise_wire_bytes({.codec = Encoding::Codec::kInt8}, 1000), 1000 + 4 * 4);
+  // 512 x 256 at rank 2: factors 4 * 768 * 2; a vector goes in fp16.
+  EXPECT_EQ(powersgd_wire_bytes(512, 256, 2), 4 * 768 * 2);
+  EXPECT_EQ(powersgd_wire_bytes(512, 1, 2), 1024);
+  // Factors larger than the fp16 matrix: the matrix in fp16.
+  EXPECT_EQ(powersgd_wire_bytes(4, 4, 4), 2 * 16);
+}
+
+TEST(Encoding, UncompressedScheduleJsonHasNoEncodingField) {
+  Schedule s{.strategy = "x", .iterations = {{CommOp{.chunks = {{0, 0, 4}}}}}};
+  EXPECT_EQ(to_json(s).find("encoding"), std::string::npos);
+  s.iterations[0][0].encoding = {.codec = Encoding::Codec::kPowerSgd, .rank = 3};
+  const Schedule back = parse_schedule(to_json(s), "test");
+  EXPECT_EQ(back.iterations[0][0].encoding, s.iterations[0][0].encoding);
+}
+
+}  // namespace
+}  // namespace weft

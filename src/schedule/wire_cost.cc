@@ -1,0 +1,58 @@
+#include "schedule/wire_cost.h"
+
+#include <algorithm>
+
+namespace weft {
+namespace {
+
+double cost_of(const Profile& profile, const std::string& codec) {
+  const auto found = profile.codec_cost.find(codec);
+  return found == profile.codec_cost.end() ? 0.0 : found->second;
+}
+
+}  // namespace
+
+WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, const Profile& profile) {
+  Bytes values = 0;
+  for (const Chunk& c : chunks) values += c.length / 4;
+  if (encoding.codec != Encoding::Codec::kPowerSgd) {
+    return {.bytes = elementwise_wire_bytes(encoding, values),
+            .compute = lossy(encoding) ? cost_of(profile, to_string(encoding)) * static_cast<double>(values) : 0};
+  }
+  // As the runtime splits a message (runtime/codecs.cc): matrices wholly inside a
+  // chunk whose factors are smaller than them, the rest in fp16.
+  WireCost cost;
+  double matrix_work = 0;  // Σ rows·cols·R
+  Bytes fp16_values = 0;
+  for (const Chunk& c : chunks) {
+    const Layer& layer = profile.layers.at(static_cast<size_t>(c.layer));
+    const Bytes begin = c.offset / 4, end = begin + c.length / 4;
+    if (layer.shapes.empty()) {
+      fp16_values += end - begin;
+      continue;
+    }
+    Bytes t_begin = 0;
+    for (const auto& shape : layer.shapes) {
+      Bytes n = 1;
+      for (std::int64_t d : shape) n *= d;
+      const Bytes t_end = t_begin + n;
+      const Bytes a = std::max(begin, t_begin), b = std::min(end, t_end);
+      if (a < b) {
+        const Bytes rows = shape.size() >= 2 ? shape[0] : n, cols = n / rows;
+        const Bytes factors = powersgd_wire_bytes(rows, cols, encoding.rank);
+        if (a == t_begin && b == t_end && cols > 1 && factors < 2 * n) {
+          cost.bytes += factors;
+          matrix_work += static_cast<double>(n) * std::min<Bytes>(encoding.rank, std::min(rows, cols));
+        } else {
+          fp16_values += b - a;
+        }
+      }
+      t_begin = t_end;
+    }
+  }
+  cost.bytes += 2 * fp16_values;
+  cost.compute = cost_of(profile, "powersgd") * matrix_work + cost_of(profile, "fp16") * static_cast<double>(fp16_values);
+  return cost;
+}
+
+}  // namespace weft

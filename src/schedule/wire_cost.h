@@ -1,0 +1,26 @@
+// What a message costs under its encoding (docs/compression.md): the bytes that
+// cross the wire and the compute to encode and decode them. The simulator costs
+// a collective by these; the planner compares codecs through it.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <vector>
+
+#include "profile/profile.h"
+#include "schedule/schedule.h"
+
+namespace weft {
+
+struct WireCost {
+  Bytes bytes = 0;      // what an all-reduce of this size moves, as float32 bytes would
+  Seconds compute = 0;  // encoding and decoding on each worker (profile.codec_cost)
+};
+
+// The cost of a message carrying `chunks` (float32 byte ranges of the profile's
+// layers) encoded as `encoding`. For `none`: the chunks' bytes and no compute.
+// PowerSGD sizes each tensor wholly inside a chunk by its shape
+// (Layer::shapes); a layer without shapes is costed as fp16.
+WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, const Profile& profile);
+
+}  // namespace weft
