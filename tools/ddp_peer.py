@@ -20,7 +20,7 @@ as `weft train --nproc`: it starts K copies of itself on 127.0.0.1, each pinned 
 its share of the cores where there is one for each, as weft places its own
 (--cores), and supervises
 them (Debian's torchrun fails on Python 3.11 in torch.distributed.elastic). Metrics are JSON lines in weft's format
-(SPEC §6) with "strategy": "pytorch-ddp":
+(docs/formats.md §6) with "strategy": "pytorch-ddp":
   {"rank", "iter", "time_s", "iteration_s", "loss", "strategy"}   per iteration, per rank
   {"rank", "iter", "time_s", "eval": {"accuracy", "loss"}}        per evaluation (rank 0)
 time_s is seconds since every rank left the start barrier; an iteration ends when

@@ -1,4 +1,4 @@
-// `weft bench` (SPEC §5): every strategy trained for real under emulated links,
+// `weft bench` (docs/cli.md §5): every strategy trained for real under emulated links,
 // measured against its prediction and against PyTorch DDP.
 //
 // For the whole bench, once:

@@ -1,5 +1,5 @@
 // Training metrics as `weft train --metrics` and tools/ddp_peer.py write them
-// (SPEC §6): JSON lines, one per iteration per worker
+// (docs/formats.md §6): JSON lines, one per iteration per worker
 //   {"rank", "iter", "time_s", "iteration_s", "loss", "strategy"}
 // (`weft train` adds "compute_s": the rank's forward and backward, its waits for
 // communication left out) and one per evaluation

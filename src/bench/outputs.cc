@@ -10,7 +10,7 @@ namespace weft::bench {
 using nlohmann::json;
 
 std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_view origin) {
-  constexpr std::string_view kWhat = "the output of `weft plan --json` (SPEC §6)";
+  constexpr std::string_view kWhat = "the output of `weft plan --json` (docs/formats.md §6)";
   const json plan = parse_json(text, origin, kWhat);
   std::map<std::string, Prediction> predictions;
   JsonReader(plan, "", origin, kWhat).each("strategies", [&](const JsonReader& s) {

@@ -1,5 +1,5 @@
 // Reading what the other weft commands write, as far as the bench needs it: the
-// plan (`weft plan --json`, SPEC §6), one simulation's summary (`weft simulate
+// plan (`weft plan --json`, docs/formats.md §6), one simulation's summary (`weft simulate
 // --json`) and the all-reduce fit (`weft profile --network --out`,
 // runtime/network_profile.h).
 //

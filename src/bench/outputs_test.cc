@@ -11,7 +11,7 @@ namespace {
 
 using test_support::usage_error_of;
 
-// The shape `weft plan --json` prints (SPEC §6), with the bench's optional fields.
+// The shape `weft plan --json` prints (docs/formats.md §6), with the bench's optional fields.
 constexpr std::string_view kPlan = R"({"model": "cnn", "workers": 4, "recommended": "mgwfbp", "strategies": [
   {"name": "wfbp", "period": 1, "iteration_s": 0.043, "compute_s": 0.02, "exposed_comm_s": 0.023,
    "speedup_vs_wfbp": 1.0, "options": {}},
@@ -34,7 +34,7 @@ TEST(Outputs, WhatIsNotTheOutputExpectedNamesTheField) {
   EXPECT_EQ(usage_error_of([&] { parse_plan(plan, "plan.json"); }),
             R"(plan.json: strategies[1].compute_s is "20ms", expected a number)");
   EXPECT_EQ(usage_error_of([] { parse_plan(R"({"strategies": [{"name": "ssgd"}]})", "plan.json"); }),
-            "plan.json: missing field strategies[0].iteration_s (the output of `weft plan --json` (SPEC §6))");
+            "plan.json: missing field strategies[0].iteration_s (the output of `weft plan --json` (docs/formats.md §6))");
   EXPECT_NE(usage_error_of([] { parse_plan("weft: error", "plan.log"); }).find("plan.log: not valid JSON"),
             std::string::npos);
   EXPECT_DOUBLE_EQ(parse_simulated_iteration(R"({"iteration_s": 0.5, "iterations": 10})", "s.log"), 0.5);

@@ -1,4 +1,4 @@
-// The bench's plots, drawn by gnuplot (Debian's gnuplot-nox; SPEC §5: a real
+// The bench's plots, drawn by gnuplot (Debian's gnuplot-nox; docs/cli.md §5: a real
 // plotting tool). Each plot is a data file plus a script beside the image, so it can
 // be restyled and redrawn by hand: `gnuplot iteration_time.gp`.
 //

@@ -1,4 +1,4 @@
-// The results of `weft bench` (SPEC §5) and their JSON file, which plots and other
+// The results of `weft bench` (docs/cli.md §5) and their JSON file, which plots and other
 // tools read. One file per bench: `<out>/bench.json`.
 //
 //   {"schema": "weft-bench/2",

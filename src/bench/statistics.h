@@ -3,7 +3,7 @@
 //
 // Note [Steady-state iteration time]
 // The planner's `iteration_s` is the mean time of one iteration over whole periods
-// in steady state (SPEC §6). The measured counterpart must mean the same thing, and
+// in steady state (docs/formats.md §6). The measured counterpart must mean the same thing, and
 // be robust to the odd slow iteration of a shared machine:
 //  1. per iteration, the mean of the ranks' `iteration_s` (the ranks are coupled
 //     by their collectives, so they agree up to noise);

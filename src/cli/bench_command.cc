@@ -1,4 +1,4 @@
-// `weft bench`: the end-to-end comparison (SPEC §5). The flags become a
+// `weft bench`: the end-to-end comparison (docs/cli.md §5). The flags become a
 // bench::BenchOptions; the work is in bench/bench.h. Progress goes to stderr, the
 // table to stdout, everything else to --out.
 #include <unistd.h>

@@ -16,7 +16,7 @@ void add_model_flags(CLI::App& command, ModelFlags& flags) {
   command.add_option("--model", flags.model, "zoo model: " + fmt::format("{}", fmt::join(zoo_models(), ", ")))
       ->capture_default_str();
   command.add_option("--profile", flags.profile_file,
-                     "a profile JSON (SPEC §6, e.g. from `weft profile --out`); overrides --model");
+                     "a profile JSON (docs/formats.md §6, e.g. from `weft profile --out`); overrides --model");
   command.add_option("--batch", flags.batch, "samples per worker per iteration (zoo models)")
       ->capture_default_str();
   command.add_option("--device", flags.device, "device preset for zoo compute times")->capture_default_str();

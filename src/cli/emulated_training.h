@@ -15,7 +15,7 @@
 // Each rank re-runs this command line (/proc/self/exe with the same arguments),
 // marked as a launched worker (Note [Launcher and workers], runtime/launcher.h), so
 // --nproc and --bandwidth are acted on once, here. --latency is not emulated (our
-// kernels lack netem's delays, SPEC §3): the planner uses it as given. The ranks
+// kernels lack netem's delays, docs/runtime.md §3): the planner uses it as given. The ranks
 // plan for what TCP delivers over the shaped links (netem::payload_rate, about 95%
 // of the rate at a 1500-byte MTU), as `weft bench` does: the launch tells them the
 // links' MTU in kEmulatedMtuVariable, and planned_cluster() applies it.

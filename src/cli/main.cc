@@ -1,5 +1,5 @@
 // weft: communication scheduling for data-parallel training. One binary, one
-// subcommand per verb (SPEC §5). Exit status: 0 success, 2 bad input, 1 failure.
+// subcommand per verb (docs/cli.md §5). Exit status: 0 success, 2 bad input, 1 failure.
 #include <exception>
 #include <iostream>
 #include <string>

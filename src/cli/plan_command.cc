@@ -246,7 +246,7 @@ void add_plan(CLI::App& app, int& exit_status) {
                                 "S-SGD strategy with each of them; see docs/compression.md",
                                 kEncodingsAccepted));
   cmd->add_option("--strategy", flags->strategies, "only these strategies (repeatable; default: all for --arch)");
-  cmd->add_flag("--json", flags->json, "print the plan as JSON (SPEC §6)");
+  cmd->add_flag("--json", flags->json, "print the plan as JSON (docs/formats.md §6)");
   cmd->add_flag("--no-tune", flags->no_tune, "use default partition/credit instead of searching them");
   cmd->add_option("--trace", flags->trace, "write the predicted timelines of every strategy (Chrome trace JSON)");
   cmd->callback([flags] { run_plan(*flags); });

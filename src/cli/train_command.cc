@@ -1,4 +1,4 @@
-// `weft train`: real data-parallel training with a strategy (SPEC §3, §5). The flags
+// `weft train`: real data-parallel training with a strategy (docs/runtime.md §3, docs/cli.md §5). The flags
 // become a runtime::TrainOptions; everything else happens in runtime/train.h,
 // which also decides whether this process launches workers or is one
 // (Note [Launcher and workers] in runtime/launcher.h).
@@ -99,7 +99,7 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--eval-every", o.eval_every,
                   "rank 0 evaluates on the test set every N iterations and at the end (0 = never)")
       ->capture_default_str();
-  cmd->add_option("--metrics", flags->metrics, "append per-iteration metrics of every rank (JSON lines, SPEC §6)");
+  cmd->add_option("--metrics", flags->metrics, "append per-iteration metrics of every rank (JSON lines, docs/formats.md §6)");
   cmd->add_option("--trace", flags->trace, "write the measured timeline of every rank (Chrome trace JSON)");
   cmd->add_option("--trace-iterations", o.trace_iterations, "iterations recorded in --trace (the first ones)")
       ->capture_default_str();

@@ -1,4 +1,4 @@
-// The cluster and its cost model (SPEC §1.2).
+// The cluster and its cost model (docs/design.md §1.2).
 //
 // A cluster is P workers whose links have bandwidth B and per-message latency α,
 // arranged for ring all-reduce or around S parameter servers. Costs follow the α–β

@@ -33,7 +33,7 @@ constexpr long long kMessageBytes = 1 << 20;  // the all-reduce timed: 1 MiB
 // more, which the band absorbs.
 constexpr double kPayloadEfficiency = 1448.0 / 1514.0;
 
-// The time the link allows a ring all-reduce of n bytes among P workers (SPEC §1.2):
+// The time the link allows a ring all-reduce of n bytes among P workers (docs/design.md §1.2):
 // each worker sends, and receives, 2(P−1)/P·n bytes over its own link, whose two
 // directions are shaped apart, so T = 2(P−1)/P · n / B, with B the link's payload
 // rate. The α term (a few hundred microseconds on this link) is left out.

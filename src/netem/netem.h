@@ -1,4 +1,4 @@
-// Emulated slow links on one machine (SPEC §3 "Network emulation").
+// Emulated slow links on one machine (docs/runtime.md §3 "Network emulation").
 //
 // EmulatedNetwork gives every worker and every server of a job its own network
 // namespace, joined to a hub namespace's bridge by a veth pair, with both directions
@@ -13,7 +13,7 @@
 // whose bucket every packet fits: the interfaces' GSO size is capped to it.
 // A transfer between two endpoints crosses the sender's upload and the receiver's
 // download, so P workers sending to one server share that server's rate: the incast
-// of SPEC §1.2. Addresses are 10.77.0.0/16, in namespaces nobody else uses, so
+// of docs/design.md §1.2. Addresses are 10.77.0.0/16, in namespaces nobody else uses, so
 // parallel runs may reuse them. Names follow Note [Namespace names] (netns.h).
 //
 // Note [Congestion control of the emulated hosts]
@@ -28,7 +28,7 @@
 // refuses to set inside a namespace.
 //
 // Delays need the kernel's netem qdisc, which our machines lack: a latency > 0 is
-// refused with a UsageError there (SPEC §3) rather than silently ignored. Where netem
+// refused with a UsageError there (docs/runtime.md §3) rather than silently ignored. Where netem
 // exists, half the latency is added on each egress, so a message between two
 // endpoints is delayed by `latency`.
 //

@@ -50,7 +50,7 @@ class TrainBandwidth : public ::testing::Test {
 // ssgd all-reduces the whole model after each backward, and the next forward waits
 // for it: every iteration but the first (whose iteration_s ends before its
 // all-reduce starts) holds a whole all-reduce, 2(P−1)/P·n = n bytes each way over
-// each worker's link for P = 2 (SPEC §1.2).
+// each worker's link for P = 2 (docs/design.md §1.2).
 TEST_F(TrainBandwidth, TrainsBehindTheLinkAndLeavesNothing) {
   SKIP_UNLESS_PRIVILEGED();
   const WeftRun run = run_weft(train_args(), dir_ / "train.log");

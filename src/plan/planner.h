@@ -1,5 +1,5 @@
 // The planner: predicts every strategy's iteration time for a model and a cluster
-// with the simulator, tunes what can be tuned, and recommends one (SPEC §5 `weft
+// with the simulator, tunes what can be tuned, and recommends one (docs/cli.md §5 `weft
 // plan`, §6 plan output).
 //
 // Thread-safety: plan() is a pure function.
@@ -52,7 +52,7 @@ struct Plan {
 // cluster's architecture (naming the ones that do), and for invalid options.
 Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& options = {});
 
-// The JSON object of SPEC §6.
+// The JSON object of docs/formats.md §6.
 std::string plan_json(const Plan& plan);
 
 }  // namespace weft

@@ -133,7 +133,7 @@ TEST(TuningTest, ByteschedulerGetsAnOptimumNoSingleMoveImproves) {
   }
 }
 
-// SPEC §2's claim for D-Credit, in the model: with S_p tuned it is never slower
+// docs/strategies.md §2's claim for D-Credit, in the model: with S_p tuned it is never slower
 // than WFBP on any zoo model, from slow to fast links, at 8 and 32 workers.
 TEST(TuningTest, TunedDcreditIsNeverSlowerThanWfbpOnTheZoo) {
   const StrategyInfo& dcredit = find_strategy("dcredit");

@@ -51,7 +51,7 @@ std::vector<Seconds> backward_end_times(const Profile& profile) {
 
 namespace {
 
-// The JSON field names of SPEC §6 and what each accepts. Messages from both the
+// The JSON field names of docs/formats.md §6 and what each accepts. Messages from both the
 // parser and `validate` use these, so the two always describe the same rule.
 constexpr const char* kName = "name";
 constexpr const char* kParams = "params";
@@ -257,7 +257,7 @@ void read_optional(const json& root, const char* field, std::string_view accepte
 }  // namespace
 
 Profile parse_profile(std::string_view json_text, std::string_view origin) {
-  const json root = parse_json(json_text, origin, "a profile object as in SPEC §6");
+  const json root = parse_json(json_text, origin, "a profile object as in docs/formats.md §6");
   if (!root.is_object()) {
     throw UsageError(
         fmt::format("{}: the top level is a JSON {}; expected an object with a \"layers\" array",
@@ -350,7 +350,7 @@ Profile load_profile(const std::filesystem::path& file) {
 }
 
 std::string to_json(const Profile& profile) {
-  // ordered_json keeps the field order of SPEC §6, which is what people read.
+  // ordered_json keeps the field order of docs/formats.md §6, which is what people read.
   nlohmann::ordered_json root;
   root["model"] = profile.model;
   root["batch"] = profile.batch;

@@ -1,8 +1,8 @@
 // A model profile: the ordered layers of a model with their sizes and compute times
-// (SPEC §1.1). It is what every scheduler and the simulator read.
+// (docs/design.md §1.1). It is what every scheduler and the simulator read.
 //
 // Layers are indexed 0..L-1 in forward order (index 0 touches the input, L-1 the
-// loss); backward visits L-1..0. The file format (SPEC §6) is stable.
+// loss); backward visits L-1..0. The file format (docs/formats.md §6) is stable.
 //
 // Thread-safety: plain data; the functions are pure.
 #pragma once
@@ -139,7 +139,7 @@ std::vector<Seconds> backward_end_times(const Profile& profile);
 // negative processes or cores.
 void validate(const Profile& profile, std::string_view origin = "profile");
 
-// JSON (SPEC §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
+// JSON (docs/formats.md §6). Unknown fields are ignored; `bytes_per_param` defaults to 4 and
 // the optional top-level `compute_slowdown`, `comm_slowdown`, `skew_s` and
 // `back_to_back_skew_s`, `drift`, `start_delay_s`, `pair_slowdown`, `processes` and
 // `cores` to 0; `waiting_pair_slowdown` and `transfer_slowdown` are absent where

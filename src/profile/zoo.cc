@@ -24,7 +24,7 @@ namespace weft {
 // Activations, pooling, softmax and residual additions own no parameters and are
 // left out; the launch overhead stands for the small kernels they launch. The
 // backward pass computes two products per forward one (the gradients of the input
-// and of the weights), so bp = 2 · fp, the ratio SPEC §1.1 takes from seed 000.
+// and of the weights), so bp = 2 · fp, the ratio docs/design.md §1.1 takes from seed 000.
 
 namespace {
 
@@ -294,7 +294,7 @@ Modules gpt2(int seq) {
   return m;
 }
 
-// LlamaForCausalLM in the Llama-2 layout, scaled down (SPEC §1.1): no biases,
+// LlamaForCausalLM in the Llama-2 layout, scaled down (docs/design.md §1.1): no biases,
 // RMSNorm weights only, rotary positions (no parameters), untied lm_head.
 Modules llama_176m(int seq) {
   constexpr int kVocab = 32000, kHidden = 512, kLayers = 8, kIntermediate = 11008;

@@ -1,5 +1,5 @@
 // The model zoo: exact parameter shapes of well-known models, and a compute-time
-// model per device preset (SPEC §1.1).
+// model per device preset (docs/design.md §1.1).
 //
 // Each zoo model is the list of its parameter-owning modules in forward order, with
 // the exact parameter counts of the reference implementation (torchvision for the

@@ -48,7 +48,7 @@ void PrintTo(const Expected& e, std::ostream* os) { *os << e.model; }
 
 class ZooModelTest : public ::testing::TestWithParam<Expected> {};
 
-// The totals SPEC §1.1 fixes, and the layer counts of the architectures
+// The totals docs/design.md §1.1 fixes, and the layer counts of the architectures
 // (resnet18: 20 convs + 20 batch norms + fc; resnet50: 53 + 53 + 1; vgg16: 13 convs
 // + 3 linears; bert-base: 4 embedding modules + 12 x 8 + pooler; gpt2: 2 + 12 x 6 +
 // ln_f; llama-176m: embed + 8 x 9 + norm + lm_head).

@@ -1,4 +1,4 @@
-// Training data for the runtime models (SPEC §3): Fashion-MNIST from Debian's
+// Training data for the runtime models (docs/runtime.md §3): Fashion-MNIST from Debian's
 // dataset-fashion-mnist, a character corpus from Debian's fortunes for gpt-tiny, and
 // synthetic data of the right shapes for benchmarks.
 //

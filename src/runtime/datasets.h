@@ -1,5 +1,5 @@
 // Readers of the runtime's datasets from the Debian packages that ship them
-// (SPEC §3). They return raw bytes, not tensors, so that parsing files needs no
+// (docs/runtime.md §3). They return raw bytes, not tensors, so that parsing files needs no
 // LibTorch; data.cc turns them into batches.
 //
 // Errors: a missing dataset is bad user input (UsageError naming the path and the

@@ -1,4 +1,4 @@
-// The communication engine: one worker's executor of a Schedule (SPEC §1.3, §3),
+// The communication engine: one worker's executor of a Schedule (docs/design.md §1.3, docs/runtime.md §3),
 // the runtime counterpart of the simulator. It reads nothing but the Schedule and
 // drives the same Dispatcher (schedule/dispatcher.h) with real events: a layer's
 // gradients becoming available, a collective completing.

@@ -1,6 +1,6 @@
 // Measures the per-layer forward and backward times of a runtime model on this
-// machine (`weft profile --model`, SPEC §1.1 source 2), giving a profile the
-// planner reads like any other (SPEC §6).
+// machine (`weft profile --model`, docs/design.md §1.1 source 2), giving a profile the
+// planner reads like any other (docs/formats.md §6).
 //
 // Method: each iteration runs the forward layer by layer, every layer's input a
 // fresh leaf that requires grad (the batch input for layer 0), timing each

@@ -1,4 +1,4 @@
-// Layered LibTorch models (SPEC §3): a model is an ordered list of layers, each a
+// Layered LibTorch models (docs/runtime.md §3): a model is an ordered list of layers, each a
 // module that owns parameters; the layer list is what profiles and schedules index.
 //
 // The training loop runs the forward layer by layer so that the communication
@@ -35,7 +35,7 @@ class LayeredModel : public torch::nn::Module {
   // models compare argmax with target, gpt-tiny counts correct next characters.
   virtual std::int64_t correct(const torch::Tensor& output, const torch::Tensor& target) = 0;
 
-  // The profile skeleton: names and parameter counts, times zero (SPEC §6).
+  // The profile skeleton: names and parameter counts, times zero (docs/formats.md §6).
   Profile layer_profile(std::string_view model_name, int batch);
 };
 

@@ -1,4 +1,4 @@
-// The runtime's models (SPEC §3) as stacks of layers.
+// The runtime's models (docs/runtime.md §3) as stacks of layers.
 //
 // Note [No state outside parameters]
 // The S-SGD equivalence (K workers on batches of B end with the parameters of one

@@ -1,5 +1,5 @@
 // `weft profile --network`: measures real Gloo all-reduces between K processes
-// and fits the cost model T(n) = a + b·n (SPEC §1.2) by least squares, so that the
+// and fits the cost model T(n) = a + b·n (docs/design.md §1.2) by least squares, so that the
 // planner can predict with this network's numbers (`weft plan --network FILE`).
 // Each size is also summed by all-gather, as long as that is faster, which sets
 // the size up to which jobs given the file do so (Note [Small all-reduces by

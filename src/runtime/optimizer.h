@@ -1,4 +1,4 @@
-// Per-layer optimizers (SPEC §3): SGD, momentum SGD, Adam and AdamW, stepped one layer at
+// Per-layer optimizers (docs/runtime.md §3): SGD, momentum SGD, Adam and AdamW, stepped one layer at
 // a time so that the communication engine can update layer l as soon as its data is
 // averaged (layer-wise update), while other layers are still in flight.
 //

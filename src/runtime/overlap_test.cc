@@ -1,4 +1,4 @@
-// The layer-wise update, seen in the MEASURED timeline of a real run (SPEC §2,
+// The layer-wise update, seen in the MEASURED timeline of a real run (docs/strategies.md §2,
 // §3): with `bytescheduler` and `dcredit` the next forward of layer l waits only
 // for layer l's blocks, so iteration t+1's forward starts while iteration t is
 // still being communicated; with `wfbp` (a barrier) it never does.

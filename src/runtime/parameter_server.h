@@ -1,4 +1,4 @@
-// The parameter-server runtime (SPEC §2, §3, §4.4; seed 000): the workers' side of
+// The parameter-server runtime (docs/strategies.md §2, §4.4, docs/runtime.md §3; seed 000): the workers' side of
 // a kParameterServer operation — an OpExecutor for the engine — and the server
 // processes that answer them.
 //
@@ -60,7 +60,7 @@ inline constexpr std::string_view kExchangeEventPrefix = "push/pull server ";
 // the exchanges a worker and a server can have open at once.
 int exchange_tag(const Schedule& schedule, std::int64_t iteration, int index);
 
-// EASGD (SPEC §4.4) on flat float tensors of the same size.
+// EASGD (docs/strategies.md §4.4) on flat float tensors of the same size.
 // The worker's elastic term: returns local − α·(local − centre).
 torch::Tensor elastic_pull(const torch::Tensor& local, const torch::Tensor& centre, double alpha);
 // The server's centre update, in place: centre ← (1−β)·centre + β·mean.

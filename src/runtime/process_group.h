@@ -1,6 +1,6 @@
 // Rendezvous and collectives for one worker: a c10d::TCPStore (rank 0 hosts the
 // server at MASTER_ADDR:MASTER_PORT) and a c10d::ProcessGroupGloo over TCP
-// (SPEC §3; no home-made transport).
+// (docs/runtime.md §3; no home-made transport).
 //
 // Which address Gloo binds: GLOO_SOCKET_IFNAME if set (as in PyTorch); otherwise
 // the local address the kernel would use to reach MASTER_ADDR, so that workers in

@@ -1,5 +1,5 @@
 // Recorder: where a worker's threads put the timeline events they measure
-// (SPEC §1.3). Times are seconds since a common origin — the moment every rank had
+// (docs/design.md §1.3). Times are seconds since a common origin — the moment every rank had
 // left the start barrier (Note [A common time origin], runtime/process_group.h) —
 // so the ranks' timelines line up in one trace.
 //

@@ -1,4 +1,4 @@
-// Which training examples each worker reads (SPEC §3): the per-epoch permutation
+// Which training examples each worker reads (docs/runtime.md §3): the per-epoch permutation
 // and the rank's shard of it. Kept apart from LibTorch so that the rule is plain
 // integers and can be tested exhaustively.
 //

@@ -1,5 +1,5 @@
 // `weft train`: real data-parallel training over Gloo, executing a strategy's
-// Schedule (SPEC §3, §5). This header is the command line's whole view of the
+// Schedule (docs/runtime.md §3, docs/cli.md §5). This header is the command line's whole view of the
 // runtime: it includes no LibTorch header, so the CLI compiles without them.
 //
 // One call, two roles (Note [Launcher and workers] in runtime/launcher.h):
@@ -10,7 +10,7 @@
 //   RANK, WORLD_SIZE; runtime/worker_env.h) and trains as that rank. With neither
 //   `nproc` nor any of those variables it trains alone (world 1), as if nproc = 1.
 //
-// Outputs (all optional; SPEC §6): metrics JSON lines from every rank appended to
+// Outputs (all optional; docs/formats.md §6): metrics JSON lines from every rank appended to
 // one file; one Chrome trace holding every rank's measured timeline (rank 0 gathers
 // them, Note [Measured timeline] in runtime/trainer.h); the final parameters of
 // each rank as raw float32 (`<save_params>.rank<r>`, layers in order, each tensor
@@ -82,7 +82,7 @@ struct TrainOptions {
   // `servers`; bandwidth/latency (or `fitted`) drive merging and window decisions.
   Cluster cluster;
   StrategyOptions strategy_options;
-  std::filesystem::path profile;  // layer times (SPEC §6); empty = measured by rank 0
+  std::filesystem::path profile;  // layer times (docs/formats.md §6); empty = measured by rank 0
 
   std::filesystem::path metrics;      // JSON lines; empty = none
   std::filesystem::path trace;        // Chrome trace of the measured timeline; empty = none

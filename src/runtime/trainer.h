@@ -1,4 +1,4 @@
-// The training loop of one worker (SPEC §3): rendezvous, the shared schedule, the
+// The training loop of one worker (docs/runtime.md §3): rendezvous, the shared schedule, the
 // model, its data shard, the per-layer optimizer and the communication engine,
 // then forward layer by layer (each layer waiting for what the schedule says it
 // needs), loss, backward, and the outputs of `weft train`.

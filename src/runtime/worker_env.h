@@ -1,4 +1,4 @@
-// The torchrun environment contract (SPEC §3): how a worker learns its place in the
+// The torchrun environment contract (docs/runtime.md §3): how a worker learns its place in the
 // job. Whoever starts the workers — `weft train --nproc K`, Slurm, mpirun or a
 // person — sets, in every worker:
 //   MASTER_ADDR  host of rank 0, where the TCPStore rendezvous server listens

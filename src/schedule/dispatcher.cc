@@ -94,7 +94,7 @@ std::vector<Message> Dispatcher::launch_credit() {
 }
 
 // D-Credit's windows: message k of an iteration fuses the best ready ops of the
-// earliest iteration that has any, while they fit in windows[k] bytes (SPEC §4.2;
+// earliest iteration that has any, while they fit in windows[k] bytes (docs/strategies.md §4.2;
 // Note [Windows of bytes] in schedulers/dcredit.cc).
 std::vector<Message> Dispatcher::launch_windows() {
   std::vector<Message> out;

@@ -1,4 +1,4 @@
-// The Schedule: weft's shared intermediate representation (SPEC §1.3).
+// The Schedule: weft's shared intermediate representation (docs/design.md §1.3).
 //
 // A scheduler is a pure function (profile, cluster, options) -> Schedule. The
 // simulator and the runtime both execute a Schedule and nothing else; neither
@@ -14,7 +14,7 @@
 // completions. A strategy that needs behaviour not expressible here extends this
 // IR; it never adds a branch to an executor.
 //
-// Layers are 0-based in forward order (SPEC's layer l is index l-1).
+// Layers are 0-based in forward order (docs/strategies.md's layer l is index l-1).
 //
 // Thread-safety: plain data.
 #pragma once
@@ -91,7 +91,7 @@ inline bool decided_by_timing(const DispatchPolicy& policy) {
   return policy.kind != DispatchPolicy::Kind::kInOrder;
 }
 
-// EASGD coefficients for parameter-server schedules (SPEC §4.4). {0, 0} (beta = 0,
+// EASGD coefficients for parameter-server schedules (docs/strategies.md §4.4). {0, 0} (beta = 0,
 // a centre that never moves) means plain synchronous PS instead: workers push
 // gradients, the server averages them and steps its optimizer, workers pull
 // parameters (Note [What the server does] in schedulers/ps.h).

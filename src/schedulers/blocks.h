@@ -1,4 +1,4 @@
-// Partition blocks: the unit that ByteScheduler and D-Credit schedule (SPEC §2,
+// Partition blocks: the unit that ByteScheduler and D-Credit schedule (docs/strategies.md §2,
 // §4.2), shared by schedulers/bytescheduler.cc and schedulers/dcredit.cc.
 //
 // Layer l is split into m(l) = ceil(n(l)/S_p) blocks of S_p bytes, the last one

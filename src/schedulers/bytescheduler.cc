@@ -1,4 +1,4 @@
-// ByteScheduler (Peng et al., SOSP'19) for all-reduce, SPEC §2: blocks of S_p bytes
+// ByteScheduler (Peng et al., SOSP'19) for all-reduce, docs/strategies.md §2: blocks of S_p bytes
 // sent by priority, at most a credit C of bytes in flight, each layer's next forward
 // waiting only for its own blocks.
 

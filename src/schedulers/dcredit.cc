@@ -1,4 +1,4 @@
-// D-Credit (SPEC §4.2, seed 001): blocks of S_p bytes sent by priority under a
+// D-Credit (docs/strategies.md §4.2, seed 001): blocks of S_p bytes sent by priority under a
 // dynamic window sequence computed offline.
 
 #include "schedulers/dcredit.h"
@@ -100,7 +100,7 @@ std::vector<LayerRun> layer_runs(const std::vector<Block>& blocks) {
 //
 // (3) What it says in the α–β model. If tail(a) >= V(a+1), the communication of
 // everything after a hides behind the forward from a on, and e = a minimises both
-// terms: layer a gets its own window. So SPEC's rule "each layer's remainder as one
+// terms: layer a gets its own window. So docs/strategies.md's rule "each layer's remainder as one
 // window" is exactly the optimum when the forward is the bottleneck from every
 // layer on. Where the channel is the bottleneck (V(a+1) > tail(a)), fusing layer
 // a+1 into a's window costs layer a a delay of β·n_{a+1} and saves one α for every

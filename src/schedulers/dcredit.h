@@ -1,4 +1,4 @@
-// D-Credit's window sequence (SPEC §4.2, seed 001), computed offline from the
+// D-Credit's window sequence (docs/strategies.md §4.2, seed 001), computed offline from the
 // profile and what one message costs (make_dcredit: collective_time(), Note [A
 // collective's lateness in plans] in message_time.h); exposed for make_dcredit
 // (schedulers/dcredit.cc), for the planner and for tests.

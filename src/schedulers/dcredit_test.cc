@@ -213,7 +213,7 @@ TEST(ForwardPhaseWindowsTest, NoOtherSplitOfTheRemainderIsFaster) {
           << " windows beats the analytic one with " << windows.size();
     }
   }
-  // The property is only interesting if the optimum is not always SPEC's
+  // The property is only interesting if the optimum is not always docs/strategies.md's
   // one-window-per-layer rule (Note [Optimal forward-phase windows], point 3).
   EXPECT_GT(cases_where_fusing_layers_wins, 0);
 }

@@ -1,4 +1,4 @@
-// The local-SGD strategies: flsgd, plsgd, dreamddp, dreamddp-opt (SPEC §2, §4.3).
+// The local-SGD strategies: flsgd, plsgd, dreamddp, dreamddp-opt (docs/strategies.md §2, §4.3).
 // See Note [The local-SGD objective] in local_sgd.h.
 
 #include "schedulers/local_sgd.h"

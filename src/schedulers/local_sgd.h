@@ -1,4 +1,4 @@
-// Planning of the local-SGD strategies (SPEC §2, §4.3): which layers' parameters
+// Planning of the local-SGD strategies (docs/strategies.md §2, §4.3): which layers' parameters
 // are averaged in which iteration of a period of H iterations, for `flsgd`,
 // `plsgd`, `dreamddp` (seed 002, Algorithm 2) and `dreamddp-opt` (ours).
 //
@@ -98,7 +98,7 @@ struct DfsResult {
   std::int64_t visited_nodes = 0;  // calls of SOLVESUBPROBLEM, the search's size
 };
 
-// Seed 002 Algorithm 2 (with SPEC §4.3's fix of its branch): walks layers L−1→0
+// Seed 002 Algorithm 2 (with docs/strategies.md §4.3's fix of its branch): walks layers L−1→0
 // and iterations 0→H−1; assigns a layer to an empty set (at least once) or when its
 // communication stays hidden (optimal hiding), moves on when the set already
 // overflows the backward (delay overflow), otherwise tries both; the last

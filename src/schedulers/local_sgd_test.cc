@@ -86,7 +86,7 @@ void expect_contiguous_partition(const LayerSets& sets, int layers, int H) {
 }
 
 // Seed 002 Algorithm 2 transcribed line by line, with its deep copies, its
-// solution set Ω and the argmin over Ω (line 2), and SPEC §4.3's fix of the branch
+// solution set Ω and the argmin over Ω (line 2), and docs/strategies.md §4.3's fix of the branch
 // (lines 26-30). The conditions are the seed's, in its terms: t_BP^{L_h:H} −
 // t_BP^{h0} against t_COMM of L_h, both measured from the end of h0's backward.
 // 1-based layers and iterations as in the seed.

@@ -1,4 +1,4 @@
-// The parameter-server strategies ps and ps-interleaved (SPEC §2, §4.4). See the
+// The parameter-server strategies ps and ps-interleaved (docs/strategies.md §2, §4.4). See the
 // Notes in ps.h.
 
 #include "schedulers/ps.h"
@@ -88,7 +88,7 @@ Slots allocate_slots(const Profile& profile, const LayerGroups& groups, int T, i
     const auto first = static_cast<size_t>(group.front());
     s.group_start.push_back(bp_end[first] - profile.layers[first].bp);
   }
-  // Seed 000, Algorithm 1, as SPEC §4.4 states it.
+  // Seed 000, Algorithm 1, as docs/strategies.md §4.4 states it.
   for (int idx = 0; idx < n; ++idx) {
     const Seconds cur = idx + 1 < n ? s.group_start[static_cast<size_t>(idx + 1)] : s.end_comp;
     Seconds next;

@@ -1,4 +1,4 @@
-// Planning of the parameter-server strategies `ps` and `ps-interleaved` (SPEC §2,
+// Planning of the parameter-server strategies `ps` and `ps-interleaved` (docs/strategies.md §2,
 // §4.4; seed 000): which layers travel together (fused groups), which server holds
 // each group, in which iteration of the period a group is synchronised
 // (inter-iteration interleaving) and when each worker pushes it (intra-iteration
@@ -9,7 +9,7 @@
 //
 // Note [Fusing layers for the parameter server]
 // ---------------------------------------------
-// SPEC §4.4 allows the merged-gradient rule of mgwfbp or a size threshold. We use a
+// docs/strategies.md §4.4 allows the merged-gradient rule of mgwfbp or a size threshold. We use a
 // size threshold: walking the layers with bytes in backward order, a group closes
 // as soon as it holds at least total_bytes / kTargetGroups (ddp_buckets in
 // schedulers/sync.h with both caps equal), so there are at most kTargetGroups
@@ -35,7 +35,7 @@
 // - easgd.beta > 0 (`ps-interleaved`): the workers take their local step
 //   w_k ← w_k − η·g_k and push w_k; once the server holds all P copies it sets
 //   w̃ ← (1−β)·w̃ + β·mean_k(w_k); the workers pull w̃ and apply the elastic term
-//   w_k ← w_k − α·(w_k − w̃) before the group's next forward (SPEC §4.4; the
+//   w_k ← w_k − α·(w_k − w̃) before the group's next forward (docs/strategies.md §4.4; the
 //   runtime's side is in runtime/parameter_server.h).
 //
 // Note [Release offsets from Algorithm 1]
@@ -50,7 +50,7 @@
 // backward time. Either way release_offset[p] = (cur − ready) + p·s[idx] >= 0
 // puts worker p exactly at cur + p·s[idx].
 //
-// A consequence of Algorithm 1 as SPEC states it: the last group (idx = N−1) has
+// A consequence of Algorithm 1 as docs/strategies.md §4.4 states it: the last group (idx = N−1) has
 // cur = end_comp and, having no group idx+1+T, next = end_comp + 0.5·(end_comp −
 // cur) = end_comp, so s[N−1] = 0 and all P workers push it at once. That is also
 // what its deadline asks: group N−1 holds layer 0, whose forward is the first
@@ -90,7 +90,7 @@ std::vector<Bytes> group_bytes(const Profile& profile, const LayerGroups& groups
 // REQUIRES servers >= 1 (THROWS std::logic_error otherwise).
 std::vector<int> assign_servers(const std::vector<Bytes>& bytes, int servers);
 
-// Inter-iteration interleaving (SPEC §4.4): group idx is synchronised in global
+// Inter-iteration interleaving (docs/strategies.md §4.4): group idx is synchronised in global
 // iteration t (0-based) iff idx mod T == t mod T.
 // REQUIRES T >= 1, idx >= 0, t >= 0.
 bool communicates(int idx, int t, int T);
@@ -98,7 +98,7 @@ bool communicates(int idx, int t, int T);
 // The groups synchronised in global iteration t, ascending.
 std::vector<int> groups_in_iteration(int groups, int t, int T);
 
-// Algorithm 1 of seed 000 as SPEC §4.4 states it; times in seconds from the start
+// Algorithm 1 of seed 000 as docs/strategies.md §4.4 states it; times in seconds from the start
 // of the backward pass.
 struct Slots {
   std::vector<Seconds> group_start;  // τ_g[idx]: backward start of group idx's first layer

@@ -1,5 +1,5 @@
 // Tests of the parameter-server strategies ps and ps-interleaved (schedulers/ps.cc)
-// and of their planning pieces (ps.h), checked against SPEC §4.4 and, through the
+// and of their planning pieces (ps.h), checked against docs/strategies.md §4.4 and, through the
 // simulator, against the congestion they are meant to relieve.
 
 #include "schedulers/ps.h"
@@ -121,10 +121,10 @@ TEST(PsAssignServers, BalancesBytesWithinTheLargestGroup) {
 
 // ---- inter-iteration interleaving ----
 
-// SPEC §4.4: group idx communicates in global iteration t iff idx mod T == t mod T,
+// docs/strategies.md §4.4: group idx communicates in global iteration t iff idx mod T == t mod T,
 // t counted from 0. The seed's example lists iteration 1 → {2,5,8}, 2 → {1,4,7},
 // 3 → {0,3,6}, which contradicts its own rule "group i synchronises in iterations
-// i % T + kT" (group 2 in iterations 2, 5, ...). SPEC follows the rule; the seed's
+// i % T + kT" (group 2 in iterations 2, 5, ...). docs/strategies.md follows the rule; the seed's
 // intra-iteration example ("at iteration 2, group 1 ...") is our t = 1, the second
 // iteration, where group 1 indeed communicates.
 TEST(PsInterleaving, NineGroupsPeriodThreeFollowsSpecRule) {
@@ -235,7 +235,7 @@ TEST(PsSlots, WindowsOfOneIterationFollowEachOtherWithoutOverlap) {
   EXPECT_THROW(ps::allocate_slots(nine_groups(), ps::fuse_layers(nine_groups()), 0, 2), std::logic_error);
 }
 
-// Worker p leaves at cur + p·s (SPEC §4.4), whatever lies between the groups.
+// Worker p leaves at cur + p·s (docs/strategies.md §4.4), whatever lies between the groups.
 TEST(PsSlots, WorkerPReleasesAtCurPlusPSlots) {
   std::mt19937 rng(19);
   for (int trial = 0; trial < 300; ++trial) {
@@ -384,7 +384,7 @@ double mean_incast(const Timeline& timeline) {
   return covered > 0 ? weighted / covered : 0;
 }
 
-// SPEC §1.2: P simultaneous pushes of n bytes into one server take about
+// docs/design.md §1.2: P simultaneous pushes of n bytes into one server take about
 // P·n/B_server, because they share the server's link.
 TEST(PsSimulation, SimultaneousPushesIntoOneServerTakePTimesOnePush) {
   const Bytes n = 4_MiB;
@@ -475,7 +475,7 @@ TEST(PsSimulation, SlotsLowerTheConcurrencyOfPushes) {
 }
 
 // Every group is pushed and pulled by every worker exactly once per period, in the
-// iteration SPEC §4.4 assigns it.
+// iteration docs/strategies.md §4.4 assigns it.
 TEST(PsSimulation, EveryGroupSynchronisedOncePerPeriod) {
   const Profile p = zoo_profile("resnet50");
   const int P = 4, T = 3, iterations = 3 * T;

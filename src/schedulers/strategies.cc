@@ -1,4 +1,4 @@
-// The strategy registry: one row per strategy of SPEC §2, in the order of its
+// The strategy registry: one row per strategy of docs/strategies.md §2, in the order of its
 // tables. Adding a strategy is one row here plus its make_ function.
 
 #include "schedulers/strategies.h"

@@ -1,4 +1,4 @@
-// The strategies (SPEC §2): pure functions from (profile, cluster, options) to a
+// The strategies (docs/strategies.md §2): pure functions from (profile, cluster, options) to a
 // Schedule, and the registry that names them.
 //
 // A scheduler includes only the profile, cost-model and schedule headers: never the

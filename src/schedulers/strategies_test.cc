@@ -18,7 +18,7 @@ namespace {
 
 using namespace literals;
 
-// SPEC §2, in the order of its tables.
+// docs/strategies.md §2, in the order of its tables.
 const std::vector<std::string_view> kSpecOrder = {
     "ssgd", "wfbp", "ddp", "mgwfbp", "bytescheduler", "dcredit", "flsgd", "plsgd",
     "dreamddp", "dreamddp-opt", "ps", "ps-interleaved"};
@@ -27,11 +27,11 @@ TEST(StrategiesTest, NamesAreUniqueAndInSpecOrder) {
   std::vector<std::string_view> names;
   for (const StrategyInfo& info : strategies()) names.push_back(info.name);
   EXPECT_EQ(std::set<std::string_view>(names.begin(), names.end()).size(), names.size());
-  // Every name is one of SPEC's, and they appear in SPEC's order.
+  // Every name is one of docs/strategies.md's, and they appear in its order.
   auto spec = kSpecOrder.begin();
   for (std::string_view name : names) {
     spec = std::find(spec, kSpecOrder.end(), name);
-    ASSERT_NE(spec, kSpecOrder.end()) << name << " is not in SPEC §2 or is out of order";
+    ASSERT_NE(spec, kSpecOrder.end()) << name << " is not in docs/strategies.md §2 or is out of order";
   }
   for (std::string_view name : {"ssgd", "wfbp", "ddp", "mgwfbp"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;

@@ -1,4 +1,4 @@
-// The S-SGD strategies ssgd, wfbp, ddp and mgwfbp (SPEC §2): gradients averaged
+// The S-SGD strategies ssgd, wfbp, ddp and mgwfbp (docs/strategies.md §2): gradients averaged
 // every iteration, one message at a time in backward order, the next forward
 // waiting for all of them.
 

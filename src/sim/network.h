@@ -1,4 +1,4 @@
-// Network: a fluid, max-min fair model of flows sharing links (SPEC §1.2).
+// Network: a fluid, max-min fair model of flows sharing links (docs/design.md §1.2).
 //
 // A flow (cost/cluster.h) first spends its `startup` seconds using no bandwidth, then
 // transfers `volume` bytes across every link in its `links` at one rate. At every

@@ -777,7 +777,7 @@ void Simulation::on_backward_end(int wi, int t, int layer, Seconds now) {
 
 // REQUIRES (Dispatcher): iterations become ready in non-decreasing order. A release
 // offset longer than an iteration would break it; schedulers keep offsets within
-// the iteration (SPEC §4.4 slots end by end_comp + half a slot).
+// the iteration (docs/strategies.md §4.4 slots end by end_comp + half a slot).
 void Simulation::release(int wi, OpRef op, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
   w.dispatcher.ready(op);
@@ -1052,7 +1052,7 @@ void Simulation::start_push(int p, Seconds now) {
   tag_flow(part.flow, {FlowTag::Kind::kPush, p});
 }
 
-// The server updates an op once all P pushes of it have arrived (instantly, SPEC
+// The server updates an op once all P pushes of it have arrived (instantly, docs/design.md
 // §1.2) and it has answered the ops before it; a worker's pull of a part starts
 // when every op in it is answered.
 void Simulation::on_push_done(int p, Seconds now) {

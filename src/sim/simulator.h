@@ -1,4 +1,4 @@
-// The simulator: a discrete-event executor of a Schedule (SPEC §1.2, §1.3).
+// The simulator: a discrete-event executor of a Schedule (docs/design.md §1.2, §1.3).
 //
 // Each worker has one compute stream: forward 0..L-1, then backward L-1..0, every
 // iteration. The forward of layer l in iteration t starts when the stream is free

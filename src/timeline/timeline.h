@@ -1,4 +1,4 @@
-// Timeline: what an executor did, event by event, and its summary (SPEC §1.3).
+// Timeline: what an executor did, event by event, and its summary (docs/design.md §1.3).
 //
 // Both executors write this same structure: the simulator predicts it, the runtime
 // measures it. It is written as Chrome trace JSON (opens in Perfetto and
