@@ -38,7 +38,7 @@ class Checkpoints : public TrainTest {
     with_ckpt.insert(with_ckpt.end(), {"--checkpoint", ckpt.string(), "--checkpoint-every", "3"});
     std::tie(status, err) = weft(strategy + "-first", train_args(strategy, steps / 2, resumed, with_ckpt));
     ASSERT_EQ(status, 0) << err;
-    EXPECT_EQ(json::parse(read(ckpt / "latest.json"))["iteration"], steps / 2);
+    EXPECT_EQ(json::parse(read_text(ckpt / "latest.json"))["iteration"], steps / 2);
     with_ckpt.push_back("--resume");
     std::tie(status, err) = weft(strategy + "-second", train_args(strategy, steps, resumed, with_ckpt));
     ASSERT_EQ(status, 0) << err;
@@ -90,7 +90,7 @@ TEST_F(Checkpoints, JobKilledMidRunResumesFromItsLastCheckpoint) {
     ::kill(victim, SIGKILL);
     EXPECT_NE(job.wait(std::chrono::seconds(90)), 0);
   }
-  const std::int64_t at = json::parse(read(ckpt / "latest.json"))["iteration"];
+  const std::int64_t at = json::parse(read_text(ckpt / "latest.json"))["iteration"];
   ASSERT_GE(at, 4);
   ASSERT_EQ(at % 4, 0);
   const std::int64_t steps = at + 6;

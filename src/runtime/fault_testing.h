@@ -66,7 +66,7 @@ class FaultTest : public TrainTest {
       for (pid_t pid : children_of(job.pid())) {
         if (rank_of(pid) >= 0) ranks.push_back(pid);
       }
-      const std::string lines = read(metrics);
+      const std::string lines = read_text(metrics);
       bool all = static_cast<int>(ranks.size()) == processes;
       for (int r = 0; r < workers; ++r) all = all && lines.find(fmt::format("\"rank\":{}", r)) != std::string::npos;
       if (all) break;
@@ -86,7 +86,7 @@ class FaultTest : public TrainTest {
       // A zombie would be the launcher's to reap: gone means gone from /proc.
       EXPECT_FALSE(fs::exists(fs::path("/proc") / std::to_string(pid))) << "rank process " << pid << " survived";
     }
-    std::istringstream lines(read(metrics));
+    std::istringstream lines(read_text(metrics));
     for (std::string line; std::getline(lines, line);) {
       EXPECT_TRUE(nlohmann::json::accept(line)) << "half-written metrics line: " << line;
     }

@@ -99,7 +99,7 @@ TEST_F(OuterOptimizerTrain, EvaluationOfTheAgreedModelIsThatOfTheRanksMean) {
                                                                       metrics.string()}));
   ASSERT_EQ(status, 0) << err;
   json line;
-  std::istringstream lines(read(metrics));
+  std::istringstream lines(read_text(metrics));
   for (std::string text; std::getline(lines, text);) {
     const json j = json::parse(text);
     if (j.contains("eval")) line = j;
