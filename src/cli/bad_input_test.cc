@@ -13,31 +13,19 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "testing/testing.h"
+
 namespace weft {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Ran {
-  int status = 0;
-  std::string output;  // stdout and stderr
-};
-
 // A run that takes longer than this is a hang (exit 124); every case here is
 // refused in well under a second.
-constexpr const char* kPatience = "60";
+constexpr int kPatience = 60;
 
-Ran weft(const std::string& args) {
-  const std::string command = std::string("timeout ") + kPatience + " " + WEFT_BINARY + " " + args + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
-  Ran ran;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) ran.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  ran.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return ran;
-}
+using Ran = test_support::ShellRun;
+Ran weft(const std::string& args) { return test_support::weft_shell(args, kPatience); }
 
 class BadInput : public testing::Test {
  protected:

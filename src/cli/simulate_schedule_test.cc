@@ -12,27 +12,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "testing/testing.h"
+
 namespace weft {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Ran {
-  int status = 0;
-  std::string output;  // stdout and stderr
-};
-
-Ran weft(const std::string& args) {
-  const std::string command = std::string(WEFT_BINARY) + " " + args + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
-  Ran ran;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) ran.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  ran.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return ran;
-}
+using Ran = test_support::ShellRun;
+Ran weft(const std::string& args) { return test_support::weft_shell(args); }
 
 class SimulateSchedule : public testing::Test {
  protected:

@@ -161,29 +161,18 @@ std::shared_ptr<SharedSchedule> shared_schedule(Job& job, const std::string& str
   const PlanInputs inputs = plan_inputs(options, workers, servers);
   py::gil_scoped_release release;
   const Group& group = job.group;
-  if (group.rank == 0) {
-    json message;
-    try {
-      if (!error.empty()) throw UsageError(error);
-      if (!profile) throw std::logic_error("rank 0 needs the profile");
-      const Profile parsed = parse_profile(*profile, "the profile");
-      const StrategyOptions tuned =
-          tune(info, parsed, cluster_for(info, inputs.cluster, workers, servers), inputs.strategy);
-      message["profile"] = to_json(parsed);
-      message["extra"] = extra;
-      if (tuned.partition) message["partition_B"] = *tuned.partition;
-      if (tuned.credit) message["credit_B"] = *tuned.credit;
-    } catch (const std::exception& e) {
-      message["error"] = e.what();
-      group.store->set(key, bytes_of(message.dump()));
-      throw;
-    }
-    group.store->set(key, bytes_of(message.dump()));
-  }
-  const json message = json::parse(string_of(group.store->get(key)));
-  if (message.contains("error")) {
-    throw UsageError("rank 0 could not build the schedule: " + message["error"].get<std::string>());
-  }
+  const json message = json::parse(decided_by_rank0(group, key, [&] {
+    if (!error.empty()) throw UsageError(error);
+    if (!profile) throw std::logic_error("rank 0 needs the profile");
+    const Profile parsed = parse_profile(*profile, "the profile");
+    const StrategyOptions tuned = tune(info, parsed, cluster_for(info, inputs.cluster, workers, servers), inputs.strategy);
+    json decided;
+    decided["profile"] = to_json(parsed);
+    decided["extra"] = extra;
+    if (tuned.partition) decided["partition_B"] = *tuned.partition;
+    if (tuned.credit) decided["credit_B"] = *tuned.credit;
+    return decided.dump();
+  }, "rank 0 could not build the schedule"));
   auto out = std::make_shared<SharedSchedule>();
   out->profile = parse_profile(message["profile"].get<std::string>(), "rank 0's profile");
   out->extra = message["extra"].get<std::string>();

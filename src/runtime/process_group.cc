@@ -185,4 +185,28 @@ void WorkWaiter::loop() {
   }
 }
 
+std::string decided_by_rank0(const Group& group, const std::string& key,
+                             const std::function<std::string()>& decide, std::string_view failed) {
+  constexpr char kDecided = 'd', kFailed = 'f';  // the first byte says which
+  const auto publish = [&](char tag, const std::string& text) {
+    std::vector<std::uint8_t> bytes{static_cast<std::uint8_t>(tag)};
+    bytes.insert(bytes.end(), text.begin(), text.end());
+    group.store->set(key, bytes);
+  };
+  if (group.rank == 0) {
+    try {
+      publish(kDecided, decide());
+    } catch (const std::exception& e) {
+      publish(kFailed, e.what());
+      throw;
+    }
+  }
+  const std::vector<std::uint8_t> bytes = group.store->get(key);
+  const std::string text(bytes.begin() + (bytes.empty() ? 0 : 1), bytes.end());
+  if (bytes.empty() || bytes.front() != kDecided) {
+    throw UsageError(failed.empty() ? text : fmt::format("{}: {}", failed, text));
+  }
+  return text;
+}
+
 }  // namespace weft::runtime

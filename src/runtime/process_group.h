@@ -35,8 +35,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -58,6 +60,16 @@ struct Group {
   std::string address;  // the local address Gloo binds
   Seconds timeout = 0;  // of every blocking step, as given to connect()
 };
+
+// Note [Rank 0 decides]
+// Rule: what every rank must agree on but only one can measure or read (the
+// profile and tuned options of Note [Shared schedule], the checkpoint to resume
+// from) is decided by rank 0 alone and published in the store under `key`; every
+// rank, rank 0 included, returns that text. If `decide` throws on rank 0, its
+// message is published instead: rank 0 rethrows, every other rank throws
+// UsageError("`failed`: message") — no rank waits for a decision that never comes.
+std::string decided_by_rank0(const Group& group, const std::string& key,
+                             const std::function<std::string()>& decide, std::string_view failed);
 
 // Rendezvous of rank env.rank with the others. THROWS std::runtime_error naming
 // MASTER_ADDR:MASTER_PORT, the rank and the timeout when the peers do not all

@@ -112,25 +112,15 @@ Cluster cluster_of(const TrainOptions& options, const StrategyInfo& info, int wo
 SharedPlan shared_plan(const TrainOptions& options, LayeredModel& model, const Group& group, int workers) {
   const std::string key = "weft/plan";
   const StrategyInfo& info = find_strategy(options.strategy);
-  if (group.rank == 0) {
-    json message;
-    try {
-      const Profile profile = make_profile(options, model);
-      const StrategyOptions tuned = tune(info, profile, cluster_of(options, info, workers), options.strategy_options);
-      message["profile"] = to_json(profile);
-      if (tuned.partition) message["partition_B"] = *tuned.partition;
-      if (tuned.credit) message["credit_B"] = *tuned.credit;
-    } catch (const std::exception& e) {
-      message["error"] = e.what();
-      group.store->set(key, bytes_of(message.dump()));
-      throw;
-    }
-    group.store->set(key, bytes_of(message.dump()));
-  }
-  const json message = json::parse(string_of(group.store->get(key)));
-  if (message.contains("error")) {
-    throw UsageError("rank 0 could not build the schedule: " + message["error"].get<std::string>());
-  }
+  const json message = json::parse(decided_by_rank0(group, key, [&] {
+    const Profile profile = make_profile(options, model);
+    const StrategyOptions tuned = tune(info, profile, cluster_of(options, info, workers), options.strategy_options);
+    json decided;
+    decided["profile"] = to_json(profile);
+    if (tuned.partition) decided["partition_B"] = *tuned.partition;
+    if (tuned.credit) decided["credit_B"] = *tuned.credit;
+    return decided.dump();
+  }, "rank 0 could not build the schedule"));
   SharedPlan plan{.profile = parse_profile(message["profile"].get<std::string>(), "rank 0's profile"),
                   .strategy = options.strategy_options};
   if (message.contains("partition_B")) plan.strategy.partition = message["partition_B"].get<Bytes>();
@@ -468,20 +458,8 @@ void write_checkpoint(const TrainOptions& options, const Group& group, int worke
 std::int64_t resume(const TrainOptions& options, const Group& group, const nlohmann::json& job,
                     const TrainState& state) {
   const std::string key = "weft/resume";
-  if (group.rank == 0) {
-    json message;
-    try {
-      message["iteration"] = latest_checkpoint(options.checkpoint, job);
-    } catch (const std::exception& e) {
-      message["error"] = e.what();
-      group.store->set(key, bytes_of(message.dump()));
-      throw;
-    }
-    group.store->set(key, bytes_of(message.dump()));
-  }
-  const json message = json::parse(string_of(group.store->get(key)));
-  if (message.contains("error")) throw UsageError(message["error"].get<std::string>());
-  const std::int64_t iteration = message["iteration"];
+  const std::int64_t iteration = std::stoll(decided_by_rank0(
+      group, key, [&] { return std::to_string(latest_checkpoint(options.checkpoint, job)); }, ""));
   restore(state, load_rank_checkpoint(options.checkpoint, job, group.rank, iteration), options.checkpoint);
   return iteration;
 }

@@ -18,6 +18,8 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <stdexcept>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -206,6 +208,28 @@ class Weft {
   pid_t pid_ = -1;
   bool exited_ = false;
 };
+
+// How a command line of the binary ended, run through the shell: its exit status
+// (128 + signal; 124 if it outlasted `patience_s`, under timeout(1)) and its stdout
+// and stderr together.
+struct ShellRun {
+  int status = 0;
+  std::string output;
+};
+
+// Runs `WEFT_BINARY args` (shell words) to completion or `patience_s` seconds.
+inline ShellRun weft_shell(const std::string& args, int patience_s = 600) {
+  const std::string command =
+      "timeout " + std::to_string(patience_s) + " " + std::string(WEFT_BINARY) + " " + args + " 2>&1";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
+  ShellRun ran;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) ran.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  ran.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ran;
+}
 
 // How a run of the binary ended.
 struct WeftRun {
