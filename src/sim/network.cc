@@ -161,6 +161,8 @@ void Network::set_stretch(FlowId id, Stretch stretch, Seconds now) {
   FlowState& f = flows_[static_cast<size_t>(id)];
   if (stretch == f.stretch) return;
   now_ = now;
+  Seconds& event = f.phase == Phase::kStartup ? f.startup_end : f.finish;
+  const Seconds old_event = event;
   if (f.phase == Phase::kStartup) {
     f.startup_end = now + (f.startup_end - now) / f.stretch.startup * stretch.startup;
   } else {
@@ -169,7 +171,13 @@ void Network::set_stretch(FlowId id, Stretch stretch, Seconds now) {
     f.finish = now + f.remaining * stretch.transfer / f.rate;
   }
   f.stretch = stretch;
-  update_next_event();
+  // next_event_ is the minimum over all flows; only this flow's event moved. If
+  // it did not define the minimum, the others' minimum is next_event_ itself.
+  if (old_event > next_event_) {
+    next_event_ = std::min(next_event_, event);
+  } else {
+    update_next_event();
+  }
 }
 
 Seconds Network::busy_time(int link, Seconds at) const {
