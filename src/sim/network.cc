@@ -269,6 +269,18 @@ void Network::compute_rates() {
       s.unfrozen_weight += f.weight;
     }
   }
+  if (touched_links_.size() == 1) {
+    // One link (every all-reduce flow): it is the only bottleneck and one share
+    // freezes every flow, as the general loop below would, in the same order.
+    const LinkState& s = links_[static_cast<size_t>(touched_links_[0])];
+    const double share = s.capacity_left / s.unfrozen_weight;
+    for (FlowId id : transferring_) {
+      FlowState& f = flows_[static_cast<size_t>(id)];
+      f.rate = share * f.weight;
+      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch.transfer / f.rate;
+    }
+    return;
+  }
   int offset = 0;
   for (int l : touched_links_) {
     LinkState& s = links_[static_cast<size_t>(l)];
