@@ -161,7 +161,7 @@ Schedule recorded_bytescheduler(const Profile& p, const Cluster& c, const Strate
 
 TEST(TuningTest, EachCandidateIsSimulatedOnce) {
   StrategyInfo recorded = find_strategy("bytescheduler");
-  recorded.make = recorded_bytescheduler;
+  recorded.scheduler = recorded_bytescheduler;
   for (const char* model : {"resnet50", "vgg16"}) {
     simulated_options.clear();
     const Profile p = zoo_profile(model);
@@ -187,7 +187,7 @@ TEST(TuningTest, AVeryDeepModelTunesInFewSimulations) {
   }
   const Cluster c{.workers = 8, .bandwidth = 10e9 / 8, .latency = 50e-6};
   StrategyInfo recorded = find_strategy("bytescheduler");
-  recorded.make = recorded_bytescheduler;
+  recorded.scheduler = recorded_bytescheduler;
   simulated_options.clear();
   tune(recorded, p, c, {});
   EXPECT_EQ(partition_candidates(p), std::vector<Bytes>{kDefaultPartition});

@@ -71,7 +71,7 @@ void LayerOptimizer::set_lr(int layer, std::size_t parameter, double lr) {
     throw std::logic_error(fmt::format("LayerOptimizer::set_lr: no parameter {} in layer {}", parameter, layer));
   }
   if (!(std::isfinite(lr) && lr >= 0)) throw UsageError(fmt::format("optimizer lr = {} is not accepted; expected a number >= 0", lr));
-  std::lock_guard lock(lr_mutex_);
+  std::lock_guard lock(*lr_mutex_);
   parameter_options_[static_cast<size_t>(layer)][parameter].lr = lr;
 }
 
@@ -86,7 +86,7 @@ void LayerOptimizer::step(int layer) {
   std::vector<torch::Tensor>& params = params_[layer];
   std::vector<OptimizerOptions> options;
   {
-    std::lock_guard lock(lr_mutex_);
+    std::lock_guard lock(*lr_mutex_);
     options = parameter_options_[static_cast<size_t>(layer)];
   }
   bool any = false;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -66,7 +67,9 @@ class LayerOptimizer {
   std::vector<std::vector<torch::Tensor>> params_;
   OptimizerOptions options_;
   std::vector<std::vector<OptimizerOptions>> parameter_options_;  // [layer][parameter]
-  std::mutex lr_mutex_;  // guards the lr fields of parameter_options_
+  // Guards the lr fields of parameter_options_; behind a pointer so that the
+  // optimizer stays movable.
+  std::unique_ptr<std::mutex> lr_mutex_ = std::make_unique<std::mutex>();
   std::vector<std::vector<torch::Tensor>> first_moment_;   // momentum or Adam m
   std::vector<std::vector<torch::Tensor>> second_moment_;  // Adam v
   std::vector<std::int64_t> steps_;

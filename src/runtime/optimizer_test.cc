@@ -115,7 +115,7 @@ TEST(LayerOptimizer, ZeroGradKeepsTheGradientStorage) {
   const auto layers = random_layers(gen);
   set_gradients(layers, 0);
   const void* storage = layers[1][0].grad().data_ptr();
-  LayerOptimizer optimizer(layers, {});
+  LayerOptimizer optimizer(layers, OptimizerOptions{});
   optimizer.zero_grad(1);
   EXPECT_EQ(layers[1][0].grad().data_ptr(), storage);
   EXPECT_EQ(layers[1][0].grad().abs().sum().item<double>(), 0);
@@ -130,7 +130,7 @@ TEST(LayerOptimizer, BadOptionsAndLayersAreRejected) {
   EXPECT_THROW(validate({.kind = "adam", .eps = 0}), UsageError);
   EXPECT_THROW(validate({.weight_decay = -1}), UsageError);
   EXPECT_NO_THROW(validate({}));
-  LayerOptimizer optimizer({{}}, {});
+  LayerOptimizer optimizer({{}}, OptimizerOptions{});
   EXPECT_THROW(optimizer.step(1), std::logic_error);
   EXPECT_THROW(optimizer.zero_grad(-1), std::logic_error);
 }
