@@ -1,31 +1,25 @@
 #include "schedule/dispatcher.h"
 
-#include <algorithm>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace weft {
 
-namespace {
-// Earlier iterations first (they gate the forward that is due first), then priority,
-// then list order: a total order, so every worker decides alike.
-template <typename P>
-bool before(const P& a, const P& b) {
+bool Dispatcher::Before::operator()(const Pending& a, const Pending& b) const {
   if (a.op.iteration != b.op.iteration) return a.op.iteration < b.op.iteration;
   if (a.priority != b.priority) return a.priority < b.priority;
   return a.op.index < b.op.index;
 }
-}  // namespace
 
 Dispatcher::Dispatcher(const Schedule& schedule, int first_iteration)
     : schedule_(schedule), next_in_order_{first_iteration, 0} {}
 
-// pending_ stays sorted by before(), so launching is a walk from the front.
+// pending_ is ordered by Before, so launching is a walk from the front.
 void Dispatcher::ready(OpRef op) {
   const CommOp& comm = schedule_.ops(op.iteration).at(static_cast<size_t>(op.index));
-  const Pending entry{op, comm.priority, comm.bytes()};
-  pending_.insert(std::upper_bound(pending_.begin(), pending_.end(), entry, before<Pending>), entry);
+  pending_.insert(Pending{op, comm.priority, comm.bytes()});
 }
 
 void Dispatcher::done(const Message& message) {
@@ -47,8 +41,7 @@ std::vector<Message> Dispatcher::launch() {
   return {};
 }
 
-Message Dispatcher::make_message(std::vector<Pending>::iterator first,
-                                 std::vector<Pending>::iterator last) {
+Message Dispatcher::make_message(PendingSet::iterator first, PendingSet::iterator last) {
   Message message;
   for (auto it = first; it != last; ++it) {
     message.ops.push_back(it->op);
@@ -68,17 +61,18 @@ std::vector<Message> Dispatcher::launch_in_order() {
   while (static_cast<size_t>(next_in_order_.index) >= schedule_.ops(next_in_order_.iteration).size()) {
     // Only advance past an iteration once something of a later one is ready: the
     // executor makes iterations ready in order, so nothing earlier can still come.
-    const bool later_ready = std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) {
-      return p.op.iteration > next_in_order_.iteration;
-    });
+    // pending_ is ordered by iteration first, so its last op has the latest.
+    const bool later_ready =
+        !pending_.empty() && std::prev(pending_.end())->op.iteration > next_in_order_.iteration;
     if (!later_ready) return out;
     next_in_order_ = {next_in_order_.iteration + 1, 0};
   }
-  auto it = std::find_if(pending_.begin(), pending_.end(),
-                         [&](const Pending& p) { return p.op == next_in_order_; });
+  const CommOp& comm =
+      schedule_.ops(next_in_order_.iteration)[static_cast<size_t>(next_in_order_.index)];
+  auto it = pending_.find(Pending{next_in_order_, comm.priority, 0});
   if (it == pending_.end()) return out;
   ++next_in_order_.index;
-  out.push_back(make_message(it, it + 1));
+  out.push_back(make_message(it, std::next(it)));
   return out;
 }
 
@@ -86,9 +80,9 @@ std::vector<Message> Dispatcher::launch_credit() {
   std::vector<Message> out;
   const Bytes credit = schedule_.dispatch.credit;
   while (!pending_.empty()) {
-    const Pending& head = pending_.front();
+    const Pending& head = *pending_.begin();
     if (in_flight_messages_ > 0 && in_flight_bytes_ + head.bytes > credit) break;
-    out.push_back(make_message(pending_.begin(), pending_.begin() + 1));
+    out.push_back(make_message(pending_.begin(), std::next(pending_.begin())));
   }
   return out;
 }
@@ -99,7 +93,7 @@ std::vector<Message> Dispatcher::launch_credit() {
 std::vector<Message> Dispatcher::launch_windows() {
   std::vector<Message> out;
   if (in_flight_messages_ > 0 || pending_.empty()) return out;
-  const int iteration = pending_.front().op.iteration;
+  const int iteration = pending_.begin()->op.iteration;
   if (iteration != window_iteration_) {
     window_iteration_ = iteration;
     windows_sent_ = 0;
@@ -107,8 +101,8 @@ std::vector<Message> Dispatcher::launch_windows() {
   const std::vector<Bytes>& windows = schedule_.dispatch.windows;
   const size_t k = static_cast<size_t>(windows_sent_);
   const Bytes budget = k < windows.size() ? windows[k] : std::numeric_limits<Bytes>::max();
-  auto last = pending_.begin() + 1;  // a window holds at least one op
-  Bytes bytes = pending_.front().bytes;
+  auto last = std::next(pending_.begin());  // a window holds at least one op
+  Bytes bytes = pending_.begin()->bytes;
   while (last != pending_.end() && last->op.iteration == iteration && last->bytes <= budget - bytes) {
     bytes += last->bytes;
     ++last;

@@ -15,7 +15,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <set>
 #include <vector>
 
 #include "schedule/schedule.h"
@@ -70,14 +70,23 @@ class Dispatcher {
     int priority;
     Bytes bytes;
   };
+  // Earlier iterations first (they gate the forward that is due first), then
+  // priority, then list order: a total order, so every worker decides alike.
+  struct Before {
+    bool operator()(const Pending& a, const Pending& b) const;
+  };
+  // An ordered set, not a sorted vector: a large model makes thousands of ops
+  // ready at once, and each insertion and each send from the front must not move
+  // the rest (O(log n) each, not O(n)).
+  using PendingSet = std::set<Pending, Before>;
 
   std::vector<Message> launch_in_order();
   std::vector<Message> launch_credit();
   std::vector<Message> launch_windows();
-  Message make_message(std::vector<Pending>::iterator first, std::vector<Pending>::iterator last);
+  Message make_message(PendingSet::iterator first, PendingSet::iterator last);
 
   const Schedule& schedule_;
-  std::vector<Pending> pending_;  // ready and unsent, by (iteration, priority, index)
+  PendingSet pending_;  // ready and unsent
   int in_flight_messages_ = 0;
   Bytes in_flight_bytes_ = 0;
   // kInOrder: the next operation to send, in (iteration, list) order.

@@ -161,6 +161,8 @@ void Network::set_stretch(FlowId id, Stretch stretch, Seconds now) {
   FlowState& f = flows_[static_cast<size_t>(id)];
   if (stretch == f.stretch) return;
   now_ = now;
+  Seconds& event = f.phase == Phase::kStartup ? f.startup_end : f.finish;
+  const Seconds old_event = event;
   if (f.phase == Phase::kStartup) {
     f.startup_end = now + (f.startup_end - now) / f.stretch.startup * stretch.startup;
   } else {
@@ -169,7 +171,13 @@ void Network::set_stretch(FlowId id, Stretch stretch, Seconds now) {
     f.finish = now + f.remaining * stretch.transfer / f.rate;
   }
   f.stretch = stretch;
-  update_next_event();
+  // next_event_ is the minimum over all flows; only this flow's event moved. If
+  // it did not define the minimum, the others' minimum is next_event_ itself.
+  if (old_event > next_event_) {
+    next_event_ = std::min(next_event_, event);
+  } else {
+    update_next_event();
+  }
 }
 
 Seconds Network::busy_time(int link, Seconds at) const {
@@ -260,6 +268,18 @@ void Network::compute_rates() {
       ++s.unfrozen;
       s.unfrozen_weight += f.weight;
     }
+  }
+  if (touched_links_.size() == 1) {
+    // One link (every all-reduce flow): it is the only bottleneck and one share
+    // freezes every flow, as the general loop below would, in the same order.
+    const LinkState& s = links_[static_cast<size_t>(touched_links_[0])];
+    const double share = s.capacity_left / s.unfrozen_weight;
+    for (FlowId id : transferring_) {
+      FlowState& f = flows_[static_cast<size_t>(id)];
+      f.rate = share * f.weight;
+      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch.transfer / f.rate;
+    }
+    return;
   }
   int offset = 0;
   for (int l : touched_links_) {

@@ -141,6 +141,26 @@ TEST(Network, AStretchedFlowAdvancesSlowerFromThenOn) {
   EXPECT_THROW(net.set_stretch(a, 2, 37), std::logic_error);  // no longer in flight
 }
 
+// The next event stays the earliest of all flows whichever flow a stretch moves:
+// one that finishes later, the one that finishes first, past another, and back.
+TEST(Network, TheNextEventFollowsEveryStretch) {
+  Network net(make_links({1, 1}));
+  const auto a = net.start(Flow{.startup = 0, .volume = 4, .links = {0}}, 0);
+  const auto b = net.start(Flow{.startup = 0, .volume = 6, .links = {1}}, 0);
+  EXPECT_EQ(net.next_event(), 4);
+  net.set_stretch(b, 2, 1);  // 5 bytes left at 1/2 byte/s: 11; a still first
+  EXPECT_EQ(net.next_event(), 4);
+  net.set_stretch(a, 8, 2);  // 2 bytes left at 1/8 byte/s: 18; now b is first
+  EXPECT_EQ(net.next_event(), 11);
+  net.set_stretch(b, 1, 3);  // 4 bytes left at 1 byte/s: 7
+  EXPECT_EQ(net.next_event(), 7);
+  net.set_stretch(a, 1, 3);  // 1.875 bytes left at 1 byte/s: 4.875
+  EXPECT_EQ(net.next_event(), 4.875);
+  const auto done = run_to_end(net);
+  EXPECT_EQ(done.at(a), 4.875);
+  EXPECT_EQ(done.at(b), 7);
+}
+
 // A stretch may slow a flow's startup and its transfer by different factors.
 TEST(Network, StartupAndTransferStretchApart) {
   Network net(make_links({1}));

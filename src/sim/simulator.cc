@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <stdexcept>
 #include <unordered_map>
@@ -369,6 +370,9 @@ class Simulation {
   std::vector<FlowTag> flow_tags_;
 
   std::deque<Collective> collectives_;
+  // The stretch of every collective flow in flight, when known (Note [Restretch
+  // only on change]).
+  std::optional<Stretch> collectives_stretch_;
   int collective_base_ = 0;
   Seconds last_due_ = 0;  // Note [Skew]
   bool announced_ = false;  // Note [Skew]: rank 0 announces each collective
@@ -726,8 +730,14 @@ void Simulation::restretch_messages(int wi, Seconds now) {
   }
 }
 
+// Note [Restretch only on change]: every collective flow in flight carries
+// `collectives_stretch_` (set here, and by start_collective when it agrees), so when
+// the stretch is unchanged the walk, which would change nothing, is skipped: a
+// large model has thousands of collectives and this runs at each start and end.
 void Simulation::restretch_collectives(Seconds now) {
   const Stretch stretch = collective_stretch();
+  if (collectives_stretch_ == stretch) return;
+  collectives_stretch_ = stretch;
   for (const Collective& c : collectives_) {
     // A flow that ended at `now` may not have been handled yet; one held has none.
     if (!c.done && network_.in_flight(c.flow)) network_.set_stretch(c.flow, stretch, now);
@@ -923,7 +933,9 @@ void Simulation::start_collective(int seq, Seconds now) {
   restretch_collectives(now);
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, +1, now);
-  c.flow = network_.start(encoded_flow(c.messages[0]), now, collective_stretch());
+  const Stretch stretch = collective_stretch();
+  if (collectives_stretch_ != stretch) collectives_stretch_.reset();  // the next restretch walks
+  c.flow = network_.start(encoded_flow(c.messages[0]), now, stretch);
   tag_flow(c.flow, {FlowTag::Kind::kCollective, seq});
 }
 
