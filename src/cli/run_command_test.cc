@@ -24,6 +24,8 @@
 #error "WEFT_BINARY must name the weft executable"
 #endif
 
+#include "testing/testing.h"
+
 namespace weft::cli {
 namespace {
 
@@ -31,12 +33,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's, which has torch
 
-std::string read(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test_support::read_text;
 
 struct Ran {
   int status = -1;  // 128 + signal if a signal ended it
@@ -76,7 +73,7 @@ class RunCommandTest : public testing::Test {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read(log)};
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_text(log)};
   }
 
   fs::path script(const std::string& name, const std::string& text) {
@@ -147,7 +144,7 @@ while True:
   EXPECT_NE(ran.status, 0) << ran.output;
   EXPECT_NE(ran.output.find("rank 1 failed (killed by signal 9)"), std::string::npos) << ran.output;
   for (const char* rank : {"0", "1"}) {
-    const std::string pid = read(dir_ / (std::string("pid.") + rank));
+    const std::string pid = read_text(dir_ / (std::string("pid.") + rank));
     ASSERT_FALSE(pid.empty()) << ran.output;
     EXPECT_FALSE(fs::exists(fs::path("/proc") / pid)) << "rank " << rank << " survived";
   }
