@@ -1,7 +1,9 @@
 """One rank of the tests' jobs: trains models.Net with each strategy given, each job
 on its own port, and saves the final parameters to OUT/<strategy>.rank<r>.pt.
 
-    rank_worker.py OUT STRATEGY:PORT[:H=1,servers=1,...] ...
+    rank_worker.py OUT STRATEGY:PORT[:H=1,servers=1,as=NAME,...] ...
+
+`as` names the output (default: the strategy), for two jobs of one strategy.
 """
 
 import os
@@ -17,11 +19,17 @@ torch.set_num_threads(1)
 
 
 def parse(spec):
-    strategy, port, *rest = spec.split(":")
+    strategy, port, *rest = spec.split(":", 2)
     options = {}
     for item in (rest[0].split(",") if rest else []):
         key, value = item.split("=")
-        options[key] = int(value) if value.lstrip("-").isdigit() else value
+        try:
+            options[key] = int(value)
+        except ValueError:
+            try:
+                options[key] = float(value)
+            except ValueError:
+                options[key] = value
     return strategy, port, options
 
 
@@ -60,11 +68,12 @@ def main():
         strategy, port, options = parse(spec)
         os.environ["MASTER_PORT"] = port
         workers = world - int(options.get("servers", 0))
+        name = options.pop("as", strategy)
         if strategy == "torch-ddp":
             params = train_torch_ddp(rank, workers)
         else:
             params = train_weft(strategy, options, rank, workers)
-        torch.save(params, os.path.join(out, f"{strategy}.rank{rank}.pt"))
+        torch.save(params, os.path.join(out, f"{name}.rank{rank}.pt"))
 
 
 if __name__ == "__main__":

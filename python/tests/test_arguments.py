@@ -50,6 +50,24 @@ def test_bad_option_value_names_it():
         weft.DataParallel(net, sgd(net), bandwidth="fast")
 
 
+def test_bad_compression_names_the_accepted_encodings():
+    net = models.make_net()
+    with pytest.raises(ValueError, match=r"--compression zip.*none, fp16, bf16, int8, powersgd:R"):
+        weft.DataParallel(net, sgd(net), compression="zip")
+    with pytest.raises(ValueError, match=r"compression='fp16': compression applies to the S-SGD strategies"):
+        weft.DataParallel(net, sgd(net), strategy="flsgd", compression="fp16")
+
+
+def test_outer_optimizer_only_for_local_sgd_and_checked():
+    net = models.make_net()
+    with pytest.raises(ValueError, match=r"outer_optimizer='nesterov': only the local SGD strategies"):
+        weft.DataParallel(net, sgd(net), strategy="wfbp", outer_optimizer="nesterov")
+    with pytest.raises(ValueError, match=r"--outer-optimizer adam"):
+        weft.DataParallel(net, sgd(net), strategy="flsgd", outer_optimizer="adam")
+    with pytest.raises(ValueError, match=r"--outer-momentum"):
+        weft.DataParallel(net, sgd(net), strategy="flsgd", outer_optimizer="nesterov", outer_momentum=1.5)
+
+
 def test_not_a_module_or_optimizer():
     net = models.make_net()
     with pytest.raises(TypeError, match=r"module: expected a torch.nn.Module"):

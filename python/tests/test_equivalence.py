@@ -49,3 +49,24 @@ def test_ps_with_two_workers_and_one_server_equals_wfbp(tmp_path):
     for rank, params in enumerate(final(tmp_path, "ps", 2)):
         assert models.max_difference(params, expected) < 1e-5, rank
     assert not os.path.exists(os.path.join(tmp_path, "ps.rank2.pt"))  # the server never returned
+
+
+def test_outer_optimizer_with_lr_1_and_momentum_0_equals_the_plain_average(tmp_path):
+    ports = free_ports(2)
+    specs = [f"flsgd:{ports[0]}:H=2,as=plain",
+             f"flsgd:{ports[1]}:H=2,as=outer,outer_optimizer=nesterov,outer_lr=1.0,outer_momentum=0.0"]
+    check(run_job("rank_worker.py", [tmp_path, *specs], nproc=2, timeout=300))
+    plain, outer = final(tmp_path, "plain", 2), final(tmp_path, "outer", 2)
+    for rank in range(2):
+        assert models.max_difference(outer[rank], plain[rank]) < 1e-5, rank
+
+
+@pytest.mark.parametrize("codec,bound", [("fp16", 1e-3), ("int8", 1e-2), ("powersgd:1", 0.2)])
+def test_compressed_wfbp_is_identical_on_every_rank_and_near_float32(tmp_path, codec, bound):
+    [port] = free_ports(1)
+    check(run_job("rank_worker.py", [tmp_path, f"wfbp:{port}:compression={codec},as=c"], nproc=2, timeout=300))
+    ranks = final(tmp_path, "c", 2)
+    expected = models.reference(workers=2)
+    assert models.max_difference(ranks[0], ranks[1]) == 0  # bit-identical means on every rank
+    difference = models.max_difference(ranks[0], expected)
+    assert 0 < difference < bound, difference  # lossy (the codec ran), yet near float32

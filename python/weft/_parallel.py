@@ -34,6 +34,7 @@ SCHEDULE_OPTIONS = {
     "server_bandwidth": None,
     "latency": "50us",
     "network": None,
+    "compression": "none",           # the wire encoding of gradient messages (docs/compression.md)
 }
 # Options of the wrapper itself.
 WRAPPER_OPTIONS = {
@@ -46,6 +47,9 @@ WRAPPER_OPTIONS = {
     "failure_timeout": 60.0,         # seconds; as `weft train --failure-timeout`
     "allow": ("ssgd",),              # strategy="auto": the families it may choose from
     "verbose": True,                 # rank 0 says what it runs, on stderr
+    "outer_optimizer": "none",       # local SGD: none or nesterov (docs/local-sgd.md)
+    "outer_lr": 1.0,
+    "outer_momentum": 0.0,
 }
 ACCEPTED = sorted(SCHEDULE_OPTIONS) + sorted(WRAPPER_OPTIONS)
 FAMILIES = ("ssgd", "local_sgd", "ps")
@@ -115,6 +119,15 @@ class DataParallel(nn.Module):
         allow = (o["allow"],) if isinstance(o["allow"], str) else tuple(o["allow"])
         if not set(allow) <= set(FAMILIES):
             raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}")
+        self._outer = _C.outer_options(str(o["outer_optimizer"]), float(o["outer_lr"]), float(o["outer_momentum"]))
+        if o["outer_optimizer"] != "none" and known.get(strategy) != "local_sgd":
+            raise ValueError(f"outer_optimizer={o['outer_optimizer']!r}: only the local SGD strategies "
+                             f"({', '.join(s for s, f in known.items() if f == 'local_sgd')}) average parameters; "
+                             f"strategy={strategy!r} does not")
+        if schedule_options["compression"] != "none" and strategy != "auto" and known[strategy] != "ssgd":
+            raise ValueError(f"compression={schedule_options['compression']!r}: compression applies to the S-SGD "
+                             f"strategies ({', '.join(s for s, f in known.items() if f == 'ssgd')}); "
+                             f"strategy={strategy!r} does not average gradients")
         timeout = o["failure_timeout"]
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"failure_timeout={timeout!r}: expected a number of seconds > 0")
@@ -329,7 +342,7 @@ class DataParallel(nn.Module):
         self._engine = _C.Engine(self._job, plan, params, [n or "(root)" for n, _ in layers],
                                  self._cpp_optimizer, self.workers,
                                  bool(self._options["find_unused_parameters"]),
-                                 2.0 * float(self._options["failure_timeout"]))
+                                 2.0 * float(self._options["failure_timeout"]), self._outer)
         modules = dict(self.module.named_modules())
         for l, (name, _) in enumerate(layers):
             def wait(_m, _args, l=l):

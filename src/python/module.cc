@@ -31,6 +31,7 @@
 #include "profile/profile.h"
 #include "runtime/engine.h"
 #include "runtime/optimizer.h"
+#include "runtime/outer_optimizer.h"
 #include "runtime/parameter_server.h"
 #include "runtime/process_group.h"
 #include "runtime/worker_env.h"
@@ -130,6 +131,7 @@ PlanInputs plan_inputs(const py::dict& options, int workers, int servers) {
     else if (name == "credit") strategy.credit = text_of(value);
     else if (name == "easgd_alpha") strategy.easgd_alpha = value.cast<double>();
     else if (name == "easgd_beta") strategy.easgd_beta = value.cast<double>();
+    else if (name == "compression") strategy.compression = text_of(value);
   }
   return {.cluster = cli::make_cluster(cluster), .strategy = cli::make_strategy_options(strategy)};
 }
@@ -224,9 +226,10 @@ class PyEngine {
  public:
   PyEngine(std::shared_ptr<Job> job, std::shared_ptr<SharedSchedule> plan, Layers layers,
            std::vector<std::string> names, runtime::LayerOptimizer& optimizer, int workers,
-           bool zero_missing_gradients, double stall_timeout)
+           bool zero_missing_gradients, double stall_timeout, runtime::OuterOptions outer)
       : job_(std::move(job)), plan_(std::move(plan)) {
     Job& j = *job_;
+    if (outer.enabled()) outer_ = std::make_unique<runtime::OuterOptimizer>(layers, outer);
     const std::string announcements = fmt::format("python-announcements-{}", j.announcement_groups++);
     engine_ = std::make_unique<runtime::Engine>(runtime::EngineOptions{
         .schedule = &plan_->schedule,
@@ -238,6 +241,7 @@ class PyEngine {
         .workers = workers,
         .gather_below = plan_->gather_below,
         .stall_timeout = stall_timeout,
+        .outer = outer_.get(),
         .zero_missing_gradients = zero_missing_gradients});
   }
   runtime::Engine& operator*() { return *engine_; }
@@ -245,6 +249,7 @@ class PyEngine {
  private:
   std::shared_ptr<Job> job_;
   std::shared_ptr<SharedSchedule> plan_;  // the engine reads the schedule throughout
+  std::unique_ptr<runtime::OuterOptimizer> outer_;  // declared before the engine, which uses it
   std::unique_ptr<runtime::Engine> engine_;
 };
 
@@ -344,11 +349,19 @@ PYBIND11_MODULE(_C, m) {
       .def("step", &runtime::LayerOptimizer::step, py::call_guard<py::gil_scoped_release>())
       .def("zero_grad", &runtime::LayerOptimizer::zero_grad);
 
+  m.def("outer_options", [](const std::string& kind, double lr, double momentum) {
+    runtime::OuterOptions o{.kind = kind, .lr = lr, .momentum = momentum};
+    runtime::validate(o);
+    return o;
+  }, py::arg("kind"), py::arg("lr"), py::arg("momentum"),
+        "Checked outer-optimizer options (runtime/outer_optimizer.h); ValueError naming the bad one.");
+  py::class_<runtime::OuterOptions>(m, "OuterOptions");
+
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<std::shared_ptr<Job>, std::shared_ptr<SharedSchedule>, Layers, std::vector<std::string>,
-                    runtime::LayerOptimizer&, int, bool, double>(),
+                    runtime::LayerOptimizer&, int, bool, double, runtime::OuterOptions>(),
            py::arg("job"), py::arg("schedule"), py::arg("layers"), py::arg("names"), py::arg("optimizer"),
-           py::arg("workers"), py::arg("zero_missing_gradients"), py::arg("stall_timeout"),
+           py::arg("workers"), py::arg("zero_missing_gradients"), py::arg("stall_timeout"), py::arg("outer"),
            py::keep_alive<1, 6>(), py::call_guard<py::gil_scoped_release>())
       .def("wait_for_forward", [](PyEngine& e, int l) { (*e).wait_for_forward(l); },
            py::call_guard<py::gil_scoped_release>())
