@@ -5,6 +5,8 @@
     build/weft run --nproc 2 -- /usr/bin/python3 examples/resnet18_fashion_mnist.py --steps 100
     # alone, in a build tree:
     PYTHONPATH=build/python /usr/bin/python3 examples/resnet18_fashion_mnist.py --steps 20
+    # the same loop under PyTorch DDP, for comparison (tools/python_bench.py):
+    build/weft run --nproc 2 -- /usr/bin/python3 examples/resnet18_fashion_mnist.py --strategy torch-ddp
 
 Debian packages: python3-torch, python3-torchvision, dataset-fashion-mnist. Each
 rank trains on its own shard; rank 0 prints progress and evaluates at the end;
@@ -48,22 +50,37 @@ def resnet18():
     return net
 
 
+def wrap(net, opt, args):
+    """weft.DataParallel over `net`; or, for --strategy torch-ddp, PyTorch's DDP with
+    the attributes this script reads, so that one loop compares the two."""
+    if args.strategy != "torch-ddp":
+        return weft.DataParallel(net, opt, strategy=args.strategy, bandwidth=args.bandwidth,
+                                 compression=args.compression)
+    import torch.distributed as dist
+    dist.init_process_group("gloo")  # the variables weft run (or torchrun) sets
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    model.rank, model.workers, model.strategy = dist.get_rank(), dist.get_world_size(), "torch-ddp"
+    model.finish = dist.destroy_process_group
+    return model
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--strategy", default="wfbp", help="a weft strategy, or auto")
+    parser.add_argument("--strategy", default="wfbp", help="a weft strategy, auto, or torch-ddp (PyTorch's DDP)")
+    parser.add_argument("--compression", default="none", help="weft's gradient encoding: fp16, int8, powersgd:R...")
     parser.add_argument("--bandwidth", default="1Gbit", help="the link the planner plans for")
     parser.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--metrics", default="resnet18-metrics.jsonl")
-    parser.add_argument("--eval-samples", type=int, default=1000, help="test images rank 0 evaluates at the end")
+    parser.add_argument("--eval-samples", type=int, default=1000, help="test images rank 0 evaluates at the end (0: none)")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     net = resnet18()
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
-    model = weft.DataParallel(net, opt, strategy=args.strategy, bandwidth=args.bandwidth)
+    model = wrap(net, opt, args)
     metrics = weft.Metrics(args.metrics, model)
 
     x, y = read("train")
@@ -80,9 +97,10 @@ def main():
         if model.rank == 0 and (t % 10 == 0 or t + 1 == args.steps):
             rate = (t + 1) * args.batch * model.workers / (time.perf_counter() - start)
             print(f"iteration {t + 1}/{args.steps}  loss {loss.item():.4f}  {rate:.0f} samples/s", flush=True)
+    rank = model.rank
     model.finish()
 
-    if model.rank == 0:
+    if rank == 0 and args.eval_samples > 0:
         tx, ty = read("test")
         net.eval()
         with torch.no_grad():

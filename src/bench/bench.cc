@@ -16,6 +16,7 @@
 #include "bench/statistics.h"
 #include "netem/netem.h"
 #include "profile/profile.h"
+#include "schedule/encoding.h"
 #include "schedulers/strategies.h"
 #include "units/cores.h"
 #include "units/files.h"
@@ -107,34 +108,40 @@ class Bench {
   void probe_strategies();
   void profile_model();
   LinkResult profile_network(const Link& link);
+  // Every contender's prediction, by Bench::predicted_as.
   std::map<std::string, Prediction> predict(const Link& link, const LinkResult& network);
-  // One `weft plan` of strategies of one architecture → plan-<link><suffix>.json.
+  // One `weft plan` of strategies of one architecture in one encoding →
+  // plan-<link><suffix>.json; a lossy encoding's predictions are named
+  // "<strategy>+<encoding>" and carry it in their options.
   std::map<std::string, Prediction> plan(const Link& link, const LinkResult& network,
-                                         const std::vector<std::string>& strategies, std::string_view suffix);
+                                         const std::vector<std::string>& strategies, std::string_view suffix,
+                                         const std::string& encoding = "none");
+  // The prediction a contender is measured against: its strategy in its
+  // encoding; PostLocalSGD's only at the bench's H (flsgd's period).
+  std::string predicted_as(const Contender& c) const;
   std::string trace_strategy(const std::map<std::string, Prediction>& plan) const;
-  void keep_predicted_trace(const Link& link, const LinkResult& network, const std::string& strategy,
+  void keep_predicted_trace(const Link& link, const LinkResult& network, const Contender& contender,
                             const Prediction& prediction);
   // Note [Re-timed before each run]: the layers' compute per iteration timed
   // now, for run `name`; none if the timing failed (said on the progress stream).
   std::optional<Seconds> retime(const std::string& name);
   // The schedule `strategy` executes on the link, as its runs plan it (the
   // link's profile and fit, the tuned options), written once per link and
-  // strategy to runs/<link>-<strategy>.schedule.json; none if that failed (said
-  // on the progress stream).
-  std::optional<fs::path> schedule_of(const Link& link, const LinkResult& network, const std::string& strategy,
-                                      const Prediction& prediction);
+  // prediction `key` to runs/<link>-<key>.schedule.json; none if that failed
+  // (said on the progress stream).
+  std::optional<fs::path> schedule_of(const Link& link, const LinkResult& network, const std::string& key,
+                                      const std::string& strategy, const Prediction& prediction);
   // `strategy`'s schedule on the link simulated again with every layer of the
   // link's profile `speed` times as long, for run `name` (Notes [Re-timed before
   // each run] and [Predicted on the run's own compute]), by `weft simulate
   // --schedule`; none if that failed (said on the progress stream). `tag` names
   // its files: runs/<name>.<tag>.profile.json and logs/<tag>-<name>.log.
-  std::optional<Seconds> predict_scaled(const Link& link, const LinkResult& network, const std::string& strategy,
-                                        const Prediction& prediction, double speed, const std::string& name,
-                                        const std::string& tag);
-  // Trains `strategy` (the DDP peer for kDdpPeerStrategy) over the link; false if
-  // the run failed (it is recorded in results_.failed).
-  // `repeat` counts from 0 (Note [Repeated runs]).
-  bool train(const Link& link, const LinkResult& network, const std::string& strategy,
+  std::optional<Seconds> predict_scaled(const Link& link, const LinkResult& network, const std::string& key,
+                                        const std::string& strategy, const Prediction& prediction, double speed,
+                                        const std::string& name, const std::string& tag);
+  // Trains a contender over the link; false if the run failed (it is recorded
+  // in results_.failed). `repeat` counts from 0 (Note [Repeated runs]).
+  bool train(const Link& link, const LinkResult& network, const Contender& contender,
              const std::map<std::string, Prediction>& plan, bool keep_trace, int repeat);
   // Adds one run of a strategy on a link; results_ then holds its median run.
   void record(RunResult run);
@@ -146,6 +153,7 @@ class Bench {
   const fs::path out_;
   BenchResults results_;
   std::vector<std::string> strategies_;  // those weft train accepts
+  std::vector<Contender> contenders_;    // what each link trains: strategies_ in each encoding, then the peers
   int jobs_ = 0;
   int runs_done_ = 0, runs_total_ = 0;  // training runs, for progress lines
   // (link, strategy) -> every run of it, for record()
@@ -202,6 +210,16 @@ void Bench::probe_strategies() {
   if (strategies_.empty()) {
     throw UsageError(fmt::format("--strategies: weft train accepts none of {}", fmt::join(candidates, ", ")));
   }
+  for (const std::string& s : strategies_) {
+    const bool compressible = find_strategy(s).family == Family::kSynchronous;
+    for (const std::string& e : o_.compression) {
+      if (compressible || e == "none") contenders_.push_back(weft_contender(s, e));
+    }
+    if (!compressible && std::find(o_.compression.begin(), o_.compression.end(), "none") == o_.compression.end()) {
+      contenders_.push_back(weft_contender(s, "none"));  // compression averages gradients only
+    }
+  }
+  for (const std::string& p : o_.peers) contenders_.push_back(peer_contender(p));
 }
 
 // Note [Profiling under contention].
@@ -273,38 +291,67 @@ std::map<std::string, Prediction> Bench::predict(const Link& link, const LinkRes
   std::map<std::string, Prediction> predictions =
       plan(link, network, allreduce.empty() ? std::vector<std::string>{"wfbp"} : allreduce, "");
   if (!ps.empty()) predictions.merge(plan(link, network, ps, "-ps"));
+  // Each lossy encoding: the strategies run in it (plan_command adds wfbp and
+  // ddp, which predicts the peers with a hook).
+  std::map<std::string, std::vector<std::string>> encoded;
+  for (const Contender& c : contenders_) {
+    if (c.encoding == "none") continue;
+    std::vector<std::string>& names = encoded[c.encoding];
+    if (!c.peer()) names.push_back(c.strategy);
+  }
+  for (const auto& [encoding, names] : encoded) {
+    predictions.merge(plan(link, network, names.empty() ? std::vector<std::string>{"wfbp"} : names,
+                           "-" + slug(encoding), encoding));
+  }
   return predictions;
 }
 
+std::string Bench::predicted_as(const Contender& c) const {
+  if (c.period > 1 && c.period != o_.training.H) return "";  // no flsgd planned at that period
+  return c.encoding == "none" ? c.strategy : c.strategy + "+" + c.encoding;
+}
+
 std::map<std::string, Prediction> Bench::plan(const Link& link, const LinkResult& network,
-                                              const std::vector<std::string>& strategies, std::string_view suffix) {
+                                              const std::vector<std::string>& strategies, std::string_view suffix,
+                                              const std::string& encoding) {
   const std::string name = fmt::format("plan-{}{}", slug(link.name), suffix);
   const fs::path file = out_ / (name + ".json");
   const fs::path log_file = log(name);
   const ChildResult r = run({.argv = plan_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
-                                                  (out_ / network.network).string(), strategies),
+                                                  (out_ / network.network).string(), strategies, encoding),
                              .log = log_file,
                              .timeout = kShortTimeout});
   if (!r.succeeded()) throw std::runtime_error(failure(r, log_file));
   const std::string plan = json_from_log(read_file(log_file));
   write_file_atomically(file, plan + "\n");
-  return parse_plan(plan, file.string());
+  std::map<std::string, Prediction> predictions = parse_plan(plan, file.string());
+  if (encoding == "none") return predictions;
+  std::map<std::string, Prediction> named;
+  for (auto& [strategy, prediction] : predictions) {
+    if (!prediction.options.is_object()) prediction.options = nlohmann::json::object();
+    prediction.options["compression"] = encoding;
+    named.emplace(strategy + "+" + encoding, std::move(prediction));
+  }
+  return named;
 }
 
 std::string Bench::trace_strategy(const std::map<std::string, Prediction>& plan) const {
   if (!o_.trace_strategy.empty()) return o_.trace_strategy;
   std::string best;
-  for (const std::string& s : strategies_) {
-    const auto it = plan.find(s);
-    if (it != plan.end() && (best.empty() || it->second.iteration < plan.at(best).iteration)) best = s;
+  for (const Contender& c : contenders_) {
+    const auto it = plan.find(c.name);
+    if (!c.peer() && it != plan.end() && (best.empty() || it->second.iteration < plan.at(best).iteration)) {
+      best = c.name;
+    }
   }
   return best;
 }
 
-void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, const std::string& strategy,
+void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, const Contender& contender,
                                  const Prediction& prediction) {
+  const std::string& strategy = contender.strategy;
   const fs::path trace = out_ / "trace-predicted.json";
-  const fs::path log_file = log("simulate-" + strategy);
+  const fs::path log_file = log("simulate-" + slug(contender.name));
   const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
                                                       (out_ / network.network).string(), strategy,
                                                       prediction.options, trace.string()),
@@ -314,7 +361,7 @@ void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, co
     say("could not draw the predicted trace: " + failure(r, log_file));
     return;
   }
-  results_.traces = TracePair{.strategy = strategy, .link = link.name, .predicted = relative(trace), .measured = ""};
+  results_.traces = TracePair{.strategy = contender.name, .link = link.name, .predicted = relative(trace), .measured = ""};
 }
 
 std::optional<Seconds> Bench::retime(const std::string& name) {
@@ -335,12 +382,12 @@ std::optional<Seconds> Bench::retime(const std::string& name) {
   return std::nullopt;
 }
 
-std::optional<fs::path> Bench::schedule_of(const Link& link, const LinkResult& network, const std::string& strategy,
-                                           const Prediction& prediction) {
-  const std::pair key{link.name, strategy};
+std::optional<fs::path> Bench::schedule_of(const Link& link, const LinkResult& network, const std::string& name,
+                                           const std::string& strategy, const Prediction& prediction) {
+  const std::pair key{link.name, name};
   if (const auto made = schedules_.find(key); made != schedules_.end()) return made->second;
-  const fs::path schedule = out_ / "runs" / fmt::format("{}-{}.schedule.json", slug(link.name), strategy);
-  const fs::path log_file = log(fmt::format("schedule-{}-{}", slug(link.name), strategy));
+  const fs::path schedule = out_ / "runs" / fmt::format("{}-{}.schedule.json", slug(link.name), slug(name));
+  const fs::path log_file = log(fmt::format("schedule-{}-{}", slug(link.name), slug(name)));
   std::vector<std::string> argv = simulate_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
                                                    (out_ / network.network).string(), strategy, prediction.options, "");
   argv.insert(argv.end(), {"--schedule-out", schedule.string()});
@@ -352,10 +399,10 @@ std::optional<fs::path> Bench::schedule_of(const Link& link, const LinkResult& n
   return schedules_[key] = schedule;
 }
 
-std::optional<Seconds> Bench::predict_scaled(const Link& link, const LinkResult& network, const std::string& strategy,
-                                             const Prediction& prediction, double speed, const std::string& name,
-                                             const std::string& tag) {
-  const std::optional<fs::path> schedule = schedule_of(link, network, strategy, prediction);
+std::optional<Seconds> Bench::predict_scaled(const Link& link, const LinkResult& network, const std::string& key,
+                                             const std::string& strategy, const Prediction& prediction, double speed,
+                                             const std::string& name, const std::string& tag) {
+  const std::optional<fs::path> schedule = schedule_of(link, network, key, strategy, prediction);
   if (!schedule) return std::nullopt;
   Profile scaled = load_profile(out_ / network.profile);
   for (Layer& layer : scaled.layers) {
@@ -379,14 +426,14 @@ std::optional<Seconds> Bench::predict_scaled(const Link& link, const LinkResult&
   return std::nullopt;
 }
 
-bool Bench::train(const Link& link, const LinkResult& network, const std::string& strategy,
+bool Bench::train(const Link& link, const LinkResult& network, const Contender& contender,
                   const std::map<std::string, Prediction>& plan, bool keep_trace, int repeat) {
-  const bool ddp = strategy == kDdpPeerStrategy;
-  // The DDP peer is predicted by the planner's `ddp`, the same bucketing.
-  const std::string predicted_as = ddp ? "ddp" : strategy;
-  const auto predicted = plan.find(predicted_as);
+  const bool peer = contender.peer();
+  const std::string& strategy = contender.name;
+  const std::string key = predicted_as(contender);
+  const auto predicted = plan.find(key);
   const Prediction* prediction = predicted != plan.end() ? &predicted->second : nullptr;
-  const std::string name = fmt::format("{}-{}{}", slug(link.name), strategy,
+  const std::string name = fmt::format("{}-{}{}", slug(link.name), slug(strategy),
                                        o_.repeats > 1 ? fmt::format(".{}", repeat + 1) : "");
   const fs::path metrics = out_ / "runs" / (name + ".jsonl");
   const fs::path trace = out_ / "trace-measured.json";
@@ -396,13 +443,13 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
   const Training& training = o_.training;
   const bool accuracy_mode = o_.mode == Mode::kAccuracy;
   const Tools tools = next_tools();
+  nlohmann::json options = prediction ? prediction->options : nlohmann::json::object();
+  if (contender.encoding != "none") options["compression"] = contender.encoding;
   const std::vector<std::string> argv =
-      ddp ? ddp_command(tools, link, training, results_.parameters, accuracy_mode ? o_.target_accuracy : 0,
-                        metrics.string())
-          : train_command(tools, link, training, strategy,
-                          prediction ? prediction->options : nlohmann::json::object(),
-                          (out_ / network.profile).string(), (out_ / network.network).string(), metrics.string(),
-                          keep_trace ? trace.string() : "");
+      peer ? ddp_command(tools, link, training, contender.remedy, results_.parameters,
+                         accuracy_mode ? o_.target_accuracy : 0, metrics.string())
+           : train_command(tools, link, training, contender.strategy, options, (out_ / network.profile).string(),
+                           (out_ / network.network).string(), metrics.string(), keep_trace ? trace.string() : "");
   say(fmt::format("[{}/{}] {}: training {} ({} workers, {} steps{})", ++runs_done_, runs_total_, link.name,
                   strategy, o_.tools.workers, training.steps,
                   o_.repeats > 1 ? fmt::format(", run {} of {}", repeat + 1, o_.repeats) : ""));
@@ -411,7 +458,7 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
   if (prediction && prediction->compute > 0) {
     retimed_compute = retime(name);
     if (retimed_compute) {
-      predicted_retimed = predict_scaled(link, network, predicted_as, *prediction,
+      predicted_retimed = predict_scaled(link, network, key, contender.strategy, *prediction,
                                          *retimed_compute / prediction->compute, name, "retimed");
     }
   }
@@ -437,11 +484,11 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
   if (!r.succeeded() && !r.stopped_early) return fail(outcome(r), failure(r, log_file));
 
   RunResult run{.strategy = strategy,
-                .kind = ddp ? kDdpPeerStrategy : "weft",
+                .kind = peer ? kDdpPeerStrategy : "weft",
                 .link = link.name,
                 .bandwidth = link.bandwidth,
                 .workers = o_.tools.workers,
-                .period = ddp || !prediction ? 1 : prediction->period,
+                .period = peer || !prediction ? contender.period : prediction->period,
                 .retimed_compute = retimed_compute,
                 .predicted_retimed = predicted_retimed,
                 .metrics = relative(metrics)};
@@ -468,7 +515,7 @@ bool Bench::train(const Link& link, const LinkResult& network, const std::string
     run.predicted_speedup_vs_wfbp = prediction->speedup_vs_wfbp;
     // Note [Predicted on the run's own compute].
     if (run.measured_compute && prediction->slowed_compute && *prediction->slowed_compute > 0) {
-      run.predicted_on_own_compute = predict_scaled(link, network, predicted_as, *prediction,
+      run.predicted_on_own_compute = predict_scaled(link, network, key, contender.strategy, *prediction,
                                                     *run.measured_compute / *prediction->slowed_compute, name,
                                                     "own-compute");
     }
@@ -552,11 +599,12 @@ BenchResults Bench::run() {
               .mtu = o_.links.front().emulated() ? o_.tools.mtu : 0,
               .cores = o_.tools.cores};
   probe_strategies();
-  runs_total_ = static_cast<int>(o_.links.size() * (strategies_.size() + (o_.ddp ? 1 : 0))) * o_.repeats;
-  std::vector<std::string> links;
+  runs_total_ = static_cast<int>(o_.links.size() * contenders_.size()) * o_.repeats;
+  std::vector<std::string> links, names;
   for (const Link& link : o_.links) links.push_back(link.name);
-  say(fmt::format("{} training run{}: {}{} on {}{}; {}", runs_total_, runs_total_ == 1 ? "" : "s",
-                  fmt::join(strategies_, ", "), o_.ddp ? " and the DDP peer" : "", fmt::join(links, ", "),
+  for (const Contender& c : contenders_) names.push_back(c.name);
+  say(fmt::format("{} training run{}: {} on {}{}; {}", runs_total_, runs_total_ == 1 ? "" : "s",
+                  fmt::join(names, ", "), fmt::join(links, ", "),
                   results_.mtu > 0 ? fmt::format(" ({}-byte frames)", results_.mtu) : "",
                   describe_placement(o_.tools.cores, o_.tools.workers)));
   profile_model();
@@ -570,22 +618,23 @@ BenchResults Bench::run() {
     const std::map<std::string, Prediction> plan = predict(link, network);
     // The traces: on the first link, the chosen strategy, trained first; should its
     // run fail, the next one that succeeds.
-    std::vector<std::string> order = strategies_;
+    std::vector<Contender> order = contenders_;
     bool tracing = false;
     if (k == 0) {
       const std::string chosen = trace_strategy(plan);
-      if (const auto it = std::find(order.begin(), order.end(), chosen); it != order.end()) {
+      const auto it = std::find_if(order.begin(), order.end(), [&](const Contender& c) { return c.name == chosen; });
+      if (it != order.end() && !it->peer()) {
         std::rotate(order.begin(), it, it + 1);
         tracing = true;
       }
     }
     for (int repeat = 0; repeat < o_.repeats; ++repeat) {
-      for (const std::string& s : order) {
-        if (tracing && plan.contains(s)) keep_predicted_trace(link, network, s, plan.at(s));
-        const bool ok = train(link, network, s, plan, tracing, repeat);
-        tracing = tracing && !ok;
+      for (const Contender& c : order) {
+        const bool traceable = tracing && !c.peer();
+        if (traceable && plan.contains(c.name)) keep_predicted_trace(link, network, c, plan.at(c.name));
+        const bool ok = train(link, network, c, plan, traceable, repeat);
+        tracing = traceable && !ok;
       }
-      if (o_.ddp) train(link, network, kDdpPeerStrategy, plan, false, repeat);
       tracing = false;  // the traces are of the first run
     }
   }
@@ -618,6 +667,9 @@ BenchResults run_bench(const BenchOptions& options, const netem::TerminationSign
   }
   // Unknown names fail here, before the output folder is made.
   for (const std::string& s : options.strategies) find_strategy(s);
+  if (options.compression.empty()) throw UsageError("--compression: give at least one encoding, e.g. none");
+  for (const std::string& e : options.compression) parse_encoding(e, "--compression");
+  for (const std::string& p : options.peers) peer_contender(p);
   if (!options.trace_strategy.empty()) find_strategy(options.trace_strategy);
   return Bench(options, signals, progress).run();
 }

@@ -16,7 +16,8 @@
 //     <out>/plan-<link>-ps.json for the parameter-server strategies;
 //  5. each strategy trained by P workers over the link (`weft train` with the same
 //     profile, fit and tuned options, so that it executes the schedule that was
-//     predicted) → <out>/runs/<link>-<strategy>.jsonl, and the DDP peer the same way;
+//     predicted), in each --compression encoding where it averages gradients →
+//     <out>/runs/<link>-<run>.jsonl, and each PyTorch peer (--peers) the same way;
 //     a parameter-server strategy with Training::servers servers beside the
 //     workers, each behind a link like a worker's;
 //  6. the steady-state iteration time of each run (Note [Steady-state iteration
@@ -134,11 +135,15 @@ struct BenchOptions {
   Training training;  // model, batch, lr, optimizer, seed, H, steps, eval_every
   std::vector<Link> links;  // one round each; {"loopback", 0} when not emulating
   std::vector<std::string> strategies;  // empty: every strategy `weft train` accepts
+  // Wire encodings (--compression): each S-SGD strategy runs in each; the others
+  // run uncompressed.
+  std::vector<std::string> compression = {"none"};
+  // PyTorch peers (--peers: ddp, fp16, powersgd:R, postlocalsgd:H), run like weft's.
+  std::vector<std::string> peers = {"ddp"};
   Mode mode = Mode::kIterations;
   double target_accuracy = 0.85;  // accuracy mode: runs stop once rank 0 reaches it
   int warmup = 5;                 // iterations left out of the steady state
   int repeats = 1;                // runs of each strategy (Note [Repeated runs])
-  bool ddp = true;                // also run the PyTorch DDP peer
   std::filesystem::path out = "build/weft-bench";
   // The run whose predicted and measured traces are kept: this strategy on the
   // first link (or, should it fail, the next that succeeds). Empty: the fastest

@@ -1,11 +1,14 @@
 #include "bench/commands.h"
 
 #include <algorithm>
+#include <charconv>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "bench/results.h"
 #include "netem/shaping.h"
+#include "schedule/encoding.h"
 #include "schedulers/strategies.h"
 
 namespace weft::bench {
@@ -128,7 +131,7 @@ std::vector<std::string> network_profile_command(const Tools& tools, const Link&
 
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
                                       const std::string& profile, const std::string& network,
-                                      const std::vector<std::string>& strategies) {
+                                      const std::vector<std::string>& strategies, const std::string& encoding) {
   if (strategies.empty()) throw std::logic_error("plan_command: no strategy to plan");
   const bool ps = uses_servers(strategies.front());
   for (const std::string& s : strategies) {
@@ -140,6 +143,7 @@ std::vector<std::string> plan_command(const Tools& tools, const Link& link, cons
   std::vector<std::string> argv = concat({tools.weft, "plan", "--profile", profile},
                                          cluster_flags(tools, link, network, ps ? training.servers : 0));
   argv = concat(argv, {"--H", std::to_string(training.H), "--json"});
+  if (encoding != "none") argv = concat(argv, {"--compression", encoding});
   std::vector<std::string> names;
   if (!ps) names = {"wfbp", "ddp"};
   for (const std::string& s : strategies) {
@@ -186,13 +190,44 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
 }
 
 std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const Training& training,
-                                     std::int64_t parameters, double target_accuracy, const std::string& metrics) {
+                                     const std::string& remedy, std::int64_t parameters, double target_accuracy,
+                                     const std::string& metrics) {
   std::vector<std::string> script = concat({tools.ddp_peer}, training_flags(training));
-  script = concat(script, {"--expect-parameters", std::to_string(parameters), "--metrics", metrics});
+  script = concat(script, {"--remedy", remedy, "--expect-parameters", std::to_string(parameters), "--metrics", metrics});
   if (target_accuracy > 0) script = concat(script, {"--target-accuracy", exact(target_accuracy)});
   if (link.emulated()) return under_netem(tools, link, concat({tools.python}, script));
   return concat(concat({tools.python}, script),
                 concat(local_processes(tools), {"--port", std::to_string(tools.port)}));
+}
+
+Contender weft_contender(const std::string& strategy, const std::string& encoding) {
+  const Encoding e = parse_encoding(encoding, "--compression");
+  if (lossy(e) && find_strategy(strategy).family != Family::kSynchronous) {
+    throw UsageError(fmt::format("--compression {}: {} does not average gradients; compression applies to the "
+                                 "S-SGD strategies",
+                                 encoding, strategy));
+  }
+  const std::string canonical = to_string(e);
+  return {.name = lossy(e) ? strategy + "+" + canonical : strategy, .strategy = strategy, .encoding = canonical};
+}
+
+Contender peer_contender(const std::string& peer) {
+  constexpr std::string_view kAccepted = "ddp, fp16, powersgd:R, postlocalsgd:H (R, H integers >= 1)";
+  const auto bad = [&] { return UsageError(fmt::format("--peers {}: not a peer; accepted: {}", peer, kAccepted)); };
+  if (peer == "ddp") return {.name = kDdpPeerStrategy, .strategy = "ddp", .remedy = "none"};
+  if (peer == "fp16") return {.name = fmt::format("{}+fp16", kDdpPeerStrategy), .strategy = "ddp", .encoding = "fp16",
+                              .remedy = "fp16"};
+  const std::size_t colon = peer.find(':');
+  const std::string kind = peer.substr(0, colon);
+  if (colon == std::string::npos || (kind != "powersgd" && kind != "postlocalsgd")) throw bad();
+  const std::string value = peer.substr(colon + 1);
+  int n = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (value.empty() || error != std::errc{} || end != value.data() + value.size() || n < 1 || n > 1'000'000) throw bad();
+  if (kind == "powersgd") {
+    return {.name = fmt::format("{}+{}", kDdpPeerStrategy, peer), .strategy = "ddp", .encoding = peer, .remedy = peer};
+  }
+  return {.name = "pytorch-" + peer, .strategy = "flsgd", .remedy = peer, .period = n};
 }
 
 std::vector<std::string> probe_command(const Tools& tools, const Training& training, const std::string& strategy) {
@@ -214,6 +249,10 @@ std::vector<std::string> strategy_flags(const nlohmann::json& options) {
   };
   bytes("partition_B", "--partition");
   bytes("credit_B", "--credit");
+  if (const auto it = options.find("compression"); it != options.end() && it->is_string()) {
+    flags.push_back("--compression");
+    flags.push_back(it->get<std::string>());
+  }
   return flags;
 }
 

@@ -94,11 +94,35 @@ std::vector<std::string> network_profile_command(const Tools& tools, const Link&
 // at a time): all-reduce ones get wfbp and ddp added, for the references;
 // parameter-server ones get `--arch ps --servers S` instead, and for bandwidth what
 // TCP delivers over the emulated link (netem::payload_rate), as their costs use
-// the bandwidth alone. REQUIRES !strategies
-// .empty() and one architecture (THROWS std::logic_error naming the two otherwise).
+// the bandwidth alone. With an `encoding` other than "none", `--compression
+// encoding` too (S-SGD strategies only). REQUIRES !strategies.empty() and one
+// architecture (THROWS std::logic_error naming the two otherwise).
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
                                       const std::string& profile, const std::string& network,
-                                      const std::vector<std::string>& strategies);
+                                      const std::vector<std::string>& strategies,
+                                      const std::string& encoding = "none");
+
+// What a bench run trains: a weft strategy in a wire encoding, or a PyTorch peer.
+// Its name is its row: "wfbp", "wfbp+int8", "pytorch-ddp", "pytorch-ddp+fp16",
+// "pytorch-ddp+powersgd:2", "pytorch-postlocalsgd:5" (tools/ddp_peer.py writes
+// the peers' names into their metrics).
+struct Contender {
+  std::string name;
+  // weft's strategy; for a peer, the one that predicts it: ddp (the same buckets,
+  // in the hook's encoding) or flsgd (PostLocalSGD's periodic average).
+  std::string strategy;
+  std::string encoding = "none";  // --compression; a peer's hook's encoding
+  std::string remedy;             // peers: ddp_peer.py --remedy (none, fp16, powersgd:R, postlocalsgd:H)
+  int period = 1;                 // iterations between averages (PostLocalSGD's H)
+  bool peer() const { return !remedy.empty(); }
+};
+
+// A weft strategy in `encoding` ("none": as it is). THROWS UsageError for an
+// unknown encoding, or a lossy one with a strategy that does not average gradients.
+Contender weft_contender(const std::string& strategy, const std::string& encoding);
+// A peer from --peers: ddp, fp16, powersgd:R, postlocalsgd:H. THROWS UsageError
+// naming the value and what is accepted.
+Contender peer_contender(const std::string& peer);
 
 // `weft simulate` of one strategy with the options the planner chose, printing
 // its summary as JSON and, unless `trace` is empty, writing the predicted
@@ -126,12 +150,13 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
                                        const std::string& profile, const std::string& network,
                                        const std::string& metrics, const std::string& trace);
 
-// The PyTorch DDP peer under the link (or its own --nproc P launcher on loopback;
-// Debian's torchrun is broken on Python 3.11).
+// The PyTorch peer under the link (or its own --nproc P launcher on loopback;
+// Debian's torchrun is broken on Python 3.11), with `remedy` (Peer::remedy).
 // It refuses to train unless its model has `parameters` parameters; with a target
 // accuracy > 0 it stops once rank 0's evaluation reaches it.
 std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const Training& training,
-                                     std::int64_t parameters, double target_accuracy, const std::string& metrics);
+                                     const std::string& remedy, std::int64_t parameters, double target_accuracy,
+                                     const std::string& metrics);
 
 // A `--strategy probe`: `weft train --model M --strategy S --steps 0` (with
 // `--servers S` for a parameter-server strategy, as it would be trained), which weft
@@ -141,7 +166,8 @@ std::vector<std::string> probe_command(const Tools& tools, const Training& train
 
 // The flags that give `weft train`/`weft simulate` the options a planned schedule
 // was made with (plan JSON "options"): partition_B → --partition, credit_B →
-// --credit (the planner tunes them; `weft train` would use the defaults). H is
+// --credit (the planner tunes them; `weft train` would use the defaults), and
+// compression → --compression (the bench adds it to a compressed run's). H is
 // Training::H, given to both. Other keys are outputs of the scheduler (windows,
 // sets, groups), which `weft train` recomputes from the same inputs.
 std::vector<std::string> strategy_flags(const nlohmann::json& options);

@@ -80,8 +80,9 @@ TEST(Commands, LoopbackRunsUseTheProgramsOwnLauncher) {
   const auto net = network_profile_command(kTools, kLoopback, 1 << 20, "net.json");
   EXPECT_TRUE(has(net, "--nproc", "3"));
   EXPECT_TRUE(has(net, "--max-bytes", "1048576"));
-  const auto ddp = ddp_command(kTools, kLoopback, {}, 91706, 0, "m");
+  const auto ddp = ddp_command(kTools, kLoopback, {}, "none", 91706, 0, "m");
   EXPECT_EQ(ddp[0], "/usr/bin/python3");
+  EXPECT_TRUE(has(ddp, "--remedy", "none"));
   EXPECT_TRUE(has(ddp, "--nproc", "3"));
   EXPECT_TRUE(has(ddp, "--port", "29600"));
   EXPECT_TRUE(has(ddp, "--expect-parameters", "91706"));
@@ -99,7 +100,7 @@ TEST(Commands, ThePlacementReachesEveryLauncher) {
         train_command(pinned, l, {}, "wfbp", {}, "p", "n", "m", ""),
         link_profile_command(pinned, l, {}, "profile.json"),
         network_profile_command(pinned, l, 1 << 20, "net.json"),
-        ddp_command(pinned, l, {}, 91706, 0, "m")};
+        ddp_command(pinned, l, {}, "fp16", 91706, 0, "m")};
     for (const auto& argv : commands) {
       EXPECT_EQ(std::count(argv.begin(), argv.end(), "--cores"), 1) << l.name << ": " << argv[1];
       EXPECT_TRUE(has(argv, "--cores", "pinned")) << l.name << ": " << argv[1];
@@ -115,7 +116,8 @@ TEST(Commands, TheDdpPeerGetsTheSameTrainingAsWeft) {
   const Training t{.model = "cnn", .batch = 16, .lr = 0.125, .optimizer = "momentum", .seed = 4, .steps = 33,
                    .eval_every = 11};
   const auto weft = inner(train_command(kTools, kEmulated, t, "wfbp", {}, "p", "n", "m", ""));
-  const auto ddp = inner(ddp_command(kTools, kEmulated, t, 91706, 0.85, "m"));
+  const auto ddp = inner(ddp_command(kTools, kEmulated, t, "powersgd:2", 91706, 0.85, "m"));
+  EXPECT_TRUE(has(ddp, "--remedy", "powersgd:2"));
   EXPECT_EQ(ddp[0], "/usr/bin/python3");
   EXPECT_EQ(ddp[1], "tools/ddp_peer.py");
   for (const char* flag : {"--model", "--batch", "--lr", "--optimizer", "--seed", "--steps", "--eval-every"}) {
@@ -234,6 +236,47 @@ TEST(Commands, StrategyFlagsCarryOnlyTheTunedInputs) {
   EXPECT_TRUE(strategy_flags(nullptr).empty());
   EXPECT_TRUE(strategy_flags({{"H", 5}, {"sets", {1}}, {"groups", {{0, 1}}}}).empty());
   EXPECT_EQ(strategy_flags({{"partition_B", 4096}}), (std::vector<std::string>{"--partition", "4096"}));
+}
+
+// A run's name is its row; its strategy and encoding are what is planned and
+// trained; a peer's prediction is the strategy that makes the same messages.
+TEST(Commands, ContendersNameTheirRunsAndWhatPredictsThem) {
+  const Contender plain = weft_contender("wfbp", "none");
+  EXPECT_EQ(plain.name, "wfbp");
+  EXPECT_FALSE(plain.peer());
+  const Contender int8 = weft_contender("dcredit", "int8");
+  EXPECT_EQ(int8.name, "dcredit+int8");
+  EXPECT_EQ(int8.strategy, "dcredit");
+  EXPECT_EQ(int8.encoding, "int8");
+  EXPECT_THROW(weft_contender("flsgd", "fp16"), UsageError);  // averages parameters, not gradients
+  EXPECT_THROW(weft_contender("wfbp", "zip"), UsageError);
+
+  const Contender ddp = peer_contender("ddp");
+  EXPECT_EQ(ddp.name, "pytorch-ddp");
+  EXPECT_EQ(ddp.remedy, "none");
+  EXPECT_TRUE(ddp.peer());
+  const Contender power = peer_contender("powersgd:2");
+  EXPECT_EQ(power.name, "pytorch-ddp+powersgd:2");
+  EXPECT_EQ(power.strategy, "ddp");
+  EXPECT_EQ(power.encoding, "powersgd:2");
+  const Contender local = peer_contender("postlocalsgd:8");
+  EXPECT_EQ(local.name, "pytorch-postlocalsgd:8");
+  EXPECT_EQ(local.strategy, "flsgd");
+  EXPECT_EQ(local.period, 8);
+  for (const char* bad : {"", "DDP", "powersgd", "powersgd:0", "powersgd:x", "postlocalsgd:-1", "fp16:2"}) {
+    EXPECT_THROW(peer_contender(bad), UsageError) << bad;
+  }
+}
+
+TEST(Commands, AnEncodingReachesThePlanTheTrainingAndTheSimulation) {
+  const auto plan = plan_command(kTools, kLoopback, {}, "p", "n", {"dcredit"}, "int8");
+  EXPECT_TRUE(has(plan, "--compression", "int8"));
+  EXPECT_FALSE(contains(plan_command(kTools, kLoopback, {}, "p", "n", {"dcredit"}), "--compression"));
+  const nlohmann::json options = {{"partition_B", 4096}, {"compression", "powersgd:2"}};
+  EXPECT_TRUE(has(train_command(kTools, kLoopback, {}, "wfbp", options, "p", "n", "m", ""), "--compression",
+                  "powersgd:2"));
+  EXPECT_TRUE(has(simulate_command(kTools, kLoopback, {}, "p", "n", "wfbp", options, ""), "--compression",
+                  "powersgd:2"));
 }
 
 }  // namespace

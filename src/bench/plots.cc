@@ -38,7 +38,7 @@ std::string column(std::string_view text) {
 
 std::string milliseconds(std::optional<Seconds> t) { return t ? fmt::format("{:.6g}", *t * 1e3) : "NaN"; }
 
-std::string run_label(const RunResult& r) { return r.kind == "weft" ? r.strategy : r.kind; }
+std::string run_label(const RunResult& r) { return r.strategy; }
 
 std::string header(const BenchResults& results, const std::string& name, int panels, const std::string& what) {
   const int width = std::max(640, 100 + 430 * panels);

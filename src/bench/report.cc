@@ -139,7 +139,9 @@ std::string format_table(const BenchResults& r) {
                                 r.model, r.parameters, r.workers, r.batch, r.optimizer, r.lr,
                                 r.H > 1 ? fmt::format(", local SGD H={}", r.H) : "", accuracy ? "at most " : "",
                                 r.steps, r.warmup, r.emulated ? "emulated links" : "loopback, no emulation");
-  out += fmt::format("{:<9} {:<14} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", "link", "strategy", "measured",
+  std::size_t width = 14;  // the strategy column: its longest name ("pytorch-ddp+powersgd:2")
+  for (const RunResult& run : r.runs) width = std::max(width, run.strategy.size());
+  out += fmt::format("{:<9} {:<{}} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", "link", "strategy", width, "measured",
                      "predicted", "error", "(retimed)", "(own)", "vs wfbp", "(pred)");
   if (accuracy) out += fmt::format(" {:>10} {:>10}", fmt::format("to {:.3g}%", 100 * r.target_accuracy), "w/o eval");
   out += "\n";
@@ -147,8 +149,8 @@ std::string format_table(const BenchResults& r) {
     bool first = true;
     for (const RunResult& run : r.runs) {
       if (run.link != link.link) continue;
-      out += fmt::format("{:<9} {:<14} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", first ? link.link : "",
-                         run.kind == "weft" ? run.strategy : run.kind, format_duration(run.measured_iteration),
+      out += fmt::format("{:<9} {:<{}} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", first ? link.link : "",
+                         run.strategy, width, format_duration(run.measured_iteration),
                          duration_or_dash(run.predicted_iteration), or_dash(run.error_pct(), "{:+.1f}%"),
                          or_dash(run.retimed_error_pct(), "{:+.1f}%"), or_dash(run.own_compute_error_pct(), "{:+.1f}%"),
                          or_dash(run.speedup_vs_wfbp, "{:.2f}x"), or_dash(run.predicted_speedup_vs_wfbp, "{:.2f}x"));

@@ -163,6 +163,11 @@ TEST_F(BadInput, BenchChecksItsFlagsBeforeAnyWork) {
   expect_refused("bench --loopback --workers 100000 --out " + (dir_ / "o").string(), "--workers 100000");
   expect_refused("bench --loopback --out " + (dir_ / "no" / "such" / "o").string(), "does not exist");
   EXPECT_FALSE(fs::exists(dir_ / "no"));
+  expect_refused("bench --loopback --compression none,zip --out " + (dir_ / "o").string(),
+                 "--compression zip: not an encoding; accepted: none, fp16");
+  expect_refused("bench --loopback --peers ddp,powersgd --out " + (dir_ / "o").string(),
+                 "--peers powersgd: not a peer; accepted: ddp, fp16, powersgd:R, postlocalsgd:H");
+  EXPECT_FALSE(fs::exists(dir_ / "o"));
 }
 #endif
 

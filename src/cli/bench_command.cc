@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "netem/supervisor.h"
 #include "runtime/model.h"
+#include "schedule/encoding.h"
 #include "units/cores.h"
 #include "units/files.h"
 #include "units/limits.h"
@@ -60,6 +61,8 @@ struct BenchFlags {
   int servers = 1;
   std::string out = "build/weft-bench";
   bool no_ddp = false;
+  std::vector<std::string> peers{"ddp"};
+  std::vector<std::string> compression{"none"};
   bool loopback = false;
   std::string python = "/usr/bin/python3";
   std::string ddp_peer;
@@ -134,8 +137,10 @@ bench::BenchOptions to_options(const BenchFlags& f) {
   o.warmup = f.warmup;
   o.repeats = f.repeats;
   o.strategies = f.strategies;
-  o.ddp = !f.no_ddp;
-  if (o.ddp && !fs::is_regular_file(o.tools.ddp_peer)) {
+  o.compression = f.compression;
+  if (!f.no_ddp) o.peers = f.peers;
+  else o.peers.clear();
+  if (!o.peers.empty() && !fs::is_regular_file(o.tools.ddp_peer)) {
     throw UsageError(fmt::format("--ddp-peer {}: no such file; give the path of tools/ddp_peer.py (the build copies "
                                  "it beside the weft binary), or --no-ddp",
                                  o.tools.ddp_peer));
@@ -188,7 +193,7 @@ void add_bench(CLI::App& app, int& exit_status) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "The end-to-end comparison: per link, profile the model and the network, predict every strategy, train "
-      "each for real under the emulated link (weft netem; needs root) and the PyTorch DDP peer too, and report "
+      "each for real under the emulated link (weft netem; needs root) and PyTorch's DDP (--peers) too, and report "
       "measured against predicted iteration time. Writes OUT/bench.json, plots and logs.\n"
       "Example: sudo weft bench --workers 2 --bandwidths 100Mbit --steps 20 --strategies wfbp,mgwfbp,dcredit");
   cmd->add_option("--model", f->model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
@@ -224,7 +229,18 @@ void add_bench(CLI::App& app, int& exit_status) {
                   "parameter servers of the ps and ps-interleaved runs, each behind a link like a worker's")
       ->capture_default_str();
   cmd->add_option("--out", f->out, "folder for bench.json, plots, traces, metrics and logs")->capture_default_str();
-  cmd->add_flag("--no-ddp", f->no_ddp, "do not run the PyTorch DDP peer");
+  cmd->add_option("--compression", f->compression,
+                  fmt::format("wire encodings: each S-SGD strategy runs in each ({}; docs/compression.md)",
+                              kEncodingsAccepted))
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--peers", f->peers,
+                  "PyTorch runs beside weft's, on the same model, data and links: ddp (plain DDP), fp16 (DDP + "
+                  "fp16_compress_hook), powersgd:R (DDP + powerSGD_hook at rank R), postlocalsgd:H "
+                  "(PeriodicModelAverager every H iterations)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_flag("--no-ddp", f->no_ddp, "run no PyTorch peer");
   cmd->add_flag("--loopback", f->loopback, "no emulated links: one round on loopback (automatic when not root)");
   cmd->add_option("--python", f->python, "Python with Debian's python3-torch, for the DDP peer")
       ->capture_default_str();

@@ -225,8 +225,12 @@ void EmulatedNetwork::remove_all() noexcept {
   made_.clear();
 }
 
+// GLOO_SOCKET_IFNAME: PyTorch's Gloo otherwise binds the address its host name
+// resolves to, which inside a namespace is loopback: a user's torch.distributed
+// script under `weft run --bandwidth` would then never reach its peers.
 std::vector<std::string> EmulatedNetwork::environment_for(const Endpoint& e) const {
   std::vector<std::string> env = {
+      fmt::format("GLOO_SOCKET_IFNAME={}", kEndpointDevice),
       "MASTER_ADDR=" + endpoints_.front().address,
       fmt::format("MASTER_PORT={}", options_.master_port),
       fmt::format("RANK={}", e.rank),

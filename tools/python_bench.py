@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Times the Python package against what a user would otherwise run, side by side
+(BENCHMARKS.md, "The Python package"). Debian's /usr/bin/python3 (python3-torch).
+
+    # weft.DataParallel on examples/cnn.py against `weft train --model cnn`, same strategy:
+    tools/python_bench.py overhead --weft build/weft --strategies wfbp,ssgd --nproc 4
+    # examples/resnet18_fashion_mnist.py with weft's strategies and with PyTorch DDP,
+    # each rank behind an emulated link (root):
+    tools/python_bench.py resnet18 --weft build/weft --runs torch-ddp,ssgd,wfbp --bandwidths 100Mbit
+
+Runs go in rounds (every run once, then every run again) so that drift on a shared
+machine falls on all of them alike. A run's figure is the mean iteration time of
+the iterations after --warmup, averaged over the ranks, from the metrics JSON lines
+every run writes (docs/formats.md); each round's figure and their median are
+printed, and written with the commands to OUT/python-bench.json.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = "/usr/bin/python3"
+
+
+def mean_iteration(metrics, warmup):
+    """Mean iteration_s over iterations >= warmup, averaged over the ranks."""
+    by_rank = {}
+    with open(metrics) as f:
+        for line in f:
+            row = json.loads(line)
+            if "iteration_s" in row and row["iter"] >= warmup:
+                by_rank.setdefault(row["rank"], []).append(row["iteration_s"])
+    if not by_rank:
+        raise SystemExit(f"{metrics}: no iterations after the first {warmup}")
+    return statistics.mean(statistics.mean(v) for v in by_rank.values())
+
+
+def run(command, log):
+    print("  $", " ".join(command), flush=True)
+    with open(log, "w") as out:
+        status = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode
+    if status != 0:
+        raise SystemExit(f"exit {status}: {' '.join(command)} (log: {log})")
+
+
+def overhead_runs(a):
+    """(name, command(metrics)) pairs: weft train and the Python cnn per strategy."""
+    runs = []
+    common = ["--steps", str(a.steps), "--batch", str(a.batch)]
+    for s in a.strategies.split(","):
+        runs.append((f"weft train {s}", lambda m, s=s: [a.weft, "train", "--model", "cnn", "--nproc", str(a.nproc),
+                                                         "--strategy", s, "--no-progress", "--metrics", m, *common]))
+        runs.append((f"python {s}", lambda m, s=s: [a.weft, "run", "--nproc", str(a.nproc), "--", PYTHON,
+                                                     os.path.join(ROOT, "examples", "cnn.py"), "--strategy", s,
+                                                     "--metrics", m, *common]))
+    return [("", runs)]
+
+
+def resnet18_runs(a):
+    """Per link, (name, command(metrics)) pairs: the example under each --runs entry
+    (torch-ddp, a weft strategy, or STRATEGY+CODEC for weft with compression)."""
+    links = []
+    for link in a.bandwidths.split(","):
+        runs = []
+        for r in a.runs.split(","):
+            strategy, _, codec = r.partition("+")
+            runs.append((r, lambda m, link=link, strategy=strategy, codec=codec: [
+                a.weft, "run", "--nproc", str(a.nproc), "--bandwidth", link, "--", PYTHON,
+                os.path.join(ROOT, "examples", "resnet18_fashion_mnist.py"), "--strategy", strategy,
+                "--compression", codec or "none", "--bandwidth", link, "--steps", str(a.steps),
+                "--batch", str(a.batch), "--eval-samples", "0", "--metrics", m]))
+        links.append((link, runs))
+    return links
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("what", choices=["overhead", "resnet18"])
+    parser.add_argument("--weft", default=os.path.join(ROOT, "build", "weft"))
+    parser.add_argument("--strategies", default="wfbp", help="overhead: weft strategies")
+    parser.add_argument("--runs", default="torch-ddp,ssgd,wfbp",
+                        help="resnet18: torch-ddp, weft strategies, STRATEGY+CODEC (e.g. wfbp+powersgd:2)")
+    parser.add_argument("--bandwidths", default="100Mbit", help="resnet18: emulated links (root)")
+    parser.add_argument("--nproc", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", default=os.path.join(ROOT, "build", "python-bench"))
+    a = parser.parse_args()
+    if not a.steps > a.warmup >= 0:
+        parser.error(f"--steps {a.steps} --warmup {a.warmup}: expected steps > warmup >= 0")
+    if not os.access(a.weft, os.X_OK):
+        parser.error(f"--weft {a.weft}: not an executable; build weft first (make build)")
+    os.makedirs(a.out, exist_ok=True)
+
+    groups = overhead_runs(a) if a.what == "overhead" else resnet18_runs(a)
+    results = []
+    for link, runs in groups:
+        times = {name: [] for name, _ in runs}
+        for r in range(a.rounds):
+            for name, command in runs:
+                slug = f"{link}-{name}-{r}".strip("-").replace(" ", "-").replace(":", "").replace("+", "-")
+                metrics = os.path.join(a.out, slug + ".jsonl")
+                run(command(metrics), os.path.join(a.out, slug + ".log"))
+                times[name].append(mean_iteration(metrics, a.warmup))
+                print(f"{link} {name}: {times[name][-1] * 1e3:.1f} ms", flush=True)
+        for name, command in runs:
+            results.append({"link": link, "run": name, "mean_iteration_s": times[name],
+                            "median_s": statistics.median(times[name]), "command": command("METRICS")})
+
+    base = {}
+    print(f"\n| link | run | ms/iteration (median of {a.rounds}) | rounds | vs first |")
+    print("|---|---|---:|---|---:|")
+    for row in results:
+        first = base.setdefault(row["link"], row["median_s"])
+        rounds = ", ".join(f"{t * 1e3:.1f}" for t in row["mean_iteration_s"])
+        print(f"| {row['link'] or 'loopback'} | {row['run']} | {row['median_s'] * 1e3:.1f} | {rounds} | "
+              f"{first / row['median_s']:.2f}× |")
+    with open(os.path.join(a.out, "python-bench.json"), "w") as f:
+        json.dump({"what": a.what, "argv": sys.argv, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
