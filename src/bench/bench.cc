@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <ostream>
 
@@ -155,6 +156,7 @@ class Bench {
   std::vector<std::string> strategies_;  // those weft train accepts
   std::vector<Contender> contenders_;    // what each link trains: strategies_ in each encoding, then the peers
   int jobs_ = 0;
+  int repeats_ = 1;  // runs of each contender per link: --seeds or --repeats
   int runs_done_ = 0, runs_total_ = 0;  // training runs, for progress lines
   // (link, strategy) -> every run of it, for record()
   std::map<std::pair<std::string, std::string>, std::vector<RunResult>> runs_by_strategy_;
@@ -434,13 +436,14 @@ bool Bench::train(const Link& link, const LinkResult& network, const Contender& 
   const auto predicted = plan.find(key);
   const Prediction* prediction = predicted != plan.end() ? &predicted->second : nullptr;
   const std::string name = fmt::format("{}-{}{}", slug(link.name), slug(strategy),
-                                       o_.repeats > 1 ? fmt::format(".{}", repeat + 1) : "");
+                                       repeats_ > 1 ? fmt::format(".{}", repeat + 1) : "");
   const fs::path metrics = out_ / "runs" / (name + ".jsonl");
   const fs::path trace = out_ / "trace-measured.json";
   const fs::path log_file = log(name);
   fs::remove(metrics);
 
-  const Training& training = o_.training;
+  Training training = o_.training;
+  if (!o_.seeds.empty()) training.seed = o_.seeds.at(static_cast<std::size_t>(repeat));
   const bool accuracy_mode = o_.mode == Mode::kAccuracy;
   const Tools tools = next_tools();
   nlohmann::json options = prediction ? prediction->options : nlohmann::json::object();
@@ -452,7 +455,9 @@ bool Bench::train(const Link& link, const LinkResult& network, const Contender& 
                            (out_ / network.network).string(), metrics.string(), keep_trace ? trace.string() : "");
   say(fmt::format("[{}/{}] {}: training {} ({} workers, {} steps{})", ++runs_done_, runs_total_, link.name,
                   strategy, o_.tools.workers, training.steps,
-                  o_.repeats > 1 ? fmt::format(", run {} of {}", repeat + 1, o_.repeats) : ""));
+                  repeats_ > 1 ? fmt::format(", run {} of {}{}", repeat + 1, repeats_,
+                                             o_.seeds.empty() ? "" : fmt::format(", seed {}", training.seed))
+                               : ""));
   // Note [Re-timed before each run]: predicted once more, before it starts.
   std::optional<Seconds> retimed_compute, predicted_retimed;
   if (prediction && prediction->compute > 0) {
@@ -491,7 +496,8 @@ bool Bench::train(const Link& link, const LinkResult& network, const Contender& 
                 .period = peer || !prediction ? contender.period : prediction->period,
                 .retimed_compute = retimed_compute,
                 .predicted_retimed = predicted_retimed,
-                .metrics = relative(metrics)};
+                .metrics = relative(metrics),
+                .seed = training.seed};
   try {
     const Metrics m = load_metrics(metrics);
     const SteadyState steady = steady_iteration_time(m, {.warmup = o_.warmup, .period = run.period});
@@ -554,13 +560,22 @@ bool Bench::train(const Link& link, const LinkResult& network, const Contender& 
 void Bench::record(RunResult run) {
   std::vector<RunResult>& runs = runs_by_strategy_[{run.link, run.strategy}];
   runs.push_back(std::move(run));
+  // Note [Repeated runs]: the median by what the mode compares.
+  const auto key = [&](const RunResult* r) {
+    const Seconds never = std::numeric_limits<Seconds>::infinity();
+    return o_.mode == Mode::kAccuracy ? std::pair{r->time_to_accuracy.value_or(never), r->measured_iteration}
+                                      : std::pair{r->measured_iteration, 0.0};
+  };
   std::vector<const RunResult*> by_time;
   for (const RunResult& r : runs) by_time.push_back(&r);
-  std::sort(by_time.begin(), by_time.end(),
-            [](const RunResult* x, const RunResult* y) { return x->measured_iteration < y->measured_iteration; });
+  std::sort(by_time.begin(), by_time.end(), [&](const RunResult* x, const RunResult* y) { return key(x) < key(y); });
   RunResult median = *by_time[(by_time.size() - 1) / 2];
   median.measured_iterations.clear();
-  for (const RunResult& r : runs) median.measured_iterations.push_back(r.measured_iteration);
+  median.times_to_accuracy.clear();
+  for (const RunResult& r : runs) {
+    median.measured_iterations.push_back(r.measured_iteration);
+    median.times_to_accuracy.push_back(r.time_to_accuracy);
+  }
   const auto same = [&](const RunResult& r) { return r.link == median.link && r.strategy == median.strategy; };
   if (const auto it = std::find_if(results_.runs.begin(), results_.runs.end(), same); it != results_.runs.end()) {
     *it = std::move(median);
@@ -571,7 +586,20 @@ void Bench::record(RunResult run) {
 
 void Bench::draw_plots() {
   std::vector<PlotText> plots{iteration_time_plot(results_)};
-  if (o_.mode == Mode::kAccuracy) plots.push_back(accuracy_plot(results_));
+  if (o_.mode == Mode::kAccuracy) {
+    // Every run's curve, each seed's labelled, not only the medians.
+    BenchResults every = results_;
+    every.runs.clear();
+    for (const RunResult& median : results_.runs) {
+      for (RunResult run : runs_by_strategy_.at({median.link, median.strategy})) {
+        if (repeats_ > 1) {
+          run.strategy += run.seed && !o_.seeds.empty() ? fmt::format(" (seed {})", *run.seed) : "";
+        }
+        every.runs.push_back(std::move(run));
+      }
+    }
+    plots.push_back(accuracy_plot(every));
+  }
   for (const PlotText& plot : plots) {
     try {
       say("plot: " + render(plot, out_).string());
@@ -599,7 +627,8 @@ BenchResults Bench::run() {
               .mtu = o_.links.front().emulated() ? o_.tools.mtu : 0,
               .cores = o_.tools.cores};
   probe_strategies();
-  runs_total_ = static_cast<int>(o_.links.size() * contenders_.size()) * o_.repeats;
+  repeats_ = o_.seeds.empty() ? o_.repeats : static_cast<int>(o_.seeds.size());
+  runs_total_ = static_cast<int>(o_.links.size() * contenders_.size()) * repeats_;
   std::vector<std::string> links, names;
   for (const Link& link : o_.links) links.push_back(link.name);
   for (const Contender& c : contenders_) names.push_back(c.name);
@@ -628,7 +657,7 @@ BenchResults Bench::run() {
         tracing = true;
       }
     }
-    for (int repeat = 0; repeat < o_.repeats; ++repeat) {
+    for (int repeat = 0; repeat < repeats_; ++repeat) {
       for (const Contender& c : order) {
         const bool traceable = tracing && !c.peer();
         if (traceable && plan.contains(c.name)) keep_predicted_trace(link, network, c, plan.at(c.name));

@@ -68,7 +68,10 @@
 // that a slow spell of the machine falls on every strategy rather than on one.
 // The results keep each run's time and, for everything else, the median run
 // (the lower median for even N): a real run, whose metrics, loss and accuracy
-// belong together. Metrics files are then runs/<link>-<strategy>.<k>.jsonl.
+// belong together; in accuracy mode the median by time to the target (a run
+// that never reaches it counting as slowest), as the race is about that time.
+// Metrics files are then runs/<link>-<strategy>.<k>.jsonl. --seeds s1,s2,...
+// makes the runs of a round differ by seed as well as by time.
 //
 // Note [Predicted on the run's own compute]
 // The machine these benches run on is shared, and its speed drifts within
@@ -144,6 +147,10 @@ struct BenchOptions {
   double target_accuracy = 0.85;  // accuracy mode: runs stop once rank 0 reaches it
   int warmup = 5;                 // iterations left out of the steady state
   int repeats = 1;                // runs of each strategy (Note [Repeated runs])
+  // Non-empty: one run of each strategy per seed, in rounds (replaces repeats and
+  // Training::seed); accuracy mode then reports the median time to accuracy
+  // and its range, and plots every run.
+  std::vector<std::uint64_t> seeds;
   std::filesystem::path out = "build/weft-bench";
   // The run whose predicted and measured traces are kept: this strategy on the
   // first link (or, should it fail, the next that succeeds). Empty: the fastest

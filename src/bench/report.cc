@@ -133,6 +133,23 @@ std::vector<Agreement> agreement(const BenchResults& results) {
   return out;
 }
 
+// "of 3 runs: 35.1s to 48.0s", "of 3 runs: 35.1s to 48.0s, 1 never": the range
+// of repeated runs' times to accuracy (the column holds the median run's).
+std::string describe_runs(const std::vector<std::optional<Seconds>>& times) {
+  std::vector<Seconds> reached;
+  for (const auto& t : times) {
+    if (t) reached.push_back(*t);
+  }
+  const std::size_t never = times.size() - reached.size();
+  std::string out = fmt::format("of {} runs: ", times.size());
+  if (!reached.empty()) {
+    const auto [low, high] = std::minmax_element(reached.begin(), reached.end());
+    out += fmt::format("{} to {}", format_duration(*low), format_duration(*high));
+  }
+  if (never > 0) out += fmt::format("{}{} never", reached.empty() ? "" : ", ", never);
+  return out;
+}
+
 std::string format_table(const BenchResults& r) {
   const bool accuracy = r.mode == Mode::kAccuracy;
   std::string out = fmt::format("{} ({} parameters) on {} workers, batch {}, {} lr {}{}; {}{} steps, warm-up {}; {}\n",
@@ -157,6 +174,7 @@ std::string format_table(const BenchResults& r) {
       if (accuracy) {
         out += fmt::format(" {:>10} {:>10}", duration_or_dash(run.time_to_accuracy),
                            duration_or_dash(run.training_time_to_accuracy));
+        if (run.times_to_accuracy.size() > 1) out += "  " + describe_runs(run.times_to_accuracy);
       }
       out += "\n";
       first = false;

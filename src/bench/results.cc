@@ -51,7 +51,13 @@ json to_json(const RunResult& r) {
           {"metrics", r.metrics},
           {"accuracy", accuracy},
           {"time_to_accuracy_s", optional_number(r.time_to_accuracy)},
-          {"training_time_to_accuracy_s", optional_number(r.training_time_to_accuracy)}};
+          {"training_time_to_accuracy_s", optional_number(r.training_time_to_accuracy)},
+          {"time_to_accuracy_runs_s", [&] {
+             json runs = json::array();
+             for (const auto& t : r.times_to_accuracy) runs.push_back(optional_number(t));
+             return runs;
+           }()},
+          {"seed", r.seed ? json(*r.seed) : json(nullptr)}};
 }
 
 // What a bench.json is, for messages about a missing field.
@@ -102,6 +108,20 @@ RunResult read_run(const Reader& r, bool v1) {
   };
   r.optional_number("error_pct");  // derived; present and typed, not stored
   run.measured_iterations = r.numbers("measured_iteration_runs_s");
+  if (r.has("time_to_accuracy_runs_s")) {  // newer fields (results.h)
+    const std::size_t n = r.array("time_to_accuracy_runs_s").size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const json& t = r.array("time_to_accuracy_runs_s")[i];
+      if (!t.is_null() && !t.is_number()) {
+        throw UsageError(fmt::format("{}: {} is {}, expected a number or null", r.element("time_to_accuracy_runs_s", i),
+                                     t.dump().substr(0, 40), t.type_name()));
+      }
+      run.times_to_accuracy.push_back(t.is_null() ? std::nullopt : std::optional<Seconds>(t.get<double>()));
+    }
+  }
+  if (r.has("seed") && !r.get("seed").is_null()) {
+    run.seed = static_cast<std::uint64_t>(r.integer("seed", 0, std::numeric_limits<std::int64_t>::max()));
+  }
   r.each("accuracy", [&](const Reader& p) {
     run.accuracy.push_back({.iter = p.integer("iter"),
                             .wall = p.number("wall_s"),

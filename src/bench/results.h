@@ -126,6 +126,11 @@ struct RunResult {
   std::vector<AccuracyPoint> accuracy;
   std::optional<Seconds> time_to_accuracy;           // wall-clock
   std::optional<Seconds> training_time_to_accuracy;  // evaluations left out
+  // Every repeat's time to accuracy, in the order run (null: not reached); and
+  // the seed of the run the other fields are of. Absent in files written
+  // before --seeds.
+  std::vector<std::optional<Seconds>> times_to_accuracy;
+  std::optional<std::uint64_t> seed;
 
   // 100·(measured − predicted)/predicted, or none without a prediction.
   std::optional<double> error_pct() const;

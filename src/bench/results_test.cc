@@ -49,6 +49,8 @@ BenchResults random_results(std::mt19937& rng) {
       }
       run.time_to_accuracy = maybe(rng, u(rng));
       run.training_time_to_accuracy = maybe(rng, u(rng));
+      run.times_to_accuracy = {maybe(rng, u(rng)), maybe(rng, u(rng))};
+      if (rng() % 2) run.seed = rng() % 1000;
       r.runs.push_back(run);
     }
   }
@@ -115,6 +117,8 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
         key == "predicted_retimed_s") {
       continue;
     }
+    // Optional: see BenchesBeforeSeedsReadNone.
+    if (key == "time_to_accuracy_runs_s" || key == "seed") continue;
     json broken = full;
     broken["runs"][0].erase(key);
     try {
@@ -124,6 +128,26 @@ TEST(Results, AMissingFieldIsNamedByItsPath) {
       EXPECT_NE(std::string(e.what()).find("runs[0]." + key), std::string::npos) << e.what();
     }
   }
+}
+
+// Benches written before --seeds have neither every run's time to accuracy nor
+// the median run's seed.
+TEST(Results, BenchesBeforeSeedsReadNone) {
+  std::mt19937 rng(5);
+  BenchResults r;
+  do r = random_results(rng);
+  while (r.runs.empty());
+  json before = to_json(r);
+  for (json& run : before["runs"]) {
+    run.erase("time_to_accuracy_runs_s");
+    run.erase("seed");
+  }
+  for (const RunResult& run : results_from_json(before, "bench.json").runs) {
+    EXPECT_TRUE(run.times_to_accuracy.empty());
+    EXPECT_FALSE(run.seed);
+  }
+  before["runs"][0]["time_to_accuracy_runs_s"] = json::array({1.5, "soon"});
+  EXPECT_THROW(results_from_json(before, "bench.json"), UsageError);
 }
 
 // Benches written before `--mtu` existed ran 1500-byte frames and have no mtu_B.

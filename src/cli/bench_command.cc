@@ -57,6 +57,7 @@ struct BenchFlags {
   double lr = 0.05;
   std::string optimizer = "sgd";
   std::uint64_t seed = 0;
+  std::vector<std::uint64_t> seeds;
   int H = 5;
   int servers = 1;
   std::string out = "build/weft-bench";
@@ -136,6 +137,7 @@ bench::BenchOptions to_options(const BenchFlags& f) {
   o.target_accuracy = f.target;
   o.warmup = f.warmup;
   o.repeats = f.repeats;
+  o.seeds = f.seeds;
   o.strategies = f.strategies;
   o.compression = f.compression;
   if (!f.no_ddp) o.peers = f.peers;
@@ -224,6 +226,10 @@ void add_bench(CLI::App& app, int& exit_status) {
   cmd->add_option("--lr", f->lr, "learning rate")->capture_default_str();
   cmd->add_option("--optimizer", f->optimizer, "sgd | momentum | adam")->capture_default_str();
   cmd->add_option("--seed", f->seed, "model initialisation and data order")->capture_default_str();
+  cmd->add_option("--seeds", f->seeds,
+                  "one run of each strategy per seed, in rounds, instead of --seed and --repeats: 0,1,2 (accuracy "
+                  "mode reports the median time to accuracy and its range, and plots every run)")
+      ->delimiter(',');
   cmd->add_option("--H", f->H, "local SGD period H (flsgd, plsgd, dreamddp, dreamddp-opt)")->capture_default_str();
   cmd->add_option("--servers", f->servers,
                   "parameter servers of the ps and ps-interleaved runs, each behind a link like a worker's")
