@@ -70,3 +70,14 @@ def test_compressed_wfbp_is_identical_on_every_rank_and_near_float32(tmp_path, c
     assert models.max_difference(ranks[0], ranks[1]) == 0  # bit-identical means on every rank
     difference = models.max_difference(ranks[0], expected)
     assert 0 < difference < bound, difference  # lossy (the codec ran), yet near float32
+
+
+@pytest.mark.parametrize("codec,bound", [("fp16", 3e-3), ("int8", 2e-2), ("powersgd:1", 0.2)])
+def test_compressed_local_sgd_is_identical_on_every_rank_and_near_the_plain_average(tmp_path, codec, bound):
+    ports = free_ports(2)
+    specs = [f"flsgd:{ports[0]}:H=2,as=plain", f"flsgd:{ports[1]}:H=2,compression={codec},as=c"]
+    check(run_job("rank_worker.py", [tmp_path, *specs], nproc=2, timeout=300))
+    plain, ranks = final(tmp_path, "plain", 2), final(tmp_path, "c", 2)
+    assert models.max_difference(ranks[0], ranks[1]) == 0  # the averages are bit-identical on every rank
+    difference = models.max_difference(ranks[0], plain[0])
+    assert 0 < difference < bound, difference  # lossy (the codec ran on the changes), yet near float32

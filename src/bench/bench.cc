@@ -213,12 +213,12 @@ void Bench::probe_strategies() {
     throw UsageError(fmt::format("--strategies: weft train accepts none of {}", fmt::join(candidates, ", ")));
   }
   for (const std::string& s : strategies_) {
-    const bool compressible = find_strategy(s).family == Family::kSynchronous;
+    const bool compressible = find_strategy(s).family != Family::kParameterServer;
     for (const std::string& e : o_.compression) {
       if (compressible || e == "none") contenders_.push_back(weft_contender(s, e));
     }
     if (!compressible && std::find(o_.compression.begin(), o_.compression.end(), "none") == o_.compression.end()) {
-      contenders_.push_back(weft_contender(s, "none"));  // compression averages gradients only
+      contenders_.push_back(weft_contender(s, "none"));  // parameter servers are not compressed
     }
   }
   for (const std::string& p : o_.peers) contenders_.push_back(peer_contender(p));

@@ -138,8 +138,8 @@ struct BenchOptions {
   Training training;  // model, batch, lr, optimizer, seed, H, steps, eval_every
   std::vector<Link> links;  // one round each; {"loopback", 0} when not emulating
   std::vector<std::string> strategies;  // empty: every strategy `weft train` accepts
-  // Wire encodings (--compression): each S-SGD strategy runs in each; the others
-  // run uncompressed.
+  // Wire encodings (--compression): each all-reduce strategy runs in each; the
+  // parameter-server ones run uncompressed.
   std::vector<std::string> compression = {"none"};
   // PyTorch peers (--peers: ddp, fp16, powersgd:R, postlocalsgd:H), run like weft's.
   std::vector<std::string> peers = {"ddp"};

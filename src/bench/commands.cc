@@ -202,9 +202,9 @@ std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const
 
 Contender weft_contender(const std::string& strategy, const std::string& encoding) {
   const Encoding e = parse_encoding(encoding, "--compression");
-  if (lossy(e) && find_strategy(strategy).family != Family::kSynchronous) {
-    throw UsageError(fmt::format("--compression {}: {} does not average gradients; compression applies to the "
-                                 "S-SGD strategies",
+  if (lossy(e) && find_strategy(strategy).family == Family::kParameterServer) {
+    throw UsageError(fmt::format("--compression {}: {} pushes to parameter servers, which weft does not compress "
+                                 "yet; compression applies to the S-SGD and local SGD strategies",
                                  encoding, strategy));
   }
   const std::string canonical = to_string(e);

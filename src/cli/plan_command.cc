@@ -242,8 +242,8 @@ void add_plan(CLI::App& app, int& exit_status) {
   add_cluster_flags(*cmd, flags->cluster);
   add_strategy_flags(*cmd, flags->strategy);
   cmd->get_option("--compression")
-      ->description(fmt::format("wire encoding of every gradient message (S-SGD strategies): {}, or auto: each "
-                                "S-SGD strategy with each of them; see docs/compression.md",
+      ->description(fmt::format("wire encoding of every averaging message (S-SGD and local SGD): {}, or auto: "
+                                "each such strategy with each of them; see docs/compression.md",
                                 kEncodingsAccepted));
   cmd->add_option("--strategy", flags->strategies, "only these strategies (repeatable; default: all for --arch)");
   cmd->add_flag("--json", flags->json, "print the plan as JSON (docs/formats.md §6)");

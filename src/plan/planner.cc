@@ -71,11 +71,11 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
       options.compressions.empty() ? std::vector<Encoding>{options.strategy.compression} : options.compressions;
   for (const StrategyInfo* info : selected(cluster, options)) {
     std::vector<Encoding> encodings = compressions;
-    // Only gradients are compressed: strategies that average parameters or use
-    // servers are planned uncompressed among others, and refused when named alone
-    // with a codec (StrategyInfo::make says why).
+    // Gradient and parameter averages are compressed; parameter servers are
+    // planned uncompressed among others, and refused when named alone with a
+    // codec (StrategyInfo::make says why).
     const bool named = !options.strategies.empty() && options.compressions.empty();
-    if (info->family != Family::kSynchronous && !named) encodings = {Encoding{}};
+    if (info->family == Family::kParameterServer && !named) encodings = {Encoding{}};
     for (const Encoding& encoding : encodings) {
       PlanOptions with = options;
       with.strategy.compression = encoding;

@@ -30,9 +30,28 @@ Seconds since(Clock::time_point start) { return std::chrono::duration<double>(Cl
 // all-reduce, or all-gather for small messages; process_group.h), then division by
 // their number; or, for a message with a lossy encoding, its codec's mean
 // (runtime/codecs.h).
+//
+// Note [Compressed parameter averages]
+// ------------------------------------
+// A codec averages what is small and changes slowly: gradients, or, for a
+// parameter average, each worker's change since the layer's last average (as
+// DiLoCo compresses its pseudo-gradients). So a lossy parameter message sends
+// x − r, where r is the agreed value of its chunks (the outer optimizer's, or a
+// copy kept here from the common start), and the mean is r + mean(x − r), which
+// then becomes r. Every rank holds the same r and decodes the same bytes, so the
+// means stay bit-identical; error feedback works on the changes as on gradients.
 class AllReduceMean : public OpExecutor {
  public:
-  AllReduceMean(const EngineOptions& options, bool gradients) : options_(options), gradients_(gradients) {}
+  AllReduceMean(const EngineOptions& options, bool gradients) : options_(options), gradients_(gradients) {
+    if (gradients_ || options_.outer != nullptr) return;
+    for (const auto& ops : options_.schedule->iterations) {
+      for (const CommOp& op : ops) {
+        if (op.kind == OpKind::kAverageParameters && lossy(op.encoding) && !agreed_) {
+          agreed_ = std::make_unique<SynchronisedParameters>(options_.layers);
+        }
+      }
+    }
+  }
 
   std::vector<torch::Tensor> operands(int layer) override {
     const auto& params = options_.layers[static_cast<size_t>(layer)];
@@ -46,18 +65,27 @@ class AllReduceMean : public OpExecutor {
   // With an outer optimizer a parameter mean over one worker still steps it.
   bool identity() const override { return options_.workers == 1 && (gradients_ || options_.outer == nullptr); }
   Started start(const Schedule& schedule, const Message& message, torch::Tensor packed) override {
-    if (Codec* c = codec(schedule, message)) return c->start(chunks_of(schedule, message), std::move(packed));
+    if (Codec* c = codec(schedule, message)) {
+      if (!gradients_) packed.sub_(agreed_values(schedule, message));  // Note [Compressed parameter averages]
+      return c->start(chunks_of(schedule, message), std::move(packed));
+    }
     Summing sum = start_sum(*options_.collectives, packed, options_.gather_below);
     return {.done = std::move(sum.done), .result = std::move(sum.result)};
   }
   void complete(const Schedule& schedule, const Message& message, const torch::Tensor&,
                 torch::Tensor& result) override {
-    if (Codec* c = codec(schedule, message)) return c->complete(result);
+    if (Codec* c = codec(schedule, message)) {
+      c->complete(result);
+      if (!gradients_) result.add_(agreed_values(schedule, message));
+      return;
+    }
     result = sum_of(result);
     if (options_.workers > 1) result.div_(static_cast<double>(options_.workers));
   }
   void complete_chunk(const Chunk& chunk, torch::Tensor values) override {
-    if (!gradients_ && options_.outer != nullptr) options_.outer->step(chunk, std::move(values));
+    if (gradients_) return;
+    if (options_.outer != nullptr) options_.outer->step(chunk, std::move(values));
+    else if (agreed_) agreed_->slice(chunk).copy_(values);
   }
   std::string describe(const Schedule& schedule, const Message& message) const override {
     const Encoding& e = encoding(schedule, message);
@@ -69,6 +97,13 @@ class AllReduceMean : public OpExecutor {
   static const Encoding& encoding(const Schedule& schedule, const Message& message) {
     const OpRef& ref = message.ops.front();
     return schedule.ops(ref.iteration)[static_cast<size_t>(ref.index)].encoding;
+  }
+  // The agreed values of the message's chunks, packed as its operands are.
+  torch::Tensor agreed_values(const Schedule& schedule, const Message& message) {
+    SynchronisedParameters& agreed = options_.outer != nullptr ? options_.outer->agreed() : *agreed_;
+    std::vector<torch::Tensor> parts;
+    for (const Chunk& chunk : chunks_of(schedule, message)) parts.push_back(agreed.slice(chunk));
+    return torch::cat(parts);
   }
   // The message's codec, made on first use; null for `none`.
   Codec* codec(const Schedule& schedule, const Message& message) {
@@ -85,6 +120,9 @@ class AllReduceMean : public OpExecutor {
   const EngineOptions& options_;
   const bool gradients_;
   std::map<std::string, std::unique_ptr<Codec>> codecs_;
+  // Parameter averages with a codec and no outer optimizer: Note [Compressed
+  // parameter averages].
+  std::unique_ptr<SynchronisedParameters> agreed_;
 };
 
 std::unique_ptr<OpExecutor> make_executor(OpKind kind, const EngineOptions& options) {

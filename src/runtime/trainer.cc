@@ -642,6 +642,12 @@ void check_checkpoint_options(const TrainOptions& o) {
                                  "weft does not checkpoint yet; accepted: the all-reduce strategies",
                                  o.strategy));
   }
+  if (lossy(o.strategy_options.compression)) {
+    throw UsageError(fmt::format("--checkpoint with --compression {}: the codecs' error-feedback state is not in "
+                                 "checkpoints yet, so a resumed job would not continue the same run; accepted: "
+                                 "--compression none",
+                                 to_string(o.strategy_options.compression)));
+  }
   std::error_code ec;
   if (std::filesystem::exists(o.checkpoint, ec) && !std::filesystem::is_directory(o.checkpoint, ec)) {
     throw UsageError(fmt::format("--checkpoint {}: not a directory", o.checkpoint.string()));

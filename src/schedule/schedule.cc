@@ -63,8 +63,8 @@ void check_encoding(const Schedule& s, int iteration, int index) {
     broken(s, iteration, index, fmt::format("encoding {} differs from the first operation's {}",
                                             to_string(op.encoding), to_string(first)));
   }
-  if (lossy(op.encoding) && op.kind != OpKind::kAverageGradients) {
-    broken(s, iteration, index, fmt::format("{} operation encoded {}: only gradient averages are compressed",
+  if (lossy(op.encoding) && op.kind == OpKind::kParameterServer) {
+    broken(s, iteration, index, fmt::format("{} operation encoded {}: only all-reduce averages are compressed",
                                             to_string(op.kind), to_string(op.encoding)));
   }
   if ((op.encoding.codec == Encoding::Codec::kPowerSgd) != (op.encoding.rank >= 1) || op.encoding.rank < 0) {
