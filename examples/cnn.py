@@ -82,7 +82,8 @@ class Cnn(nn.Module):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--strategy", default="wfbp")
+    parser.add_argument("--strategy", default="wfbp", help="a weft strategy, or torch-ddp (PyTorch's DDP)")
+    parser.add_argument("--compression", default="none", help="weft's gradient encoding: fp16, int8, powersgd:R...")
     parser.add_argument("--bandwidth", default="1Gbit")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=100)
@@ -95,7 +96,8 @@ def main():
     torch.manual_seed(0)
     net = Cnn()
     opt = torch.optim.SGD(net.parameters(), lr=args.lr)
-    model = weft.DataParallel(net, opt, strategy=args.strategy, bandwidth=args.bandwidth, layers=net.layers())
+    from resnet18_fashion_mnist import wrap
+    model = wrap(net, opt, args, **({} if args.strategy == "torch-ddp" else {"layers": net.layers()}))
     metrics = weft.Metrics(args.metrics, model)
     if args.synthetic:
         g = torch.Generator().manual_seed(model.rank)

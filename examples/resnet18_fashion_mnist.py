@@ -50,12 +50,12 @@ def resnet18():
     return net
 
 
-def wrap(net, opt, args):
+def wrap(net, opt, args, **options):
     """weft.DataParallel over `net`; or, for --strategy torch-ddp, PyTorch's DDP with
     the attributes this script reads, so that one loop compares the two."""
     if args.strategy != "torch-ddp":
         return weft.DataParallel(net, opt, strategy=args.strategy, bandwidth=args.bandwidth,
-                                 compression=args.compression)
+                                 compression=args.compression, **options)
     import torch.distributed as dist
     dist.init_process_group("gloo")  # the variables weft run (or torchrun) sets
     model = torch.nn.parallel.DistributedDataParallel(net)

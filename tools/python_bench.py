@@ -48,15 +48,17 @@ def run(command, log):
 
 
 def overhead_runs(a):
-    """(name, command(metrics)) pairs: weft train and the Python cnn per strategy."""
+    """(name, command(metrics)) pairs: weft train and the Python cnn per strategy, and
+    the same Python cnn under PyTorch DDP (what the Python model costs by itself)."""
     runs = []
     common = ["--steps", str(a.steps), "--batch", str(a.batch)]
+    python = lambda s: lambda m: [a.weft, "run", "--nproc", str(a.nproc), "--", PYTHON,
+                                  os.path.join(ROOT, "examples", "cnn.py"), "--strategy", s, "--metrics", m, *common]
     for s in a.strategies.split(","):
         runs.append((f"weft train {s}", lambda m, s=s: [a.weft, "train", "--model", "cnn", "--nproc", str(a.nproc),
                                                          "--strategy", s, "--no-progress", "--metrics", m, *common]))
-        runs.append((f"python {s}", lambda m, s=s: [a.weft, "run", "--nproc", str(a.nproc), "--", PYTHON,
-                                                     os.path.join(ROOT, "examples", "cnn.py"), "--strategy", s,
-                                                     "--metrics", m, *common]))
+        runs.append((f"python weft {s}", python(s)))
+    runs.append(("python torch-ddp", python("torch-ddp")))
     return [("", runs)]
 
 
