@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/emulated_training.h"
 #include "netem/netem.h"
 #include "netem/netns.h"
 #include "netem/process.h"
@@ -114,6 +115,7 @@ int run(const RunFlags& flags, bool bandwidth_given) {
                            flags.nproc == 1 ? "" : "es", servers, netem::join_command(flags.command),
                            format_bandwidth(network.bandwidth));
   environment.push_back(std::string(runtime::kLaunchedWorkerVariable) + "=1");
+  environment.push_back(fmt::format("{}={}", kEmulatedMtuVariable, network.mtu));  // weft.DataParallel plans with it
   std::vector<std::string> argv = flags.command;
   argv[0] = executable;
   const std::vector<std::vector<std::string>> argv_per_rank(static_cast<std::size_t>(flags.nproc + flags.servers),

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cluster_flags.h"
+#include "cli/emulated_training.h"
 #include "plan/planner.h"
 #include "plan/tuning.h"
 #include "profile/profile.h"
@@ -133,7 +134,10 @@ PlanInputs plan_inputs(const py::dict& options, int workers, int servers) {
     else if (name == "easgd_beta") strategy.easgd_beta = value.cast<double>();
     else if (name == "compression") strategy.compression = text_of(value);
   }
-  return {.cluster = cli::make_cluster(cluster), .strategy = cli::make_strategy_options(strategy)};
+  // Under `weft run --bandwidth`, planned for what TCP delivers over the emulated
+  // links, as `weft train --bandwidth` plans (cli/emulated_training.h).
+  return {.cluster = cli::planned_cluster(cli::make_cluster(cluster)),
+          .strategy = cli::make_strategy_options(strategy)};
 }
 
 Cluster cluster_for(const StrategyInfo& info, Cluster cluster, int workers, int servers) {
