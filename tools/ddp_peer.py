@@ -409,7 +409,13 @@ def train(args):
         if rank == 0 and args.eval_every:
             evaluation(args.steps - 1)
     dist.barrier()
-    dist.destroy_process_group()
+    # No destroy_process_group(): in PyTorch 1.13 rank 0 could spin in it forever
+    # once the others had exited (seen with fp16_compress_hook behind emulated
+    # links). Every rank has passed the barrier and the metrics are written
+    # (unbuffered), so the process leaves at once.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def cores_of(cores, process, processes):
