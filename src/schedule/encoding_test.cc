@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "schedule/schedule.h"
+#include "schedule/wire_cost.h"
 
 namespace weft {
 namespace {
@@ -36,6 +37,22 @@ TEST(Encoding, WireBytes) {
   EXPECT_EQ(powersgd_wire_bytes(512, 1, 2), 1024);
   // Factors larger than the fp16 matrix: the matrix in fp16.
   EXPECT_EQ(powersgd_wire_bytes(4, 4, 4), 2 * 16);
+}
+
+// PowerSGD sums P, then Q (computed from P): two exchanges, each a collective's
+// start-up; a message with no matrix to factor, and every other codec, is one.
+TEST(Encoding, PowerSgdIsTwoExchangesWhereItFactorsAMatrix) {
+  Profile profile{.model = "m", .batch = 1};
+  profile.layers = {{.name = "fc", .params = 64 * 64 + 64, .shapes = {{64, 64}, {64}}},
+                    {.name = "bias", .params = 64, .shapes = {{64}}}};
+  const std::vector<Chunk> fc{{.layer = 0, .offset = 0, .length = (64 * 64 + 64) * 4}};
+  const std::vector<Chunk> bias{{.layer = 1, .offset = 0, .length = 64 * 4}};
+  const Encoding powersgd = parse_encoding("powersgd:2", "x");
+  EXPECT_EQ(wire_cost(powersgd, fc, profile).exchanges, 2);
+  EXPECT_EQ(wire_cost(powersgd, bias, profile).exchanges, 1);
+  for (const char* one : {"none", "fp16", "bf16", "int8"}) {
+    EXPECT_EQ(wire_cost(parse_encoding(one, "x"), fc, profile).exchanges, 1) << one;
+  }
 }
 
 TEST(Encoding, UncompressedScheduleJsonHasNoEncodingField) {

@@ -42,6 +42,7 @@ WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, c
         const Bytes factors = powersgd_wire_bytes(rows, cols, encoding.rank);
         if (a == t_begin && b == t_end && cols > 1 && factors < 2 * n) {
           cost.bytes += factors;
+          cost.exchanges = 2;
           matrix_work += static_cast<double>(n) * std::min<Bytes>(encoding.rank, std::min(rows, cols));
         } else {
           fp16_values += b - a;

@@ -15,6 +15,10 @@ namespace weft {
 struct WireCost {
   Bytes bytes = 0;      // what an all-reduce of this size moves, as float32 bytes would
   Seconds compute = 0;  // encoding and decoding on each worker (profile.codec_cost)
+  // Collectives that run one after the other (runtime/codecs.cc): PowerSGD's P
+  // sum must end before Q is computed and summed (its fp16 rest runs beside P);
+  // every other encoding is one exchange. Each costs a collective's start-up.
+  int exchanges = 1;
 };
 
 // The cost of a message carrying `chunks` (float32 byte ranges of the profile's

@@ -94,7 +94,9 @@ namespace weft {
 // waiting_pair_slowdown while none does. The α–β model, for other transports,
 // keeps plain fair sharing and no limit. Why: Gloo runs each collective of a
 // group on one of its few threads, to its end, and start-ups overlap only where a
-// core is free.
+// core is free. Messages in a lossy encoding move one at a time under any model:
+// the runtime runs them one after another on their codec's thread
+// (runtime/codecs.h).
 
 // Note [Parameter-server transport]
 // ----------------------------------
@@ -295,7 +297,8 @@ class Simulation {
   double core_share(int machine) const;
   void share_cores(int w, Seconds now);
   bool anyone_computing() const;
-  bool room_for_collective() const;
+  bool room_for_collective(int seq) const;
+  bool encoded(int seq) const;
   Stretch collective_stretch() const;
   double message_stretch(int w) const;
   void restretch_messages(int w, Seconds now);
@@ -380,6 +383,7 @@ class Simulation {
   // Note [Collectives in flight]
   int transport_limit_ = 0;  // collectives the transport runs at once; 0 = any number
   int collectives_moving_ = 0;
+  int encoded_moving_ = 0;  // of them, in a lossy encoding
   std::deque<int> collectives_held_;  // sequence numbers, in issue order
 
   std::vector<PsMessage> ps_messages_;
@@ -692,10 +696,16 @@ bool Simulation::anyone_computing() const {
 // Note [Collectives in flight]: whether one more collective may move now — the
 // transport's limit, or one at a time where the pairs timed as now (beside the
 // layers, or while the workers wait) run in turn.
-bool Simulation::room_for_collective() const {
+bool Simulation::room_for_collective(int seq) const {
+  if (encoded_moving_ > 0 && encoded(seq)) return false;
   const bool in_turn = collectives_run_in_turn(profile_.pair_slowdown_while(anyone_computing()));
   const int limit = in_turn ? 1 : transport_limit_;
   return limit == 0 || collectives_moving_ < limit;
+}
+
+bool Simulation::encoded(int seq) const {
+  const Message& m = collectives_[static_cast<size_t>(seq - collective_base_)].messages[0];
+  return lossy(schedule_.ops(m.ops.front().iteration)[static_cast<size_t>(m.ops.front().index)].encoding);
 }
 
 Stretch Simulation::collective_stretch() const {
@@ -746,7 +756,7 @@ void Simulation::restretch_collectives(Seconds now) {
 
 // Note [Collectives in flight]: those held start, in issue order, while there is room.
 void Simulation::start_held_collectives(Seconds now) {
-  while (!collectives_held_.empty() && room_for_collective()) {
+  while (!collectives_held_.empty() && room_for_collective(collectives_held_.front())) {
     const int next = collectives_held_.front();
     collectives_held_.pop_front();
     start_collective(next, now);
@@ -920,16 +930,17 @@ Flow Simulation::encoded_flow(const Message& message) const {
   }
   const WireCost cost = wire_cost(first.encoding, chunks, profile_);
   Flow flow = allreduce_flow(cluster_, cost.bytes);
-  flow.startup += cost.compute;
+  flow.startup = flow.startup * cost.exchanges + cost.compute;
   return flow;
 }
 
 void Simulation::start_collective(int seq, Seconds now) {
-  if (!room_for_collective()) {
+  if (!room_for_collective(seq)) {
     collectives_held_.push_back(seq);  // Note [Collectives in flight]
     return;
   }
   ++collectives_moving_;
+  encoded_moving_ += encoded(seq) ? 1 : 0;
   restretch_collectives(now);
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, +1, now);
@@ -943,6 +954,7 @@ void Simulation::on_collective_done(int seq, Seconds now) {
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   c.done = true;
   --collectives_moving_;
+  encoded_moving_ -= encoded(seq) ? 1 : 0;
   restretch_collectives(now);
   start_held_collectives(now);
   const bool record_it = recording(c.messages[0].ops.front().iteration);
