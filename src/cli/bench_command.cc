@@ -75,9 +75,13 @@ struct BenchFlags {
   std::string report;
 };
 
-// The peer script installed beside this binary (the build copies
-// tools/ddp_peer.py there).
-std::string default_ddp_peer() { return (fs::read_symlink("/proc/self/exe").parent_path() / "ddp_peer.py").string(); }
+// The peer script beside this binary (the build copies tools/ddp_peer.py there),
+// or in ../share/weft (where `make install` puts it).
+std::string default_ddp_peer() {
+  const fs::path bin = fs::read_symlink("/proc/self/exe").parent_path();
+  const fs::path installed = bin.parent_path() / "share" / "weft" / "ddp_peer.py";
+  return (fs::is_regular_file(installed) ? installed : bin / "ddp_peer.py").string();
+}
 
 // The flags a typo in which would otherwise cost the profiling first: checked
 // before any work (docs/limits.md).
