@@ -252,6 +252,21 @@ Seconds allreduce_time(const Cluster& c, Bytes n) {
   return startup + static_cast<double>(n) / fabric_capacity(c);
 }
 
+AllReduceTime::AllReduceTime(const Cluster& c)
+    : cluster_(c),
+      allreduce_(c.arch == Arch::kAllReduce),
+      startup_varies_(c.fitted && !c.fitted->curve.empty()),
+      startup_(c.workers > 1 && !startup_varies_ ? allreduce_startup(c, 0) : 0),
+      capacity_(c.workers > 1 ? fabric_capacity(c) : 0) {}
+
+Seconds AllReduceTime::operator()(Bytes n) const {
+  if (!allreduce_ || n < 0) check_allreduce(cluster_, n);
+  if (cluster_.workers == 1) return 0;
+  const Seconds startup = startup_varies_ ? curve_startup(*cluster_.fitted, n) : startup_;
+  if (n == 0) return startup;
+  return startup + static_cast<double>(n) / capacity_;
+}
+
 Flow push_flow(const Cluster& c, int worker, int server, Bytes n) {
   check_endpoints(c, worker, server, n);
   return Flow{.startup = c.latency,

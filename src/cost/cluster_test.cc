@@ -145,6 +145,28 @@ TEST(MeasuredCurve, BadPointsAreNamed) {
   EXPECT_NE(message({{0, 1e-3}, {16_KiB, 1e-3}}).find("net.json"), std::string::npos);
 }
 
+// AllReduceTime works out once what allreduce_time() works out per call: the
+// planners' searches rely on it giving the very same doubles.
+TEST(AllReduce, PrecomputedTimeIsBitIdentical) {
+  std::vector<Cluster> clusters = {ring(1, 1_Gbit, 50_us), ring(16, 1_Gbit, 50_us), ring(7, 3e8, 13_us)};
+  clusters.push_back(ring(8, 1_Gbit, 50_us));
+  clusters.back().fitted = FittedAllReduce{.a = 2_ms, .b = 1e-9};
+  clusters.push_back(ring(4, 1_Gbit, 0));
+  clusters.back().fitted = measured_curves({{4_KiB, 5.24e-3}, {64_KiB, 4.76e-3}, {1_MiB, 13.06e-3}},
+                                           {{4_KiB, 2.50e-3}, {64_KiB, 3.21e-3}}, 64_KiB, "net.json");
+  std::mt19937_64 rng(44);
+  for (const Cluster& c : clusters) {
+    const AllReduceTime time(c);
+    for (int i = 0; i < 2000; ++i) {
+      const Bytes n = i < 3 ? i : static_cast<Bytes>(rng() % (Bytes{1} << (i % 40)));
+      ASSERT_EQ(time(n), allreduce_time(c, n)) << "P=" << c.workers << " n=" << n;
+    }
+  }
+  EXPECT_THROW(AllReduceTime(ring(4, 1_Gbit, 0))(-1), std::logic_error);
+  const AllReduceTime on_servers(ps(4, 1));  // built, then refused when asked
+  EXPECT_THROW(on_servers(1), std::logic_error);
+}
+
 TEST(AllReduce, OneWorkerIsFree) {
   const Cluster c = ring(1, 1_Gbit, 50_us);
   EXPECT_EQ(allreduce_time(c, 100_MiB), 0.0);
