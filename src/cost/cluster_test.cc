@@ -219,13 +219,18 @@ TEST(Validate, NamesTheFlagAndValue) {
   EXPECT_EQ(message_of(ring(4, 1_Gbit, 0)), "");
   EXPECT_NE(message_of(ring(0, 1_Gbit, 0)).find("--workers: 0"), std::string::npos);
   EXPECT_NE(message_of(ring(4, 0, 0)).find("--bandwidth"), std::string::npos);
-  EXPECT_NE(message_of(ring(4, -5, 0)).find("> 0"), std::string::npos);
+  EXPECT_NE(message_of(ring(4, -5, 0)).find("at least 1 byte/s"), std::string::npos);
+  // A rate near zero made a petabyte's time overflow: a byte a second at least.
+  EXPECT_NE(message_of(ring(4, 1e-300, 0)).find("--bandwidth: 1e-300"), std::string::npos);
+  EXPECT_EQ(message_of(ring(4, 1, 0)), "");
   EXPECT_NE(message_of(ring(4, 1_Gbit, -1e-3)).find("--latency"), std::string::npos);
   EXPECT_NE(message_of(ring(4, std::nan(""), 0)).find("--bandwidth"), std::string::npos);
   EXPECT_NE(message_of(ps(4, 0)).find("--servers: 0"), std::string::npos);
   EXPECT_NE(message_of(ps(4, 1, -1)).find("--server-bandwidth"), std::string::npos);
   Cluster fitted = ring(4, 1_Gbit, 0);
   fitted.fitted = FittedAllReduce{.a = 0, .b = 0};
+  EXPECT_NE(message_of(fitted).find("--fit-b"), std::string::npos);
+  fitted.fitted->b = 1.7976931348623157e308;
   EXPECT_NE(message_of(fitted).find("--fit-b"), std::string::npos);
 }
 
