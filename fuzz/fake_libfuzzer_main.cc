@@ -175,11 +175,11 @@ class Mutator {
         std::string value;
         if (below(2) == 0) {
           value = "[";
-          const size_t n = below(2) == 0 ? 1000 : 200000;
+          const size_t n = below(16) == 0 ? 200000 : 1000;  // long ones are slow to parse: few
           for (size_t i = 0; i < n; ++i) value += i == 0 ? "0" : ",0";
           value += "]";
         } else {
-          value = "\"" + std::string(below(2) == 0 ? 100 : 100000, 'x') + "\"";
+          value = "\"" + std::string(below(4) == 0 ? 100000 : 100, 'x') + "\"";
         }
         if (at == std::string::npos) return value;
         size_t end = at + 1;
