@@ -124,8 +124,10 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
   now_ = t;
   // `finish` is the expression next_event() is the minimum of, so the flow that
   // defined it finishes exactly at t, whatever rounding `remaining` would carry.
-  for (const Transfer& x : transfers_) {
-    if (x.finish <= t) finished_.push_back(x.id);
+  if (t >= first_finish_) {  // else no transfer ends now: only startups do
+    for (const Transfer& x : transfers_) {
+      if (x.finish <= t) finished_.push_back(x.id);
+    }
   }
   bool changed = !finished_.empty();
   bool shared = false;  // whether another flow's rate may change (Note [Flows alone])
@@ -181,6 +183,7 @@ void Network::set_stretch(FlowId id, Stretch stretch, Seconds now) {
     x.remaining = std::max(0.0, x.remaining - x.progress * (now - x.since));
     x.since = now;
     x.finish = now + x.remaining * stretch.transfer / x.rate;
+    first_finish_ = std::min(first_finish_, x.finish);
     x.stretch = stretch.transfer;
     x.progress = progress_of(x.rate, x.stretch);
   }
@@ -258,6 +261,7 @@ void Network::move_alone(FlowId id) {
   x.progress = progress_of(x.rate, x.stretch);
   x.since = now_;
   x.finish = now_ + transfer_time(x.remaining, x.stretch, x.rate);
+  first_finish_ = std::min(first_finish_, x.finish);
 }
 
 void Network::release(FlowId id) {
@@ -294,6 +298,7 @@ Seconds Network::compute_rates() {
       x.finish = x.remaining == 0 ? now_ : now_ + transfer_time(x.remaining, x.stretch, x.rate);
       next = std::min(next, x.finish);
     }
+    first_finish_ = next;
     return next;
   }
 
@@ -362,6 +367,7 @@ Seconds Network::compute_rates() {
       }
     }
   }
+  first_finish_ = next;
   return next;
 }
 
@@ -373,8 +379,9 @@ Seconds Network::next_startup_end() const {
 
 void Network::update_next_event() {
   Seconds next = next_startup_end();
-  for (const Transfer& x : transfers_) next = std::min(next, x.finish);
-  next_event_ = next;
+  first_finish_ = kNever;
+  for (const Transfer& x : transfers_) first_finish_ = std::min(first_finish_, x.finish);
+  next_event_ = std::min(next, first_finish_);
 }
 
 }  // namespace weft

@@ -198,6 +198,10 @@ class Network {
   std::uint64_t mark_ = 0;
   Seconds now_ = 0;
   Seconds next_event_ = kNever;
+  // At most the earliest finish among transfers_ (exact after each rate
+  // computation, lowered whenever a finish is set between them): advance()
+  // looks for finished transfers only from then on.
+  Seconds first_finish_ = kNever;
   int in_flight_ = 0;
 };
 
