@@ -163,7 +163,8 @@ TEST(AllReduce, PrecomputedTimeIsBitIdentical) {
     }
   }
   EXPECT_THROW(AllReduceTime(ring(4, 1_Gbit, 0))(-1), std::logic_error);
-  const AllReduceTime on_servers(ps(4, 1));  // built, then refused when asked
+  const Cluster servers = ps(4, 1);
+  const AllReduceTime on_servers(servers);  // built, then refused when asked
   EXPECT_THROW(on_servers(1), std::logic_error);
 }
 
