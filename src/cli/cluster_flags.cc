@@ -85,8 +85,10 @@ FittedAllReduce parse_fit(std::string_view text, std::string_view origin) {
   FittedAllReduce fit;
   if (!r.has("points")) {
     fit = {.a = r.number("a_s"), .b = r.number("b_s_per_byte")};
-    if (!(fit.a >= 0)) r.reject("a_s", "a number >= 0", r.get("a_s"));
-    if (!(fit.b > 0)) r.reject("b_s_per_byte", "a number > 0", r.get("b_s_per_byte"));
+    if (!(fit.a >= 0 && fit.a <= limits::kMaxSeconds)) r.reject("a_s", "a duration in [0, 86400] s", r.get("a_s"));
+    if (!(fit.b > 0 && fit.b <= 1 / limits::kMinBytesPerSecond)) {
+      r.reject("b_s_per_byte", "a number in (0, 1] s/byte (a rate of at least a byte a second)", r.get("b_s_per_byte"));
+    }
   } else {
     const nlohmann::json& points = r.array("points");
     if (points.empty()) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -72,7 +73,16 @@ TEST_F(NetworkFile, BadFilesAreNamedWithWhatIsAccepted) {
       {"bytes": 4096, "allreduce_s": 0.002}, {"bytes": 1024, "allreduce_s": 0.003}]})");
   EXPECT_NE(descending.find("points[1].bytes = 1024"), std::string::npos) << descending;
   const std::string flat = message(R"({"a_s": 0.001, "b_s_per_byte": 0})");
-  EXPECT_NE(flat.find("b_s_per_byte is 0, expected a number > 0"), std::string::npos) << flat;
+  EXPECT_NE(flat.find("b_s_per_byte is 0, expected a number in (0, 1] s/byte"), std::string::npos) << flat;
+  // Found by fuzz_network_fit: a b near the largest double made every time
+  // infinite; a rate under a byte a second, or a startup over a day, is no network.
+  const std::string huge = message(R"({"a_s": 0.0012, "b_s_per_byte": 1.7976931348623157e308})");
+  EXPECT_NE(huge.find("b_s_per_byte is 1.7976931348623157e+308, expected a number in (0, 1]"), std::string::npos)
+      << huge;
+  const std::string late = message(R"({"a_s": 1e300, "b_s_per_byte": 1e-9})");
+  EXPECT_NE(late.find("a_s is 1e+300, expected a duration in [0, 86400] s"), std::string::npos) << late;
+  const Cluster slowest = load(R"({"a_s": 86400, "b_s_per_byte": 1})");
+  EXPECT_TRUE(std::isfinite(allreduce_time(slowest, Bytes{1} << 50)));
   const std::string timeless = message(R"({"points": [{"bytes": 1024}]})");
   EXPECT_NE(timeless.find("missing field points[0].seconds"), std::string::npos) << timeless;
   const std::string negative = message(R"({"gather_below_bytes": -1, "a_s": 0, "b_s_per_byte": 1e-9})");

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -43,8 +44,11 @@ class Compression : public testing::Test {
 };
 
 TEST_F(Compression, ABadValueExitsTwoNamingTheAcceptedOnes) {
-  for (const std::string command : {"simulate --model resnet18 -P 4", "plan --model resnet18 -P 4",
-                                    "train --model mlp --synthetic --steps 1"}) {
+  std::vector<std::string> commands = {"simulate --model resnet18 -P 4", "plan --model resnet18 -P 4"};
+#ifdef WEFT_HAVE_RUNTIME  // a build without LibTorch has no `weft train`
+  commands.push_back("train --model mlp --synthetic --steps 1");
+#endif
+  for (const std::string& command : commands) {
     for (const std::string bad : {"fp8", "powersgd:0", "powersgd"}) {
       const Ran r = weft(command + " --compression " + bad);
       EXPECT_EQ(r.status, 2) << command << " --compression " << bad << "\n" << r.output;
@@ -94,6 +98,7 @@ TEST_F(Compression, PlanAutoComparesEveryCodecAndSaysWhichAreLossy) {
   EXPECT_NE(r.output.find("trade accuracy for speed"), std::string::npos) << r.output;
 }
 
+#ifdef WEFT_HAVE_RUNTIME  // `weft train`: a build without LibTorch has none
 // Real training, 2 processes over Gloo: each codec leaves both ranks with the same
 // bits, and `none` the bits of a run without the flag.
 TEST_F(Compression, EveryCodecTrainsWithRanksBitIdentical) {
@@ -114,6 +119,7 @@ TEST_F(Compression, EveryCodecTrainsWithRanksBitIdentical) {
     EXPECT_NE(rank0, read(file("plain.rank0"))) << codec << ": no different from float32 averaging";
   }
 }
+#endif
 
 }  // namespace
 }  // namespace weft

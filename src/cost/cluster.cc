@@ -35,10 +35,10 @@ void validate(const Cluster& c) {
     throw UsageError(fmt::format("--workers: {} workers; need 1 to {} (docs/limits.md)", c.workers,
                                  limits::kMaxWorkers));
   }
-  if (!positive(c.bandwidth)) {
+  if (!positive(c.bandwidth) || c.bandwidth < limits::kMinBytesPerSecond) {
     throw UsageError(fmt::format(
-        "--bandwidth: {} bytes/s; need a finite rate > 0 (e.g. 1Gbit, 100Mbit, 10MB/s)",
-        c.bandwidth));
+        "--bandwidth: {} bytes/s; need a finite rate of at least {} byte/s (e.g. 1Gbit, 100Mbit, 10MB/s)",
+        c.bandwidth, limits::kMinBytesPerSecond));
   }
   if (!non_negative(c.latency) || c.latency > limits::kMaxSeconds) {
     throw UsageError(fmt::format(
@@ -49,11 +49,11 @@ void validate(const Cluster& c) {
       throw UsageError(fmt::format(
           "fitted all-reduce a (--fit-a): {} s; need a finite duration >= 0", c.fitted->a));
     }
-    if (!positive(c.fitted->b)) {
+    if (!positive(c.fitted->b) || c.fitted->b > 1 / limits::kMinBytesPerSecond) {
       throw UsageError(fmt::format(
-          "fitted all-reduce b (--fit-b): {} s/byte; need a finite value > 0 "
+          "fitted all-reduce b (--fit-b): {} s/byte; need a finite value in (0, {}] "
           "(re-run `weft profile --network` if the fit came out non-positive)",
-          c.fitted->b));
+          c.fitted->b, 1 / limits::kMinBytesPerSecond));
     }
   }
   if (c.arch == Arch::kParameterServer) {
@@ -61,11 +61,12 @@ void validate(const Cluster& c) {
       throw UsageError(fmt::format("--servers: {} servers; need 1 to {} for --arch ps (docs/limits.md)",
                                    c.servers, limits::kMaxServers));
     }
-    if (!(c.server_bandwidth == 0 || positive(c.server_bandwidth))) {
+    if (!(c.server_bandwidth == 0 ||
+          (positive(c.server_bandwidth) && c.server_bandwidth >= limits::kMinBytesPerSecond))) {
       throw UsageError(fmt::format(
-          "--server-bandwidth: {} bytes/s; need a finite rate > 0, or 0 for the "
+          "--server-bandwidth: {} bytes/s; need a finite rate of at least {} byte/s, or 0 for the "
           "workers' --bandwidth",
-          c.server_bandwidth));
+          c.server_bandwidth, limits::kMinBytesPerSecond));
     }
   }
 }
@@ -250,6 +251,21 @@ Seconds allreduce_time(const Cluster& c, Bytes n) {
   const Seconds startup = allreduce_startup(c, n);
   if (n == 0) return startup;
   return startup + static_cast<double>(n) / fabric_capacity(c);
+}
+
+AllReduceTime::AllReduceTime(const Cluster& c)
+    : cluster_(c),
+      allreduce_(c.arch == Arch::kAllReduce),
+      startup_varies_(c.fitted && !c.fitted->curve.empty()),
+      startup_(c.workers > 1 && !startup_varies_ ? allreduce_startup(c, 0) : 0),
+      capacity_(c.workers > 1 ? fabric_capacity(c) : 0) {}
+
+Seconds AllReduceTime::operator()(Bytes n) const {
+  if (!allreduce_ || n < 0) check_allreduce(cluster_, n);
+  if (cluster_.workers == 1) return 0;
+  const Seconds startup = startup_varies_ ? curve_startup(*cluster_.fitted, n) : startup_;
+  if (n == 0) return startup;
+  return startup + static_cast<double>(n) / capacity_;
 }
 
 Flow push_flow(const Cluster& c, int worker, int server, Bytes n) {

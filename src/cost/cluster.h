@@ -144,6 +144,23 @@ struct Flow {
 Flow allreduce_flow(const Cluster& cluster, Bytes n);
 Seconds allreduce_time(const Cluster& cluster, Bytes n);  // the flow, alone
 
+// allreduce_time(cluster, n) for one cluster, with what does not depend on n
+// worked out once: the same numbers, for the planners' searches, which ask for
+// O(layers^2) of them. Holds a reference to `cluster`, which must outlive it.
+// REQUIRES (operator()) what allreduce_time() does; THROWS the same.
+class AllReduceTime {
+ public:
+  explicit AllReduceTime(const Cluster& cluster);
+  Seconds operator()(Bytes n) const;
+
+ private:
+  const Cluster& cluster_;
+  bool allreduce_;
+  bool startup_varies_;  // a measured curve: the startup depends on n
+  Seconds startup_;
+  BytesPerSecond capacity_;
+};
+
 // Parameter-server transfers of n bytes between worker p and server s.
 Flow push_flow(const Cluster& cluster, int worker, int server, Bytes n);
 Flow pull_flow(const Cluster& cluster, int server, int worker, Bytes n);

@@ -145,6 +145,29 @@ TEST(MeasuredCurve, BadPointsAreNamed) {
   EXPECT_NE(message({{0, 1e-3}, {16_KiB, 1e-3}}).find("net.json"), std::string::npos);
 }
 
+// AllReduceTime works out once what allreduce_time() works out per call: the
+// planners' searches rely on it giving the very same doubles.
+TEST(AllReduce, PrecomputedTimeIsBitIdentical) {
+  std::vector<Cluster> clusters = {ring(1, 1_Gbit, 50_us), ring(16, 1_Gbit, 50_us), ring(7, 3e8, 13_us)};
+  clusters.push_back(ring(8, 1_Gbit, 50_us));
+  clusters.back().fitted = FittedAllReduce{.a = 2_ms, .b = 1e-9};
+  clusters.push_back(ring(4, 1_Gbit, 0));
+  clusters.back().fitted = measured_curves({{4_KiB, 5.24e-3}, {64_KiB, 4.76e-3}, {1_MiB, 13.06e-3}},
+                                           {{4_KiB, 2.50e-3}, {64_KiB, 3.21e-3}}, 64_KiB, "net.json");
+  std::mt19937_64 rng(44);
+  for (const Cluster& c : clusters) {
+    const AllReduceTime time(c);
+    for (int i = 0; i < 2000; ++i) {
+      const Bytes n = i < 3 ? i : static_cast<Bytes>(rng() % (Bytes{1} << (i % 40)));
+      ASSERT_EQ(time(n), allreduce_time(c, n)) << "P=" << c.workers << " n=" << n;
+    }
+  }
+  EXPECT_THROW(AllReduceTime(ring(4, 1_Gbit, 0))(-1), std::logic_error);
+  const Cluster servers = ps(4, 1);
+  const AllReduceTime on_servers(servers);  // built, then refused when asked
+  EXPECT_THROW(on_servers(1), std::logic_error);
+}
+
 TEST(AllReduce, OneWorkerIsFree) {
   const Cluster c = ring(1, 1_Gbit, 50_us);
   EXPECT_EQ(allreduce_time(c, 100_MiB), 0.0);
@@ -197,13 +220,18 @@ TEST(Validate, NamesTheFlagAndValue) {
   EXPECT_EQ(message_of(ring(4, 1_Gbit, 0)), "");
   EXPECT_NE(message_of(ring(0, 1_Gbit, 0)).find("--workers: 0"), std::string::npos);
   EXPECT_NE(message_of(ring(4, 0, 0)).find("--bandwidth"), std::string::npos);
-  EXPECT_NE(message_of(ring(4, -5, 0)).find("> 0"), std::string::npos);
+  EXPECT_NE(message_of(ring(4, -5, 0)).find("at least 1 byte/s"), std::string::npos);
+  // A rate near zero made a petabyte's time overflow: a byte a second at least.
+  EXPECT_NE(message_of(ring(4, 1e-300, 0)).find("--bandwidth: 1e-300"), std::string::npos);
+  EXPECT_EQ(message_of(ring(4, 1, 0)), "");
   EXPECT_NE(message_of(ring(4, 1_Gbit, -1e-3)).find("--latency"), std::string::npos);
   EXPECT_NE(message_of(ring(4, std::nan(""), 0)).find("--bandwidth"), std::string::npos);
   EXPECT_NE(message_of(ps(4, 0)).find("--servers: 0"), std::string::npos);
   EXPECT_NE(message_of(ps(4, 1, -1)).find("--server-bandwidth"), std::string::npos);
   Cluster fitted = ring(4, 1_Gbit, 0);
   fitted.fitted = FittedAllReduce{.a = 0, .b = 0};
+  EXPECT_NE(message_of(fitted).find("--fit-b"), std::string::npos);
+  fitted.fitted->b = 1.7976931348623157e308;
   EXPECT_NE(message_of(fitted).find("--fit-b"), std::string::npos);
 }
 

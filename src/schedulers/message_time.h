@@ -33,7 +33,7 @@ using MessageTime = std::function<Seconds(Bytes)>;
 // before.
 inline MessageTime collective_time(const Profile& profile, const Cluster& cluster) {
   const Seconds late = std::max(profile.skew, profile.back_to_back_skew) + profile.start_delay;
-  return [&cluster, late](Bytes n) { return late + allreduce_time(cluster, n); };
+  return [time = AllReduceTime(cluster), late](Bytes n) { return late + time(n); };
 }
 
 }  // namespace weft

@@ -27,6 +27,20 @@ Network::Network(LinkSet links) : link_set_(std::move(links)) {
 
 namespace {
 
+// Rates change now: bank the bytes moved at the old rate.
+void bank(double& remaining, Seconds& since, double progress, Seconds now) {
+  remaining = std::max(0.0, remaining - progress * (now - since));
+  since = now;
+}
+
+// rate / stretch and remaining * stretch / rate, without the operations by a
+// stretch of 1, which leave a double unchanged: the same numbers, fewer divisions.
+double progress_of(BytesPerSecond rate, double stretch) { return stretch == 1 ? rate : rate / stretch; }
+Seconds transfer_time(double remaining, double stretch, BytesPerSecond rate) {
+  return (stretch == 1 ? remaining : remaining * stretch) / rate;
+}
+
+
 void check_stretch(Stretch stretch, std::string_view where) {
   for (const double s : {stretch.startup, stretch.transfer}) {
     if (!(s >= 1) || !std::isfinite(s)) {
@@ -72,10 +86,7 @@ Network::FlowId Network::start(Flow flow, Seconds now, Stretch stretch) {
   f.startup_end = now + flow.startup * stretch.startup;
   f.stretch = stretch;
   f.weight = flow.weight;
-  f.remaining = flow.volume;
-  f.since = now;
-  f.rate = 0;
-  f.finish = kNever;
+  f.volume = flow.volume;
   f.n_links = static_cast<int>(flow.links.size());
   if (f.n_links <= kInlineLinks) {
     std::copy(flow.links.begin(), flow.links.end(), f.inline_links.begin());
@@ -88,11 +99,11 @@ Network::FlowId Network::start(Flow flow, Seconds now, Stretch stretch) {
   // others change now rather than at a separate event.
   if (flow.startup == 0 && flow.volume > 0) {
     if (begin_transfer(id)) {
-      compute_rates();
+      next_event_ = std::min(compute_rates(), next_startup_end());
     } else {
       move_alone(id);
+      update_next_event();
     }
-    update_next_event();
   } else {
     // The rates, hence the other flows' finish times, are unchanged.
     starting_.push_back(id);
@@ -113,8 +124,10 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
   now_ = t;
   // `finish` is the expression next_event() is the minimum of, so the flow that
   // defined it finishes exactly at t, whatever rounding `remaining` would carry.
-  for (FlowId id : transferring_) {
-    if (flows_[static_cast<size_t>(id)].finish <= t) finished_.push_back(id);
+  if (t >= first_finish_) {  // else no transfer ends now: only startups do
+    for (const Transfer& x : transfers_) {
+      if (x.finish <= t) finished_.push_back(x.id);
+    }
   }
   bool changed = !finished_.empty();
   bool shared = false;  // whether another flow's rate may change (Note [Flows alone])
@@ -130,7 +143,7 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
     starting_[i] = starting_.back();
     starting_.pop_back();
     changed = true;
-    if (flows_[static_cast<size_t>(id)].remaining == 0) {
+    if (flows_[static_cast<size_t>(id)].volume == 0) {
       finished_.push_back(id);  // nothing to send: done when its startup ends
     } else {
       shared |= begin_transfer(id);
@@ -140,11 +153,11 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
   for (FlowId id : finished_) release(id);
   if (changed) {
     if (shared) {
-      compute_rates();
+      next_event_ = std::min(compute_rates(), next_startup_end());
     } else {
       for (FlowId id : begun_) move_alone(id);
+      update_next_event();
     }
-    update_next_event();
   }
   return finished_;
 }
@@ -161,14 +174,18 @@ void Network::set_stretch(FlowId id, Stretch stretch, Seconds now) {
   FlowState& f = flows_[static_cast<size_t>(id)];
   if (stretch == f.stretch) return;
   now_ = now;
-  Seconds& event = f.phase == Phase::kStartup ? f.startup_end : f.finish;
+  Seconds& event = f.phase == Phase::kStartup ? f.startup_end : transfers_[f.position].finish;
   const Seconds old_event = event;
   if (f.phase == Phase::kStartup) {
     f.startup_end = now + (f.startup_end - now) / f.stretch.startup * stretch.startup;
   } else {
-    f.remaining = std::max(0.0, f.remaining - f.rate / f.stretch.transfer * (now - f.since));
-    f.since = now;
-    f.finish = now + f.remaining * stretch.transfer / f.rate;
+    Transfer& x = transfers_[f.position];
+    x.remaining = std::max(0.0, x.remaining - x.progress * (now - x.since));
+    x.since = now;
+    x.finish = now + x.remaining * stretch.transfer / x.rate;
+    first_finish_ = std::min(first_finish_, x.finish);
+    x.stretch = stretch.transfer;
+    x.progress = progress_of(x.rate, x.stretch);
   }
   f.stretch = stretch;
   // next_event_ is the minimum over all flows; only this flow's event moved. If
@@ -192,9 +209,16 @@ Seconds Network::busy_time(int link, Seconds at) const {
 bool Network::begin_transfer(FlowId id) {
   FlowState& f = flows_[static_cast<size_t>(id)];
   f.phase = Phase::kTransfer;
-  f.since = now_;
-  f.position = transferring_.size();
-  transferring_.push_back(id);
+  f.position = transfers_.size();
+  transfers_.push_back({.remaining = f.volume, .since = now_, .rate = 0, .progress = 0, .finish = kNever,
+                        .weight = f.weight, .stretch = f.stretch.transfer, .id = id});
+  if (f.n_links != 1) ++multi_link_transfers_;
+  if (f.weight == std::floor(f.weight)) {
+    weight_sum_ += f.weight;
+    weight_sum_exact_ &= weight_sum_ < kExactSum;
+  } else {
+    ++inexact_weights_;
+  }
   bool shared = false;
   for (int l : f.links()) {
     LinkState& s = links_[static_cast<size_t>(l)];
@@ -213,50 +237,77 @@ bool Network::end_transfer(FlowId id) {
     if (--s.transferring == 0) s.busy_total += now_ - s.busy_since;
     shared |= s.transferring > 0;
   }
+  if (f.n_links != 1) --multi_link_transfers_;
+  if (f.weight == std::floor(f.weight)) {
+    weight_sum_ -= f.weight;
+  } else {
+    --inexact_weights_;
+  }
   // Swap-remove: O(1), and the order stays a deterministic function of the calls.
-  const FlowId last = transferring_.back();
-  transferring_[f.position] = last;
-  flows_[static_cast<size_t>(last)].position = f.position;
-  transferring_.pop_back();
+  transfers_[f.position] = transfers_.back();
+  flows_[static_cast<size_t>(transfers_[f.position].id)].position = f.position;
+  transfers_.pop_back();
   return shared;
 }
 
 // Note [Flows alone]: a flow that shares none of its links moves at its
 // narrowest one, whatever its weight.
 void Network::move_alone(FlowId id) {
-  FlowState& f = flows_[static_cast<size_t>(id)];
+  const FlowState& f = flows_[static_cast<size_t>(id)];
+  Transfer& x = transfers_[f.position];
   double rate = kNever;
   for (int l : f.links()) rate = std::min(rate, link_set_.capacity[static_cast<size_t>(l)]);
-  f.rate = rate;
-  f.since = now_;
-  f.finish = now_ + f.remaining * f.stretch.transfer / f.rate;
+  x.rate = rate;
+  x.progress = progress_of(x.rate, x.stretch);
+  x.since = now_;
+  x.finish = now_ + transfer_time(x.remaining, x.stretch, x.rate);
+  first_finish_ = std::min(first_finish_, x.finish);
 }
 
 void Network::release(FlowId id) {
   FlowState& f = flows_[static_cast<size_t>(id)];
   f.phase = Phase::kFree;
-  f.rate = 0;
-  f.finish = kNever;
   f.more_links.clear();
   --in_flight_;
 }
+
 
 // Progressive filling: repeatedly find the link whose remaining capacity per unit
 // of its unfrozen flows' weight is smallest; that share times a flow's weight is
 // the weighted max-min fair rate of each of those flows, which are then frozen and
 // their rate taken off every link they cross. Flows are grouped by link first, so that freezing a bottleneck visits
 // only its own flows.
-void Network::compute_rates() {
-  if (transferring_.empty()) return;
+Seconds Network::compute_rates() {
+  Seconds next = kNever;
+  if (transfers_.empty()) return next;
+  const int first_link = flows_[static_cast<size_t>(transfers_[0].id)].links()[0];
+  if (multi_link_transfers_ == 0 &&
+      links_[static_cast<size_t>(first_link)].transferring == static_cast<int>(transfers_.size())) {
+    // One link (every all-reduce flow): it is the only bottleneck and one share
+    // freezes every flow, as the general loop below would, in the same order.
+    double weights = weight_sum_;
+    if (inexact_weights_ > 0 || !weight_sum_exact_) {
+      weights = 0;
+      for (const Transfer& x : transfers_) weights += x.weight;
+    }
+    const double share = link_set_.capacity[static_cast<size_t>(first_link)] / weights;
+    for (Transfer& x : transfers_) {
+      bank(x.remaining, x.since, x.progress, now_);
+      x.rate = share * x.weight;
+      x.progress = progress_of(x.rate, x.stretch);
+      x.finish = x.remaining == 0 ? now_ : now_ + transfer_time(x.remaining, x.stretch, x.rate);
+      next = std::min(next, x.finish);
+    }
+    first_finish_ = next;
+    return next;
+  }
+
   ++mark_;
   touched_links_.clear();
-  for (FlowId id : transferring_) {
-    FlowState& f = flows_[static_cast<size_t>(id)];
-    // Rates change now: bank the bytes moved at the old rate.
-    f.remaining = std::max(0.0, f.remaining - f.rate / f.stretch.transfer * (now_ - f.since));
-    f.since = now_;
-    f.frozen = false;
-    for (int l : f.links()) {
+  for (Transfer& x : transfers_) {
+    bank(x.remaining, x.since, x.progress, now_);
+    x.frozen = false;
+    for (int l : flows_[static_cast<size_t>(x.id)].links()) {
       LinkState& s = links_[static_cast<size_t>(l)];
       if (s.mark != mark_) {
         s.mark = mark_;
@@ -266,20 +317,8 @@ void Network::compute_rates() {
         touched_links_.push_back(l);
       }
       ++s.unfrozen;
-      s.unfrozen_weight += f.weight;
+      s.unfrozen_weight += x.weight;
     }
-  }
-  if (touched_links_.size() == 1) {
-    // One link (every all-reduce flow): it is the only bottleneck and one share
-    // freezes every flow, as the general loop below would, in the same order.
-    const LinkState& s = links_[static_cast<size_t>(touched_links_[0])];
-    const double share = s.capacity_left / s.unfrozen_weight;
-    for (FlowId id : transferring_) {
-      FlowState& f = flows_[static_cast<size_t>(id)];
-      f.rate = share * f.weight;
-      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch.transfer / f.rate;
-    }
-    return;
   }
   int offset = 0;
   for (int l : touched_links_) {
@@ -288,13 +327,13 @@ void Network::compute_rates() {
     offset += s.unfrozen;
   }
   flows_by_link_.resize(static_cast<size_t>(offset));
-  for (FlowId id : transferring_) {
-    for (int l : flows_[static_cast<size_t>(id)].links()) {
-      flows_by_link_[static_cast<size_t>(links_[static_cast<size_t>(l)].fill++)] = id;
+  for (size_t p = 0; p < transfers_.size(); ++p) {
+    for (int l : flows_[static_cast<size_t>(transfers_[p].id)].links()) {
+      flows_by_link_[static_cast<size_t>(links_[static_cast<size_t>(l)].fill++)] = p;
     }
   }
 
-  size_t unfrozen = transferring_.size();
+  size_t unfrozen = transfers_.size();
   while (unfrozen > 0) {
     int bottleneck = -1;
     double share = kNever;
@@ -311,28 +350,38 @@ void Network::compute_rates() {
     }
     const LinkState& b = links_[static_cast<size_t>(bottleneck)];
     for (int i = b.first; i < b.fill; ++i) {
-      FlowState& f = flows_[static_cast<size_t>(flows_by_link_[static_cast<size_t>(i)])];
-      if (f.frozen) continue;
-      f.frozen = true;
-      f.rate = share * f.weight;
-      f.finish = f.remaining == 0 ? now_ : now_ + f.remaining * f.stretch.transfer / f.rate;
+      Transfer& x = transfers_[flows_by_link_[static_cast<size_t>(i)]];
+      if (x.frozen) continue;
+      x.frozen = true;
+      x.rate = share * x.weight;
+      x.progress = progress_of(x.rate, x.stretch);
+      x.finish = x.remaining == 0 ? now_ : now_ + transfer_time(x.remaining, x.stretch, x.rate);
+      next = std::min(next, x.finish);
       --unfrozen;
-      for (int l : f.links()) {
+      for (int l : flows_[static_cast<size_t>(x.id)].links()) {
         LinkState& s = links_[static_cast<size_t>(l)];
-        s.capacity_left = std::max(0.0, s.capacity_left - f.rate);
+        s.capacity_left = std::max(0.0, s.capacity_left - x.rate);
         --s.unfrozen;
         // Exactly 0 once the last is frozen, whatever the rounding of the sums.
-        s.unfrozen_weight = s.unfrozen == 0 ? 0 : std::max(0.0, s.unfrozen_weight - f.weight);
+        s.unfrozen_weight = s.unfrozen == 0 ? 0 : std::max(0.0, s.unfrozen_weight - x.weight);
       }
     }
   }
+  first_finish_ = next;
+  return next;
+}
+
+Seconds Network::next_startup_end() const {
+  Seconds next = kNever;
+  for (FlowId id : starting_) next = std::min(next, flows_[static_cast<size_t>(id)].startup_end);
+  return next;
 }
 
 void Network::update_next_event() {
-  Seconds next = kNever;
-  for (FlowId id : starting_) next = std::min(next, flows_[static_cast<size_t>(id)].startup_end);
-  for (FlowId id : transferring_) next = std::min(next, flows_[static_cast<size_t>(id)].finish);
-  next_event_ = next;
+  Seconds next = next_startup_end();
+  first_finish_ = kNever;
+  for (const Transfer& x : transfers_) first_finish_ = std::min(first_finish_, x.finish);
+  next_event_ = std::min(next, first_finish_);
 }
 
 }  // namespace weft

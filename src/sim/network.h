@@ -15,7 +15,9 @@
 // events, and advances the network to each event in time order.
 //
 // Cost: an event touches only the flows in flight and the links they cross, so the
-// common case of one to three concurrent flows costs a few dozen operations.
+// common case of one to three concurrent flows costs a few dozen operations; with
+// thousands in flight (a large credit), each event is one pass over a dense array
+// of them (Note [Transfers in one array]).
 //
 // Note [Flows alone]
 // ------------------
@@ -24,6 +26,16 @@
 // network then sets its rate alone instead of refilling every flow: a parameter
 // server's answers, which leave one after another on links of their own, cost a
 // few operations each instead of a pass over every push in flight.
+//
+// Note [Transfers in one array]
+// -----------------------------
+// Every event changes the rate of each flow sharing a link with the one that
+// began or ended, and banks the bytes each moved at its old rate; that work is
+// inherent to the model (the rounding of each flow's bytes left is part of its
+// result). So the transferring flows' changing state lives in one contiguous
+// array, in the order they began (swap-removed on finishing), and an event where
+// every flow crosses the same one link is a single pass over it whose weight sum
+// is kept as it goes whenever integral weights make the sum exact in any order.
 //
 // Thread-safety: not thread-safe; one Network per simulation.
 #pragma once
@@ -91,7 +103,10 @@ class Network {
   }
 
   // The current rate of a transferring flow, in bytes/s per link; 0 during startup.
-  BytesPerSecond rate(FlowId id) const { return flows_[static_cast<size_t>(id)].rate; }
+  BytesPerSecond rate(FlowId id) const {
+    const FlowState& f = flows_[static_cast<size_t>(id)];
+    return f.phase == Phase::kTransfer ? transfers_[f.position].rate : 0;
+  }
 
   // Seconds, up to `at`, during which at least one flow was transferring on `link`.
   // REQUIRES: time() <= at <= next_event() (nothing changes in between).
@@ -107,17 +122,14 @@ class Network {
   // inline spares a pointer chase per flow in the rate computation.
   static constexpr int kInlineLinks = 4;
 
+  // What a flow keeps for its whole life.
   struct FlowState {
     Phase phase = Phase::kFree;
     Seconds startup_end = 0;
-    double remaining = 0;  // bytes still to cross, as of `since`
-    Seconds since = 0;
-    BytesPerSecond rate = 0;
-    Seconds finish = kNever;  // at the current rate
+    double volume = 0;        // bytes to cross once its startup ends
     Stretch stretch;          // set_stretch: progress is rate / stretch.transfer
     double weight = 1;
-    size_t position = 0;      // index in transferring_, while kTransfer
-    bool frozen = false;      // scratch for progressive filling
+    size_t position = 0;      // index in transfers_, while kTransfer
     int n_links = 0;
     std::array<int, kInlineLinks> inline_links{};
     std::vector<int> more_links;  // all of them, when more than kInlineLinks
@@ -126,6 +138,19 @@ class Network {
       return n_links <= kInlineLinks ? std::span<const int>(inline_links.data(), static_cast<size_t>(n_links))
                                      : std::span<const int>(more_links);
     }
+  };
+
+  // What changes at every event, for a transferring flow (Note [Transfers in one array]).
+  struct Transfer {
+    double remaining = 0;     // bytes still to cross, as of `since`
+    Seconds since = 0;
+    BytesPerSecond rate = 0;
+    double progress = 0;      // rate / stretch: bytes crossed per second
+    Seconds finish = kNever;  // at the current rate
+    double weight = 1;
+    double stretch = 1;       // stretch.transfer
+    FlowId id = 0;
+    bool frozen = false;      // scratch for progressive filling
   };
 
   struct LinkState {
@@ -148,7 +173,8 @@ class Network {
   bool end_transfer(FlowId id);
   void move_alone(FlowId id);  // Note [Flows alone]
   void release(FlowId id);
-  void compute_rates();
+  Seconds compute_rates();  // returns the earliest finish among the transfers
+  Seconds next_startup_end() const;
   void update_next_event();
 
   LinkSet link_set_;
@@ -156,14 +182,26 @@ class Network {
   std::vector<FlowState> flows_;
   std::vector<FlowId> free_ids_;
   std::vector<FlowId> starting_;      // in kStartup
-  std::vector<FlowId> transferring_;  // in kTransfer
+  std::vector<Transfer> transfers_;   // in kTransfer, by position
+  // Note [Transfers in one array]: transferring flows crossing other than one
+  // link; those whose weight is not an integer; the integral weights' sum, exact
+  // (the same in any order of adding) while every partial sum stays below 2^53.
+  static constexpr double kExactSum = 9007199254740992.0;  // 2^53
+  int multi_link_transfers_ = 0;
+  int inexact_weights_ = 0;
+  double weight_sum_ = 0;
+  bool weight_sum_exact_ = true;
   std::vector<FlowId> finished_;      // returned by advance()
   std::vector<FlowId> begun_;         // scratch: flows that began transferring in advance()
   std::vector<int> touched_links_;    // scratch for progressive filling
-  std::vector<FlowId> flows_by_link_;  // scratch: transferring flows grouped by link
+  std::vector<size_t> flows_by_link_;  // scratch: positions of transferring flows grouped by link
   std::uint64_t mark_ = 0;
   Seconds now_ = 0;
   Seconds next_event_ = kNever;
+  // At most the earliest finish among transfers_ (exact after each rate
+  // computation, lowered whenever a finish is set between them): advance()
+  // looks for finished transfers only from then on.
+  Seconds first_finish_ = kNever;
   int in_flight_ = 0;
 };
 

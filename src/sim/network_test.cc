@@ -230,6 +230,25 @@ TEST(Network, WeightsSplitALinkInProportion) {
   EXPECT_NEAR(ends.at(small), ends.at(large), 1e-12);
 }
 
+// Note [Transfers in one array]: on one link the weights' sum is kept as flows
+// come and go while it is exact, and added up afresh otherwise; both give each
+// flow its share, whether the weights are integers, fractions or too large to sum
+// exactly.
+TEST(Network, OneLinkSharesByWeightWhateverTheWeights) {
+  for (const double scale : {1.0, 0.37, 1e15}) {
+    Network net(make_links({8}));
+    const auto a = net.start(Flow{.startup = 0, .volume = 30, .links = {0}, .weight = 3 * scale}, 0);
+    const auto b = net.start(Flow{.startup = 0, .volume = 10, .links = {0}, .weight = scale}, 0);
+    const auto c = net.start(Flow{.startup = 0, .volume = 40, .links = {0}, .weight = 4 * scale}, 0);
+    EXPECT_DOUBLE_EQ(net.rate(a), 3) << scale;
+    EXPECT_DOUBLE_EQ(net.rate(b), 1) << scale;
+    EXPECT_DOUBLE_EQ(net.rate(c), 4) << scale;
+    // All three end together: they shared the link in proportion throughout.
+    const auto done = run_to_end(net);
+    for (const auto id : {a, b, c}) EXPECT_DOUBLE_EQ(done.at(id), 10) << scale;
+  }
+}
+
 // Property, on random flows over random links: at every event the rates are
 // feasible and weighted max-min fair (every flow crosses a saturated link on which
 // no flow moves more per unit of its weight), and each flow's rate integrated over

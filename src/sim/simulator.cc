@@ -886,6 +886,9 @@ Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
 }
 
 void Simulation::on_collective_due(int seq, Seconds now) {
+  // Brought forward by end_start_delays, it may have ended, and left
+  // collectives_, before the due time it had first.
+  if (seq < collective_base_) return;
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   if (c.due_passed) return;  // brought forward by end_start_delays
   c.due_passed = true;
@@ -898,6 +901,7 @@ void Simulation::on_collective_due(int seq, Seconds now) {
 // of it as one on the network does (Note [Interference]), from when its last
 // worker reaches it until it starts.
 void Simulation::contend_for_core(int seq, bool contends, Seconds now) {
+  if (seq < collective_base_) return;  // ended already (on_collective_due)
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   if (c.contends == contends) return;
   c.contends = contends;

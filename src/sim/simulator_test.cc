@@ -512,6 +512,25 @@ TEST(Simulate, StartDelayEndsWhenTheWorkersStopComputing) {
   EXPECT_NEAR(comm[1].second, comm[0].second + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
+// Note [Start delay]: a collective brought forward as the workers stop computing
+// can end, and be gone, long before the due time it had first; that due time
+// then passes without effect (found by AddressSanitizer: it read the collective
+// after it was freed).
+TEST(Simulate, ACollectiveBroughtForwardEndsBeforeItsFirstDueTime) {
+  Profile p = make_profile({{1e-3, 0.5e-3, 10'000}, {1e-3, 1e-3, 25'000}});
+  p.start_delay = 50e-3;  // far longer than either transfer, and than an iteration
+  const Cluster c = ring(4, 1_Gbit, 50_us);
+  const Timeline t =
+      simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 60, .record_iterations = 2});
+  const std::vector<std::pair<Seconds, Seconds>> comm = comm_spans(t);
+  ASSERT_EQ(comm.size(), 4u);
+  const Seconds compute_end = comm[0].first + p.layers[0].bp;
+  EXPECT_NEAR(comm[0].second, compute_end + allreduce_time(c, p.layers[1].bytes()), 1e-12);
+  EXPECT_LT(comm[1].second, comm[0].first + p.start_delay);  // both over before the first due time
+  EXPECT_NEAR(t.summary.iteration,
+              compute_of(p) + allreduce_time(c, p.layers[1].bytes()) + allreduce_time(c, p.layers[0].bytes()), 1e-12);
+}
+
 // Note [Skew]: the skew grows by `drift` for the compute beyond half an iteration
 // since the workers last passed a forward that needed communication: one
 // iteration's under S-SGD, three under local SGD averaging every third iteration.

@@ -36,6 +36,10 @@ inline constexpr int kMaxPeriod = 10'000;
 // time. A day is beyond any one step; a double near its largest value would make
 // sums overflow to infinity and the simulator's clock stop advancing.
 inline constexpr double kMaxSeconds = 86'400;
+// The slowest link or fitted transfer rate: a byte a second (8 bit/s, a
+// fitted b of 1 s/byte). Slower is no network, and the time of a petabyte at a
+// rate near zero overflows a double.
+inline constexpr double kMinBytesPerSecond = 1;
 // A slowdown, drift or other ratio of one time to another: interference that made
 // work a thousand times slower would be a broken machine, not a measurement.
 inline constexpr double kMaxFactor = 1'000;
