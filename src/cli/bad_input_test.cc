@@ -156,6 +156,11 @@ TEST_F(BadInput, BenchReportRefusesResultsWithImpossibleCounts) {
                  R"(schema is "weft-bench/9", which this weft does not read)");
 }
 
+TEST_F(BadInput, TrainBoundsTheProcessesItStarts) {
+  expect_refused("train --model mlp --synthetic --steps 1 --nproc 100000", "--nproc 100000: expected 1 to 256");
+  expect_refused("train --model mlp --synthetic --steps 1 --nproc 0", "--nproc 0: expected 1 to 256");
+}
+
 TEST_F(BadInput, BenchChecksItsFlagsBeforeAnyWork) {
   expect_refused("bench --loopback --model nope --out " + (dir_ / "o").string(), "--model nope");
   expect_refused("bench --loopback --port 0 --out " + (dir_ / "o").string(), "--port 0");

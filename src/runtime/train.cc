@@ -1,5 +1,7 @@
 #include "runtime/train.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "runtime/launcher.h"
@@ -9,6 +11,7 @@
 #include "runtime/trainer.h"
 #include "runtime/worker_env.h"
 #include "units/files.h"
+#include "units/limits.h"
 
 namespace weft::runtime {
 
@@ -26,7 +29,11 @@ void validate(const TrainOptions& o) {
                                  "--strategy {} is all-reduce",
                                  o.servers, o.strategy));
   }
-  if (o.nproc && *o.nproc < 1) throw UsageError(fmt::format("--nproc {}: expected an integer >= 1", *o.nproc));
+  if (o.nproc && (*o.nproc < 1 || *o.nproc > limits::kMaxProcesses - std::max(o.servers, 0))) {
+    throw UsageError(fmt::format("--nproc {}: expected 1 to {} worker processes on this machine, with --servers {} "
+                                 "beside them (docs/limits.md)",
+                                 *o.nproc, limits::kMaxProcesses - std::max(o.servers, 0), o.servers));
+  }
   if (o.steps && *o.steps < 1) throw UsageError(fmt::format("--steps {}: expected an integer >= 1", *o.steps));
   if (o.steps && o.epochs) throw UsageError("--steps and --epochs: give one of them");
   if (o.epochs && !(*o.epochs > 0)) throw UsageError(fmt::format("--epochs {}: expected a number > 0", *o.epochs));
