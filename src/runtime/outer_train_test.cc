@@ -128,4 +128,24 @@ TEST_F(OuterOptimizerTrain, EvaluationOfTheAgreedModelIsThatOfTheRanksMean) {
   EXPECT_NE(line["eval"]["loss"].get<double>(), line["eval_agreed"]["loss"].get<double>());
 }
 
+// After 10 iterations of flsgd with H = 5 the last iteration averaged the whole
+// model: the ranks agree, and the agreed evaluation is rank 0's own (Note [The
+// agreed model after a whole average], runtime/trainer.cc).
+TEST_F(OuterOptimizerTrain, AfterAWholeAverageTheAgreedModelIsRankZerosOwn) {
+  const fs::path params = dir_ / "params";
+  const fs::path metrics = dir_ / "metrics.jsonl";
+  auto [status, err] = weft("run", train_args("flsgd", 5, 10, params, {"--eval-every", "100", "--metrics",
+                                                                       metrics.string()}));
+  ASSERT_EQ(status, 0) << err;
+  json line;
+  std::istringstream lines(read_text(metrics));
+  for (std::string text; std::getline(lines, text);) {
+    const json j = json::parse(text);
+    if (j.contains("eval")) line = j;
+  }
+  ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
+  EXPECT_EQ(rank(params, 0), rank(params, 1));
+  EXPECT_EQ(line["eval"], line["eval_agreed"]);
+}
+
 }  // namespace

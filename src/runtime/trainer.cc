@@ -45,6 +45,28 @@
 namespace weft::runtime {
 namespace {
 
+// Note [The agreed model after a whole average]
+// ---------------------------------------------
+// Where iteration t averaged every byte of every layer (flsgd every H, any local
+// SGD strategy whose period ends there), each worker's parameters after it, once
+// the engine has drained, are the agreed ones: averaging them again and
+// evaluating a second model would cost a collective over the link and a second
+// evaluation, and tell nothing. Evaluations there evaluate once and report it as
+// both. Every rank reads the same schedule, so all skip the collective together.
+bool averaged_whole_model(const Schedule& schedule, int t, const std::vector<std::vector<torch::Tensor>>& layers) {
+  std::vector<Bytes> averaged(layers.size(), 0);
+  for (const CommOp& op : schedule.ops(t)) {
+    if (op.kind != OpKind::kAverageParameters) continue;
+    for (const Chunk& c : op.chunks) averaged.at(static_cast<size_t>(c.layer)) += c.length;
+  }
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    Bytes bytes = 0;
+    for (const torch::Tensor& p : layers[l]) bytes += static_cast<Bytes>(p.numel()) * static_cast<Bytes>(sizeof(float));
+    if (averaged[l] != bytes) return false;
+  }
+  return true;
+}
+
 using json = nlohmann::json;
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
@@ -550,7 +572,9 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   // rank 0 evaluates and writes the line.
   auto eval_line = [&](std::int64_t t) {
     std::optional<EvalResult> on_agreed;
-    if (evaluate_agreed) {
+    // Note [The agreed model after a whole average].
+    const bool own_is_agreed = evaluate_agreed && averaged_whole_model(schedule, static_cast<int>(t), layers);
+    if (evaluate_agreed && !own_is_agreed) {
       const torch::Tensor mean = average_parameters(layers, *agreed_group, workers);
       if (leader) {
         load_flat_parameters(*agreed_model, mean);
@@ -559,6 +583,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
     }
     if (!leader) return;
     const EvalResult r = evaluate(*model, *data, 256);
+    if (own_is_agreed) on_agreed = r;
     json line{{"rank", group.rank}, {"iter", t}, {"time_s", recorder.now()},
               {"eval", {{"accuracy", r.accuracy}, {"loss", r.loss}}}};
     if (on_agreed) line["eval_agreed"] = {{"accuracy", on_agreed->accuracy}, {"loss", on_agreed->loss}};
