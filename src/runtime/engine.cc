@@ -43,12 +43,16 @@ Seconds since(Clock::time_point start) { return std::chrono::duration<double>(Cl
 class AllReduceMean : public OpExecutor {
  public:
   AllReduceMean(const EngineOptions& options, bool gradients) : options_(options), gradients_(gradients) {
+    // Note [Compressed parameter averages]: the agreed values, kept from the
+    // common start, where no outer optimizer keeps them.
     if (gradients_ || options_.outer != nullptr) return;
     for (const auto& ops : options_.schedule->iterations) {
-      for (const CommOp& op : ops) {
-        if (op.kind == OpKind::kAverageParameters && lossy(op.encoding) && !agreed_) {
-          agreed_ = std::make_unique<SynchronisedParameters>(options_.layers);
-        }
+      const bool compressed = std::any_of(ops.begin(), ops.end(), [](const CommOp& op) {
+        return op.kind == OpKind::kAverageParameters && lossy(op.encoding);
+      });
+      if (compressed) {
+        agreed_ = std::make_unique<SynchronisedParameters>(options_.layers);
+        return;
       }
     }
   }

@@ -34,6 +34,17 @@ std::vector<float> rank(const fs::path& params, int r) {
   return read_floats(fmt::format("{}.rank{}", params.string(), r));
 }
 
+// The last evaluation line of a metrics file.
+json last_evaluation(const fs::path& metrics) {
+  json line;
+  std::istringstream lines(read_text(metrics));
+  for (std::string text; std::getline(lines, text);) {
+    const json j = json::parse(text);
+    if (j.contains("eval")) line = j;
+  }
+  return line;
+}
+
 using OuterOptimizerTrain = TrainTest;
 
 TEST_F(OuterOptimizerTrain, LrOneMomentumZeroIsThePlainAverage) {
@@ -106,12 +117,7 @@ TEST_F(OuterOptimizerTrain, EvaluationOfTheAgreedModelIsThatOfTheRanksMean) {
   auto [status, err] = weft("run", train_args("flsgd", 5, 7, params, {"--eval-every", "100", "--metrics",
                                                                       metrics.string()}));
   ASSERT_EQ(status, 0) << err;
-  json line;
-  std::istringstream lines(read_text(metrics));
-  for (std::string text; std::getline(lines, text);) {
-    const json j = json::parse(text);
-    if (j.contains("eval")) line = j;
-  }
+  const json line = last_evaluation(metrics);
   ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
   const auto a = rank(params, 0), b = rank(params, 1);
   ASSERT_EQ(a.size(), b.size());
@@ -137,12 +143,7 @@ TEST_F(OuterOptimizerTrain, AfterAWholeAverageTheAgreedModelIsRankZerosOwn) {
   auto [status, err] = weft("run", train_args("flsgd", 5, 10, params, {"--eval-every", "100", "--metrics",
                                                                        metrics.string()}));
   ASSERT_EQ(status, 0) << err;
-  json line;
-  std::istringstream lines(read_text(metrics));
-  for (std::string text; std::getline(lines, text);) {
-    const json j = json::parse(text);
-    if (j.contains("eval")) line = j;
-  }
+  const json line = last_evaluation(metrics);
   ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
   EXPECT_EQ(rank(params, 0), rank(params, 1));
   EXPECT_EQ(line["eval"], line["eval_agreed"]);
