@@ -69,7 +69,7 @@ def profile(module, example_batch, loss_fn=None, *, out=None, layers=None, warmu
 
 
 def plan(profile, workers=16, bandwidth="1Gbit", *, latency="50us", strategies=None, arch="allreduce",
-         servers=1, server_bandwidth=None, network=None, **strategy_options):
+         servers=1, server_bandwidth=None, network=None, host=None, **strategy_options):
     """`weft plan --json` as a dict: every strategy's predicted iteration, and the recommended one.
 
     profile: the JSON text weft.profile returns, a dict of it, or a file name.
@@ -80,7 +80,7 @@ def plan(profile, workers=16, bandwidth="1Gbit", *, latency="50us", strategies=N
     unknown = sorted(set(strategy_options) - accepted)
     if unknown:
         raise TypeError(f"weft.plan: unknown option {', '.join(unknown)}; accepted: workers, bandwidth, latency, "
-                        f"strategies, arch, servers, server_bandwidth, network, {', '.join(sorted(accepted))}")
+                        f"strategies, arch, servers, server_bandwidth, network, host, {', '.join(sorted(accepted))}")
     if isinstance(profile, dict):
         text = _json.dumps(profile)
     elif isinstance(profile, str) and profile.lstrip().startswith("{"):
@@ -94,5 +94,5 @@ def plan(profile, workers=16, bandwidth="1Gbit", *, latency="50us", strategies=N
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r}: expected an integer >= 1")
     options = dict(strategy_options, bandwidth=bandwidth, latency=latency, server_bandwidth=server_bandwidth,
-                   network=network)
+                   network=network, host=host)
     return _json.loads(_C.plan_json(text, workers, options, list(strategies or []), arch, servers))

@@ -34,6 +34,7 @@ SCHEDULE_OPTIONS = {
     "server_bandwidth": None,
     "latency": "50us",
     "network": None,
+    "host": None,                    # a host description (`weft profile --host FILE`)
     "compression": "none",           # the wire encoding of gradient messages (docs/compression.md)
 }
 # Options of the wrapper itself.

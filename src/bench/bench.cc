@@ -15,6 +15,7 @@
 #include "bench/plots.h"
 #include "bench/report.h"
 #include "bench/statistics.h"
+#include "cost/host.h"
 #include "netem/netem.h"
 #include "profile/profile.h"
 #include "schedule/encoding.h"
@@ -89,6 +90,11 @@ class Bench {
  private:
   void say(const std::string& line) { progress_ << "weft bench: " << line << "\n" << std::flush; }
   std::string relative(const fs::path& p) const { return fs::relative(p, out_).string(); }
+  LinkFiles files(const LinkResult& link) const {
+    return {.profile = (out_ / link.profile).string(),
+            .network = (out_ / link.network).string(),
+            .host = link.host.empty() ? "" : (out_ / link.host).string()};
+  }
   fs::path log(const std::string& name) const { return out_ / "logs" / (name + ".log"); }
   void save() { write_results(results_, out_ / "bench.json"); }
   // The tools with the next port of the cycle.
@@ -262,25 +268,27 @@ LinkResult Bench::profile_network(const Link& link) {
   const fs::path measured_log = log(fmt::format("interference-{}", slug(link.name)));
   say(fmt::format("{}: timing the layers, and all-reduces of {} with them, over the link", link.name,
                   format_bytes(profile.total_bytes())));
-  const ChildResult p = run({.argv = link_profile_command(next_tools(), link, o_.training, measured.string()),
+  const fs::path host_file = out_ / fmt::format("host-{}.json", slug(link.name));
+  const ChildResult p = run({.argv = link_profile_command(next_tools(), link, o_.training, measured.string(),
+                                                          host_file.string()),
                              .log = measured_log});
   if (!p.succeeded()) throw std::runtime_error(failure(p, measured_log));
   Profile linked = load_profile(measured);
   linked.device += fmt::format("; measured over {} ({})", link.name, relative(measured));
   const fs::path profile_file = out_ / fmt::format("profile-{}.json", slug(link.name));
   save_profile(linked, profile_file);
-  say(fmt::format("{}: forward {} + backward {} per iteration; compute takes {:.0f}% longer while all-reducing, "
-                  "all-reduces {:.0f}% longer while computing, transfers {:.0f}%; in step, the last worker reaches "
-                  "a collective {} "
-                  "late ({} right after another, {} more per second computed apart); of two collectives issued "
-                  "together, the second adds {:.0f}% of one's own time ({:.0f}% while the workers wait)",
+  Host host = load_host(host_file);
+  host.description += fmt::format("; over {}", link.name);
+  save_host(host, host_file);
+  say(fmt::format("{}: forward {} + backward {} per iteration; host: compute +{:.0f}% beside messages, all-reduces "
+                  "+{:.0f}% and transfers +{:.0f}% beside compute, skew {} ({} back to back, drift {:.3f} s/s), start "
+                  "delay {}, pair +{:.0f}% ({:.0f}% waiting)",
                   link.name, format_duration(linked.forward_time()), format_duration(linked.backward_time()),
-                  100 * linked.compute_slowdown, 100 * linked.comm_slowdown,
-                  100 * linked.point_to_point_slowdown(), format_duration(linked.skew),
-                  format_duration(linked.back_to_back_skew), format_duration(linked.drift), 100 * linked.pair_slowdown,
-                  100 * linked.pair_slowdown_while(false)));
+                  100 * host.compute_slowdown, 100 * host.comm_slowdown, 100 * host.point_to_point_slowdown(),
+                  format_duration(host.skew), format_duration(host.back_to_back_skew), host.drift,
+                  format_duration(host.start_delay), 100 * host.pair_slowdown, 100 * host.pair_slowdown_while(false)));
   return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file),
-          .profile = relative(profile_file)};
+          .profile = relative(profile_file), .host = relative(host_file)};
 }
 
 // The planner plans one architecture at a time: the all-reduce strategies, with
@@ -319,8 +327,7 @@ std::map<std::string, Prediction> Bench::plan(const Link& link, const LinkResult
   const std::string name = fmt::format("plan-{}{}", slug(link.name), suffix);
   const fs::path file = out_ / (name + ".json");
   const fs::path log_file = log(name);
-  const ChildResult r = run({.argv = plan_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
-                                                  (out_ / network.network).string(), strategies, encoding),
+  const ChildResult r = run({.argv = plan_command(o_.tools, link, o_.training, files(network), strategies, encoding),
                              .log = log_file,
                              .timeout = kShortTimeout});
   if (!r.succeeded()) throw std::runtime_error(failure(r, log_file));
@@ -354,8 +361,7 @@ void Bench::keep_predicted_trace(const Link& link, const LinkResult& network, co
   const std::string& strategy = contender.strategy;
   const fs::path trace = out_ / "trace-predicted.json";
   const fs::path log_file = log("simulate-" + slug(contender.name));
-  const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
-                                                      (out_ / network.network).string(), strategy,
+  const ChildResult r = run({.argv = simulate_command(o_.tools, link, o_.training, files(network), strategy,
                                                       prediction.options, trace.string()),
                              .log = log_file,
                              .timeout = kShortTimeout});
@@ -390,8 +396,8 @@ std::optional<fs::path> Bench::schedule_of(const Link& link, const LinkResult& n
   if (const auto made = schedules_.find(key); made != schedules_.end()) return made->second;
   const fs::path schedule = out_ / "runs" / fmt::format("{}-{}.schedule.json", slug(link.name), slug(name));
   const fs::path log_file = log(fmt::format("schedule-{}-{}", slug(link.name), slug(name)));
-  std::vector<std::string> argv = simulate_command(o_.tools, link, o_.training, (out_ / network.profile).string(),
-                                                   (out_ / network.network).string(), strategy, prediction.options, "");
+  std::vector<std::string> argv = simulate_command(o_.tools, link, o_.training, files(network), strategy,
+                                                   prediction.options, "");
   argv.insert(argv.end(), {"--schedule-out", schedule.string()});
   const ChildResult r = run({.argv = argv, .log = log_file, .timeout = kShortTimeout});
   if (!r.succeeded()) {
@@ -414,8 +420,9 @@ std::optional<Seconds> Bench::predict_scaled(const Link& link, const LinkResult&
   const fs::path profile = out_ / "runs" / fmt::format("{}.{}.profile.json", name, tag);
   save_profile(scaled, profile);
   const fs::path log_file = log(fmt::format("{}-{}", tag, name));
-  const ChildResult r = run({.argv = simulate_schedule_command(o_.tools, link, o_.training, profile.string(),
-                                                               (out_ / network.network).string(), strategy,
+  LinkFiles scaled_files = files(network);
+  scaled_files.profile = profile.string();
+  const ChildResult r = run({.argv = simulate_schedule_command(o_.tools, link, o_.training, scaled_files, strategy,
                                                                schedule->string()),
                              .log = log_file,
                              .timeout = kShortTimeout});
@@ -451,8 +458,8 @@ bool Bench::train(const Link& link, const LinkResult& network, const Contender& 
   const std::vector<std::string> argv =
       peer ? ddp_command(tools, link, training, contender.remedy, results_.parameters,
                          accuracy_mode ? o_.target_accuracy : 0, metrics.string())
-           : train_command(tools, link, training, contender.strategy, options, (out_ / network.profile).string(),
-                           (out_ / network.network).string(), metrics.string(), keep_trace ? trace.string() : "");
+           : train_command(tools, link, training, contender.strategy, options, files(network), metrics.string(),
+                           keep_trace ? trace.string() : "");
   say(fmt::format("[{}/{}] {}: training {} ({} workers, {} steps{})", ++runs_done_, runs_total_, link.name,
                   strategy, o_.tools.workers, training.steps,
                   repeats_ > 1 ? fmt::format(", run {} of {}{}", repeat + 1, repeats_,

@@ -47,18 +47,15 @@
 // (slow links) training sees less contention than the profile.
 //
 // Note [Interference per link]
-// On these 2 cores a worker's compute and the bytes it moves take CPU from each
-// other: a layer overlapping a message runs slower, and so does the message, by
-// amounts that depend on the link (Note [Interference], sim/simulator.cc). So each
-// link gets its own profile, measured over that link by `weft profile
-// --interference` (Notes [Measuring interference] and [Measuring skew],
-// runtime/layer_profiler.h; the job's own output is kept in logs/): its layers,
-// timed by the workers inside their namespaces, the two slowdowns and the
-// workers' skew (Note [Skew], sim/simulator.cc). The link's predictions,
-// simulated trace and training runs all use it. profile.json's layers, timed
-// minutes earlier on loopback, came out 6–16% faster than the same layers timed
-// in the namespaces (34.3 against 36.4–39.8 ms per iteration in one bench), and
-// training computed as the latter did.
+// Rule: each link gets its own profile and host, measured over that link by
+// `weft profile --interference --host` (runtime/layer_profiler.h): its layers,
+// timed by the workers inside their namespaces, and how compute and the link's
+// traffic slow each other and skew the workers (docs/cost-model.md §7.3). The
+// link's predictions, simulated trace and training runs all read those two
+// files (profile-LINK.json, host-LINK.json). Why: on shared cores a layer beside
+// a message runs slower, and so does the message, by amounts that depend on the
+// link; layers timed on loopback minutes earlier ran 6–16% faster than the same
+// layers in the namespaces, where training computed as the latter did.
 //
 // Note [Repeated runs]
 // Two runs of one strategy a minute apart differ by up to ±8% on a shared machine,

@@ -39,10 +39,11 @@ std::string planned_bandwidth(const Tools& tools, const Link& link, int servers)
 }
 
 // `servers` > 0: a parameter-server cluster, each server's link the workers'.
-std::vector<std::string> cluster_flags(const Tools& tools, const Link& link, const std::string& network,
-                                       int servers) {
-  std::vector<std::string> flags{"--workers", std::to_string(tools.workers), "--bandwidth",
-                                 planned_bandwidth(tools, link, servers), "--network", network};
+// Also --profile, --network and --host.
+std::vector<std::string> cluster_flags(const Tools& tools, const Link& link, const LinkFiles& files, int servers) {
+  std::vector<std::string> flags{"--profile", files.profile, "--workers", std::to_string(tools.workers),
+                                 "--bandwidth", planned_bandwidth(tools, link, servers), "--network", files.network};
+  if (!files.host.empty()) flags = concat(flags, {"--host", files.host});
   if (servers > 0) flags = concat(flags, {"--arch", "ps", "--servers", std::to_string(servers)});
   return flags;
 }
@@ -113,8 +114,9 @@ std::vector<std::string> retime_command(const Tools& tools, const Training& trai
 }
 
 std::vector<std::string> link_profile_command(const Tools& tools, const Link& link, const Training& training,
-                                              const std::string& out) {
-  const std::vector<std::string> argv = concat(model_profile_argv(tools, training, out), {"--interference"});
+                                              const std::string& out, const std::string& host) {
+  const std::vector<std::string> argv =
+      concat(model_profile_argv(tools, training, out), {"--interference", "--host", host});
   if (link.emulated()) return under_netem(tools, link, argv);
   return concat(argv, local_processes(tools));
 }
@@ -130,8 +132,8 @@ std::vector<std::string> network_profile_command(const Tools& tools, const Link&
 }
 
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
-                                      const std::string& profile, const std::string& network,
-                                      const std::vector<std::string>& strategies, const std::string& encoding) {
+                                      const LinkFiles& files, const std::vector<std::string>& strategies,
+                                      const std::string& encoding) {
   if (strategies.empty()) throw std::logic_error("plan_command: no strategy to plan");
   const bool ps = uses_servers(strategies.front());
   for (const std::string& s : strategies) {
@@ -140,8 +142,8 @@ std::vector<std::string> plan_command(const Tools& tools, const Link& link, cons
           fmt::format("plan_command: {} and {} run on different architectures", strategies.front(), s));
     }
   }
-  std::vector<std::string> argv = concat({tools.weft, "plan", "--profile", profile},
-                                         cluster_flags(tools, link, network, ps ? training.servers : 0));
+  std::vector<std::string> argv =
+      concat({tools.weft, "plan"}, cluster_flags(tools, link, files, ps ? training.servers : 0));
   argv = concat(argv, {"--H", std::to_string(training.H), "--json"});
   if (encoding != "none") argv = concat(argv, {"--compression", encoding});
   std::vector<std::string> names;
@@ -154,11 +156,10 @@ std::vector<std::string> plan_command(const Tools& tools, const Link& link, cons
 }
 
 std::vector<std::string> simulate_command(const Tools& tools, const Link& link, const Training& training,
-                                          const std::string& profile, const std::string& network,
-                                          const std::string& strategy, const nlohmann::json& options,
-                                          const std::string& trace) {
-  std::vector<std::string> argv = concat({tools.weft, "simulate", "--strategy", strategy, "--profile", profile},
-                                         cluster_flags(tools, link, network, servers_of(training, strategy)));
+                                          const LinkFiles& files, const std::string& strategy,
+                                          const nlohmann::json& options, const std::string& trace) {
+  std::vector<std::string> argv = concat({tools.weft, "simulate", "--strategy", strategy},
+                                         cluster_flags(tools, link, files, servers_of(training, strategy)));
   argv = concat(argv, {"--H", std::to_string(training.H)});
   argv = concat(argv, strategy_flags(options));
   argv = concat(argv, {"--json"});
@@ -166,23 +167,24 @@ std::vector<std::string> simulate_command(const Tools& tools, const Link& link, 
 }
 
 std::vector<std::string> simulate_schedule_command(const Tools& tools, const Link& link, const Training& training,
-                                                   const std::string& profile, const std::string& network,
-                                                   const std::string& strategy, const std::string& schedule) {
-  return concat(concat({tools.weft, "simulate", "--schedule", schedule, "--profile", profile},
-                       cluster_flags(tools, link, network, servers_of(training, strategy))),
+                                                   const LinkFiles& files, const std::string& strategy,
+                                                   const std::string& schedule) {
+  return concat(concat({tools.weft, "simulate", "--schedule", schedule},
+                       cluster_flags(tools, link, files, servers_of(training, strategy))),
                 {"--json"});
 }
 
 std::vector<std::string> train_command(const Tools& tools, const Link& link, const Training& training,
                                        const std::string& strategy, const nlohmann::json& options,
-                                       const std::string& profile, const std::string& network,
-                                       const std::string& metrics, const std::string& trace) {
+                                       const LinkFiles& files, const std::string& metrics,
+                                       const std::string& trace) {
   const int servers = servers_of(training, strategy);
   std::vector<std::string> argv = concat({tools.weft, "train", "--strategy", strategy}, training_flags(training));
   if (servers > 0) argv = concat(argv, {"--servers", std::to_string(servers)});
   argv = concat(argv, {"--H", std::to_string(training.H)});
   argv = concat(argv, strategy_flags(options));
-  argv = concat(argv, {"--profile", profile, "--network", network, "--metrics", metrics, "--no-progress"});
+  argv = concat(argv, {"--profile", files.profile, "--network", files.network, "--metrics", metrics, "--no-progress"});
+  if (!files.host.empty()) argv = concat(argv, {"--host", files.host});
   if (link.emulated()) argv = concat(argv, {"--bandwidth", planned_bandwidth(tools, link, servers)});
   if (!trace.empty()) argv = concat(argv, {"--trace", trace});
   if (link.emulated()) return under_netem(tools, link, argv, servers);

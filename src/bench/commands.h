@@ -77,10 +77,11 @@ std::vector<std::string> model_profile_command(const Tools& tools, const Trainin
 // layers just before a run (Note [Re-timed before each run] in bench.h).
 std::vector<std::string> retime_command(const Tools& tools, const Training& training, const std::string& out);
 
-// The same as model_profile_command with --interference, under the link (or with --nproc P on loopback):
-// the slowdowns of the link's profile (Note [Interference per link] in bench.h).
+// The same as model_profile_command with --interference --host HOST, under the
+// link (or with --nproc P on loopback): the host as measured over the link (Note
+// [Interference per link] in bench.h).
 std::vector<std::string> link_profile_command(const Tools& tools, const Link& link, const Training& training,
-                                              const std::string& out);
+                                              const std::string& out, const std::string& host);
 
 // `weft profile --network --max-bytes N --out FILE`, under the link (or with
 // --nproc P on loopback). `max_bytes` bounds the largest all-reduce measured: the
@@ -89,7 +90,16 @@ std::vector<std::string> link_profile_command(const Tools& tools, const Link& li
 std::vector<std::string> network_profile_command(const Tools& tools, const Link& link, Bytes max_bytes,
                                                  const std::string& out);
 
-// `weft plan --profile F --network N --workers P --bandwidth Q --H h --json
+// The files a link's predictions and runs read: the model's profile, the link's
+// all-reduce fit (`weft profile --network`) and the host as measured over the
+// link (`weft profile --host`; empty: none, as in benches from before it).
+struct LinkFiles {
+  std::string profile;
+  std::string network;
+  std::string host;
+};
+
+// `weft plan --profile F --network N --host H --workers P --bandwidth Q --H h --json
 // --strategy s...`. The strategies share one architecture (the planner plans one
 // at a time): all-reduce ones get wfbp and ddp added, for the references;
 // parameter-server ones get `--arch ps --servers S` instead, and for bandwidth what
@@ -98,8 +108,7 @@ std::vector<std::string> network_profile_command(const Tools& tools, const Link&
 // encoding` too (S-SGD strategies only). REQUIRES !strategies.empty() and one
 // architecture (THROWS std::logic_error naming the two otherwise).
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
-                                      const std::string& profile, const std::string& network,
-                                      const std::vector<std::string>& strategies,
+                                      const LinkFiles& files, const std::vector<std::string>& strategies,
                                       const std::string& encoding = "none");
 
 // What a bench run trains: a weft strategy in a wire encoding, or a PyTorch peer.
@@ -129,17 +138,17 @@ Contender peer_contender(const std::string& peer);
 // timeline of a few iterations to it (with `--arch ps --servers S` for a
 // parameter-server strategy).
 std::vector<std::string> simulate_command(const Tools& tools, const Link& link, const Training& training,
-                                          const std::string& profile, const std::string& network,
-                                          const std::string& strategy, const nlohmann::json& options,
+                                          const LinkFiles& files, const std::string& strategy,
+                                          const nlohmann::json& options,
                                           const std::string& trace);
 
 // `weft simulate --schedule` of a schedule `strategy` made (written by the
-// above with --schedule-out) on the layer times of `profile`: the same
+// above with --schedule-out) on the layer times of `files.profile`: the same
 // messages, windows and groups, whatever those layer times would make the
 // strategy plan (Note [Predicted on the run's own compute] in bench.h).
 std::vector<std::string> simulate_schedule_command(const Tools& tools, const Link& link, const Training& training,
-                                                   const std::string& profile, const std::string& network,
-                                                   const std::string& strategy, const std::string& schedule);
+                                                   const LinkFiles& files, const std::string& strategy,
+                                                   const std::string& schedule);
 
 // `weft train` of one strategy, under the link (or with --nproc P on loopback),
 // built from the same profile and network fit as the prediction and with the
@@ -147,8 +156,8 @@ std::vector<std::string> simulate_schedule_command(const Tools& tools, const Lin
 // runs with `--servers S` (Training::servers): P + S ranks, the servers last.
 std::vector<std::string> train_command(const Tools& tools, const Link& link, const Training& training,
                                        const std::string& strategy, const nlohmann::json& options,
-                                       const std::string& profile, const std::string& network,
-                                       const std::string& metrics, const std::string& trace);
+                                       const LinkFiles& files, const std::string& metrics,
+                                       const std::string& trace);
 
 // The PyTorch peer under the link (or its own --nproc P launcher on loopback;
 // Debian's torchrun is broken on Python 3.11), with `remedy` (Peer::remedy).

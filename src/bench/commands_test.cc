@@ -36,7 +36,7 @@ std::vector<std::string> inner(const std::vector<std::string>& argv) {
 
 TEST(Commands, EmulatedRunsGoThroughNetemOncePerWorker) {
   const nlohmann::json options{{"partition_B", 65536}, {"credit_B", 262144}, {"windows", {1, 2}}};
-  const auto argv = train_command(kTools, kEmulated, {}, "bytescheduler", options, "/o/profile.json", "/o/net.json",
+  const auto argv = train_command(kTools, kEmulated, {}, "bytescheduler", options, {"/o/profile.json", "/o/net.json"},
                                   "/o/m.jsonl", "");
   ASSERT_GE(argv.size(), 3u);
   EXPECT_EQ(argv[0], "/opt/weft");
@@ -60,14 +60,14 @@ TEST(Commands, EmulatedRunsGoThroughNetemOncePerWorker) {
 }
 
 TEST(Commands, LoopbackRunsUseTheProgramsOwnLauncher) {
-  const auto train = train_command(kTools, kLoopback, {.steps = 20, .eval_every = 10}, "wfbp", {}, "p", "n", "m", "t");
+  const auto train = train_command(kTools, kLoopback, {.steps = 20, .eval_every = 10}, "wfbp", {}, {"p", "n"}, "m", "t");
   EXPECT_EQ(train[1], "train");
   EXPECT_TRUE(has(train, "--nproc", "3"));
   EXPECT_TRUE(has(train, "--steps", "20"));
   EXPECT_TRUE(has(train, "--eval-every", "10"));
   EXPECT_TRUE(has(train, "--trace", "t"));
   EXPECT_FALSE(contains(train, "netem"));
-  const auto profile = link_profile_command(kTools, kLoopback, {}, "profile-loopback.json");
+  const auto profile = link_profile_command(kTools, kLoopback, {}, "profile-loopback.json", "host-loopback.json");
   EXPECT_TRUE(has(profile, "--nproc", "3"));
   EXPECT_TRUE(contains(profile, "--interference"));
   EXPECT_FALSE(contains(profile, "netem"));
@@ -97,8 +97,8 @@ TEST(Commands, ThePlacementReachesEveryLauncher) {
   pinned.cores = CorePlacement::kPinned;
   for (const Link& l : {kEmulated, kLoopback}) {
     const std::vector<std::vector<std::string>> commands{
-        train_command(pinned, l, {}, "wfbp", {}, "p", "n", "m", ""),
-        link_profile_command(pinned, l, {}, "profile.json"),
+        train_command(pinned, l, {}, "wfbp", {}, {"p", "n"}, "m", ""),
+        link_profile_command(pinned, l, {}, "profile.json", "host.json"),
         network_profile_command(pinned, l, 1 << 20, "net.json"),
         ddp_command(pinned, l, {}, "fp16", 91706, 0, "m")};
     for (const auto& argv : commands) {
@@ -108,14 +108,14 @@ TEST(Commands, ThePlacementReachesEveryLauncher) {
   }
   EXPECT_TRUE(has(retime_command(pinned, {}, "r.json"), "--cores", "pinned"));
   EXPECT_TRUE(has(model_profile_command(pinned, {}, "p.json"), "--cores", "pinned"));
-  EXPECT_FALSE(contains(train_command(kTools, kEmulated, {}, "wfbp", {}, "p", "n", "m", ""), "--cores"));
+  EXPECT_FALSE(contains(train_command(kTools, kEmulated, {}, "wfbp", {}, {"p", "n"}, "m", ""), "--cores"));
   EXPECT_FALSE(contains(retime_command(kTools, {}, "r.json"), "--cores"));
 }
 
 TEST(Commands, TheDdpPeerGetsTheSameTrainingAsWeft) {
   const Training t{.model = "cnn", .batch = 16, .lr = 0.125, .optimizer = "momentum", .seed = 4, .steps = 33,
                    .eval_every = 11};
-  const auto weft = inner(train_command(kTools, kEmulated, t, "wfbp", {}, "p", "n", "m", ""));
+  const auto weft = inner(train_command(kTools, kEmulated, t, "wfbp", {}, {"p", "n"}, "m", ""));
   const auto ddp = inner(ddp_command(kTools, kEmulated, t, "powersgd:2", 91706, 0.85, "m"));
   EXPECT_TRUE(has(ddp, "--remedy", "powersgd:2"));
   EXPECT_EQ(ddp[0], "/usr/bin/python3");
@@ -155,18 +155,18 @@ TEST(Commands, ParameterServerPlansGetWhatTcpDeliversOverTheLink) {
   const double payload = netem::payload_rate(100_Mbit, kTools.mtu);
   EXPECT_NEAR(payload / 100_Mbit, 1448.0 / 1514.0, 1e-12);
   const Training training{.servers = 1};
-  EXPECT_EQ(parse_bandwidth(value_of(plan_command(kTools, kEmulated, training, "p", "n", {"ps-interleaved"}),
+  EXPECT_EQ(parse_bandwidth(value_of(plan_command(kTools, kEmulated, training, {"p", "n"}, {"ps-interleaved"}),
                                      "--bandwidth")),
             payload);
-  EXPECT_EQ(parse_bandwidth(value_of(plan_command(kTools, kEmulated, training, "p", "n", {"dcredit"}), "--bandwidth")),
+  EXPECT_EQ(parse_bandwidth(value_of(plan_command(kTools, kEmulated, training, {"p", "n"}, {"dcredit"}), "--bandwidth")),
             100_Mbit);
-  const auto run = train_command(kTools, kEmulated, training, "ps-interleaved", {}, "p", "n", "m", "");
+  const auto run = train_command(kTools, kEmulated, training, "ps-interleaved", {}, {"p", "n"}, "m", "");
   EXPECT_EQ(parse_bandwidth(value_of(run, "--bandwidth")), 100_Mbit);         // netem's
   EXPECT_EQ(parse_bandwidth(value_of(inner(run), "--bandwidth")), payload);  // the run's plan
 }
 
 TEST(Commands, PlanAlwaysHasTheReferencesOnce) {
-  const auto plan = plan_command(kTools, kEmulated, {}, "p.json", "n.json", {"dcredit", "wfbp"});
+  const auto plan = plan_command(kTools, kEmulated, {}, {"p.json", "n.json"}, {"dcredit", "wfbp"});
   int wfbp = 0, ddp = 0, dcredit = 0;
   for (std::size_t i = 0; i + 1 < plan.size(); ++i) {
     if (plan[i] != "--strategy") continue;
@@ -191,24 +191,24 @@ TEST(Commands, ParameterServerStrategiesBringTheirServersEverywhere) {
     for (const std::string strategy : {"ps", "ps-interleaved", "wfbp", "dreamddp-opt"}) {
       const bool ps = strategy.starts_with("ps");
       EXPECT_EQ(uses_servers(strategy), ps) << strategy;
-      const auto emulated = train_command(kTools, kEmulated, t, strategy, {}, "p", "n", "m", "");
+      const auto emulated = train_command(kTools, kEmulated, t, strategy, {}, {"p", "n"}, "m", "");
       const auto netem = std::vector<std::string>(emulated.begin(), std::find(emulated.begin(), emulated.end(), "--"));
       EXPECT_EQ(has(netem, "--servers", s), ps) << strategy;
       EXPECT_EQ(has(inner(emulated), "--servers", s), ps) << strategy;
-      const auto loopback = train_command(kTools, kLoopback, t, strategy, {}, "p", "n", "m", "");
+      const auto loopback = train_command(kTools, kLoopback, t, strategy, {}, {"p", "n"}, "m", "");
       EXPECT_TRUE(has(loopback, "--nproc", "3")) << strategy;  // workers; the launcher adds the servers
       EXPECT_EQ(has(loopback, "--servers", s), ps) << strategy;
       const auto probe = probe_command(kTools, t, strategy);
       EXPECT_EQ(has(probe, "--servers", s), ps) << strategy;
       EXPECT_TRUE(has(probe, "--steps", "0")) << strategy;
-      const auto simulate = simulate_command(kTools, kEmulated, t, "p", "n", strategy, {}, "trace");
+      const auto simulate = simulate_command(kTools, kEmulated, t, {"p", "n"}, strategy, {}, "trace");
       EXPECT_EQ(has(simulate, "--arch", "ps") && has(simulate, "--servers", s), ps) << strategy;
       EXPECT_EQ(contains(simulate, "--arch"), ps) << strategy;
       EXPECT_TRUE(has(simulate, "--trace", "trace")) << strategy;
-      EXPECT_FALSE(contains(simulate_command(kTools, kEmulated, t, "p", "n", strategy, {}, ""), "--trace"))
+      EXPECT_FALSE(contains(simulate_command(kTools, kEmulated, t, {"p", "n"}, strategy, {}, ""), "--trace"))
           << strategy;
       // A schedule as it was made: nothing that would plan it again.
-      const auto again = simulate_schedule_command(kTools, kEmulated, t, "p", "n", strategy, "s.json");
+      const auto again = simulate_schedule_command(kTools, kEmulated, t, {"p", "n"}, strategy, "s.json");
       EXPECT_TRUE(has(again, "--schedule", "s.json")) << strategy;
       EXPECT_TRUE(has(again, "--profile", "p")) << strategy;
       EXPECT_EQ(has(again, "--arch", "ps") && has(again, "--servers", s), ps) << strategy;
@@ -220,15 +220,15 @@ TEST(Commands, ParameterServerStrategiesBringTheirServersEverywhere) {
 }
 
 TEST(Commands, APlanHoldsOneArchitecture) {
-  const auto ps = plan_command(kTools, kEmulated, {.servers = 2}, "p.json", "n.json", {"ps-interleaved", "ps"});
+  const auto ps = plan_command(kTools, kEmulated, {.servers = 2}, {"p.json", "n.json"}, {"ps-interleaved", "ps"});
   EXPECT_TRUE(has(ps, "--arch", "ps"));
   EXPECT_TRUE(has(ps, "--servers", "2"));
   EXPECT_TRUE(has(ps, "--strategy", "ps-interleaved"));
   EXPECT_FALSE(has(ps, "--strategy", "wfbp"));  // the planner would reject an all-reduce strategy on --arch ps
   EXPECT_FALSE(has(ps, "--strategy", "ddp"));
-  EXPECT_FALSE(contains(plan_command(kTools, kEmulated, {}, "p", "n", {"wfbp"}), "--arch"));
-  EXPECT_THROW(plan_command(kTools, kEmulated, {}, "p", "n", {"wfbp", "ps"}), std::logic_error);
-  EXPECT_THROW(plan_command(kTools, kEmulated, {}, "p", "n", {}), std::logic_error);
+  EXPECT_FALSE(contains(plan_command(kTools, kEmulated, {}, {"p", "n"}, {"wfbp"}), "--arch"));
+  EXPECT_THROW(plan_command(kTools, kEmulated, {}, {"p", "n"}, {"wfbp", "ps"}), std::logic_error);
+  EXPECT_THROW(plan_command(kTools, kEmulated, {}, {"p", "n"}, {}), std::logic_error);
 }
 
 TEST(Commands, StrategyFlagsCarryOnlyTheTunedInputs) {
@@ -270,13 +270,13 @@ TEST(Commands, ContendersNameTheirRunsAndWhatPredictsThem) {
 }
 
 TEST(Commands, AnEncodingReachesThePlanTheTrainingAndTheSimulation) {
-  const auto plan = plan_command(kTools, kLoopback, {}, "p", "n", {"dcredit"}, "int8");
+  const auto plan = plan_command(kTools, kLoopback, {}, {"p", "n"}, {"dcredit"}, "int8");
   EXPECT_TRUE(has(plan, "--compression", "int8"));
-  EXPECT_FALSE(contains(plan_command(kTools, kLoopback, {}, "p", "n", {"dcredit"}), "--compression"));
+  EXPECT_FALSE(contains(plan_command(kTools, kLoopback, {}, {"p", "n"}, {"dcredit"}), "--compression"));
   const nlohmann::json options = {{"partition_B", 4096}, {"compression", "powersgd:2"}};
-  EXPECT_TRUE(has(train_command(kTools, kLoopback, {}, "wfbp", options, "p", "n", "m", ""), "--compression",
+  EXPECT_TRUE(has(train_command(kTools, kLoopback, {}, "wfbp", options, {"p", "n"}, "m", ""), "--compression",
                   "powersgd:2"));
-  EXPECT_TRUE(has(simulate_command(kTools, kLoopback, {}, "p", "n", "wfbp", options, ""), "--compression",
+  EXPECT_TRUE(has(simulate_command(kTools, kLoopback, {}, {"p", "n"}, "wfbp", options, ""), "--compression",
                   "powersgd:2"));
 }
 

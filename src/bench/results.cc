@@ -157,6 +157,7 @@ json to_json(const BenchResults& results) {
   for (const LinkResult& l : results.links) {
     links.push_back({{"link", l.link}, {"bandwidth_Bps", l.bandwidth}, {"a_s", l.a}, {"b_s_per_byte", l.b},
                      {"network", l.network}, {"profile", l.profile}});
+    if (!l.host.empty()) links.back()["host"] = l.host;
   }
   json runs = json::array();
   for (const RunResult& r : results.runs) runs.push_back(to_json(r));
@@ -231,7 +232,8 @@ BenchResults results_from_json(const json& document, std::string_view origin) {
                              .a = l.number("a_s"),
                              .b = l.number("b_s_per_byte"),
                              .network = l.string("network"),
-                             .profile = l.string("profile")});
+                             .profile = l.string("profile"),
+                             .host = l.has("host") ? l.string("host") : ""});
   });
   top.each("runs", [&](const Reader& r) { results.runs.push_back(read_run(r, v1)); });
   top.each("failed", [&](const Reader& f) {

@@ -8,7 +8,7 @@
 //    "emulated": true, "mtu_B": 1500, "cores": "auto",
 //    "links": [{"link": "100Mbit", "bandwidth_Bps": 12500000.0,
 //               "a_s": 0.0012, "b_s_per_byte": 1.6e-7, "network": "net-100Mbit.json",
-//               "profile": "profile-100Mbit.json"}],
+//               "profile": "profile-100Mbit.json", "host": "host-100Mbit.json"}],
 //    "profile": "profile.json",
 //    "runs": [{"strategy": "dcredit", "kind": "weft", "link": "100Mbit",
 //              "bandwidth_Bps": 12500000.0, "workers": 4, "period": 1,
@@ -91,6 +91,7 @@ struct LinkResult {
   double b = 0;                // the fitted seconds per byte
   std::string network;         // the fit's file
   std::string profile;         // the profile its predictions used (Note [Interference per link], bench.h)
+  std::string host;            // the host as measured over the link; empty in benches from before it
 };
 
 struct RunResult {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cost/host.h"
 #include "profile/zoo.h"
 #include "units/files.h"
 #include "units/json_reader.h"
@@ -37,6 +38,13 @@ void add_cluster_flags(CLI::App& command, ClusterFlags& flags) {
                      "measured all-reduce times from `weft profile --network --out FILE` (T(n) follows them; a "
                      "file with only a_s and b_s_per_byte: a + b*n); "
                      "replaces --bandwidth/--latency for all-reduce costs");
+  add_host_flag(command, flags);
+}
+
+void add_host_flag(CLI::App& command, ClusterFlags& flags) {
+  command.add_option("--host", flags.host_file,
+                     "how this machine shares its cores between compute and communication, from `weft profile "
+                     "--host FILE` (docs/formats.md 6.7); default: communication has cores of its own");
 }
 
 void add_strategy_flags(CLI::App& command, StrategyFlags& flags) {
@@ -128,7 +136,34 @@ auto parse_flag(std::string_view flag, const std::string& text, Parse parse) {
   }
 }
 
-Cluster make_cluster(const ClusterFlags& flags) {
+namespace {
+
+// make_cluster's host. Note [Host fields in old profiles]: profiles written
+// before the host had a file of its own carry it at their top level; they keep
+// planning as they did, and the user is told once where the fields now belong.
+Host host_of(const std::string& host_file, const std::string& profile_file) {
+  std::optional<Host> in_profile;
+  if (!profile_file.empty()) {
+    in_profile = host_in_profile(read_input(profile_file, "the profile (a profile JSON file)"), profile_file);
+  }
+  if (!host_file.empty()) {
+    if (in_profile) {
+      fmt::print(stderr, "weft: warning: {} carries host fields of the older format; --host {} is used instead\n",
+                 profile_file, host_file);
+    }
+    return load_host(host_file);
+  }
+  if (!in_profile) return {};
+  fmt::print(stderr,
+             "weft: warning: {} carries host fields (compute_slowdown, skew_s, ...) of the older format; they are "
+             "used, but belong in a host file now: `weft profile --host FILE` writes one (docs/formats.md 6.7)\n",
+             profile_file);
+  return *in_profile;
+}
+
+}  // namespace
+
+Cluster make_cluster(const ClusterFlags& flags, const std::string& profile_file) {
   Cluster c;
   c.workers = flags.workers;
   c.bandwidth = parse_flag("--bandwidth", flags.bandwidth, parse_bandwidth);
@@ -139,6 +174,7 @@ Cluster make_cluster(const ClusterFlags& flags) {
     c.server_bandwidth = parse_flag("--server-bandwidth", flags.server_bandwidth, parse_bandwidth);
   }
   if (!flags.network_file.empty()) c.fitted = load_fit(flags.network_file);
+  c.host = host_of(flags.host_file, profile_file);
   validate(c);
   return c;
 }

@@ -33,6 +33,7 @@ struct ClusterFlags {
   int servers = 1;
   std::string server_bandwidth;  // empty = same as --bandwidth
   std::string network_file;      // a fit from `weft profile --network --out FILE`
+  std::string host_file;         // a host description from `weft profile --host FILE`
 };
 
 struct StrategyFlags {
@@ -46,12 +47,16 @@ struct StrategyFlags {
 };
 
 void add_model_flags(CLI::App& command, ModelFlags& flags);
-void add_cluster_flags(CLI::App& command, ClusterFlags& flags);
+void add_cluster_flags(CLI::App& command, ClusterFlags& flags);  // --host included
+void add_host_flag(CLI::App& command, ClusterFlags& flags);       // --host alone
 void add_strategy_flags(CLI::App& command, StrategyFlags& flags);
 
 // THROW UsageError naming the flag, the value and what is accepted.
 Profile load_model(const ModelFlags& flags);
-Cluster make_cluster(const ClusterFlags& flags);
+// The cluster's host is --host's; without it, the host fields a profile of the
+// older format carries (`profile_file`, --profile), with a warning on stderr;
+// else Host{}: communication with cores of its own.
+Cluster make_cluster(const ClusterFlags& flags, const std::string& profile_file = "");
 StrategyOptions make_strategy_options(const StrategyFlags& flags);
 
 // The all-reduce fit that `weft profile --network --out` writes, as --network

@@ -92,16 +92,15 @@ void print_table(const Plan& plan, const Profile& profile) {
              format_bandwidth(c.bandwidth), format_duration(c.latency), to_string(c.arch),
              c.fitted ? fmt::format(" (fitted a={} b={:.3g}s/B)", format_duration(c.fitted->a), c.fitted->b)
                       : "");
-  if (profile.compute_slowdown > 0 || profile.comm_slowdown > 0) {
-    fmt::print("interference (from the profile): layers +{:.0f}% while communicating, messages +{:.0f}% while "
-               "computing\n",
-               100 * profile.compute_slowdown, 100 * profile.comm_slowdown);
+  const Host& h = c.host;
+  if (h.compute_slowdown > 0 || h.comm_slowdown > 0) {
+    fmt::print("interference (--host): layers +{:.0f}% while communicating, messages +{:.0f}% while computing\n",
+               100 * h.compute_slowdown, 100 * h.comm_slowdown);
   }
-  if ((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0) && c.arch == Arch::kAllReduce) {
-    fmt::print("skew (from the profile): each collective starts {} after its data is ready and {} after it is "
-               "launched, {} later per second the workers computed apart beyond half an iteration\n",
-               format_duration(profile.skew), format_duration(profile.back_to_back_skew),
-               format_duration(profile.drift));
+  if ((h.skew > 0 || h.back_to_back_skew > 0 || h.drift > 0) && c.arch == Arch::kAllReduce) {
+    fmt::print("skew (--host): each collective starts {} after its data is ready and {} after it is launched, {} "
+               "later per second the workers computed apart beyond half an iteration\n",
+               format_duration(h.skew), format_duration(h.back_to_back_skew), format_duration(h.drift));
   }
   std::size_t width = 14;  // wider for compressed rows' labels
   for (const PlannedStrategy& s : plan.strategies) width = std::max(width, s.label().size());
@@ -123,7 +122,7 @@ void print_table(const Plan& plan, const Profile& profile) {
 
 void run_plan(const PlanFlags& flags) {
   const Profile profile = load_model(flags.model);
-  const Cluster cluster = make_cluster(flags.cluster);
+  const Cluster cluster = make_cluster(flags.cluster, flags.model.profile_file);
   // --compression auto: every S-SGD strategy with every codec (docs/compression.md).
   const bool every_codec = flags.strategy.compression == "auto";
   StrategyFlags strategy = flags.strategy;
@@ -208,7 +207,7 @@ void run_simulate(const SimulateFlags& flags) {
                                  limits::kMaxIterations));
   }
   const Profile profile = load_model(flags.model);
-  const Cluster cluster = make_cluster(flags.cluster);
+  const Cluster cluster = make_cluster(flags.cluster, flags.model.profile_file);
   const Schedule schedule = flags.schedule.empty() ? planned_schedule(flags, profile, cluster)
                                                    : given_schedule(flags.schedule, profile, cluster);
   const Timeline timeline = simulate(schedule, profile, cluster,

@@ -1,7 +1,8 @@
 // `weft profile`: measures what the planner needs to know about this machine.
 //   --model M    per-layer forward/backward times of a runtime model → profile JSON
 //                (--nproc K: K processes profiling together, as K workers share the cores;
-//                --interference: and how much compute and all-reduces slow each other)
+//                --host FILE: and what it measured of this machine, with --interference how
+//                much compute and all-reduces slow each other)
 //   --network    the all-reduce cost fit a + b·n over real Gloo all-reduces
 #include <algorithm>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "cost/host.h"
 #include "profile/profile.h"
 #include "profile/zoo.h"
 #include "runtime/layer_profiler.h"
@@ -42,6 +44,7 @@ struct ProfileFlags {
   std::string max_bytes;
   // both
   std::string out;
+  std::string host;  // --model: where the host description goes
   std::string cores = "auto";  // --nproc
 };
 
@@ -55,34 +58,40 @@ void print_table(const Profile& profile) {
   }
   fmt::print("{:<14} {:>10} {:>10} {:>10}\n", "total", profile.total_params(),
              format_duration(profile.forward_time()), format_duration(profile.backward_time()));
-  if (profile.compute_slowdown > 0 || profile.comm_slowdown > 0) {
-    fmt::print("compute took {:.0f}% longer while all-reducing (compute_slowdown {:.3f}); all-reduces took {:.0f}% "
-               "longer while computing (comm_slowdown {:.3f})\n",
-               100 * profile.compute_slowdown, profile.compute_slowdown, 100 * profile.comm_slowdown,
-               profile.comm_slowdown);
-  }
-  if (profile.transfer_slowdown) {
-    fmt::print("transfers to the next process took {:.0f}% longer while computing (transfer_slowdown {:.3f})\n",
-               100 * *profile.transfer_slowdown, *profile.transfer_slowdown);
-  }
-  if (profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0) {
-    fmt::print("in step, the last process reached a collective {} after the average one (skew_s), {} when it "
-               "followed another (back_to_back_skew_s); apart, {} further per second computed (drift {:.3f})\n",
-               format_duration(profile.skew), format_duration(profile.back_to_back_skew),
-               format_duration(profile.drift), profile.drift);
-  }
-  const auto in_turn = [](double pair) {
-    return collectives_run_in_turn(pair) ? "they run one after the other" : "they run at once";
+}
+
+// One line per measured host parameter, with its unit and what it means
+// (docs/cost-model.md §7.3).
+void print_host(const Host& host) {
+  fmt::print("host: {}\n", host.description);
+  const auto line = [](std::string_view name, std::string value, std::string_view meaning) {
+    fmt::print("  {:<22} {:>9}  {}\n", name, value, meaning);
   };
-  if (profile.pair_slowdown > 0) {
-    fmt::print("of two small all-reduces issued together while computing, the second took {:.0f}% of one's own "
-               "time more (pair_slowdown {:.3f}: {})\n",
-               100 * profile.pair_slowdown, profile.pair_slowdown, in_turn(profile.pair_slowdown));
+  const auto percent = [](double f) { return fmt::format("{:.0f}%", 100 * f); };
+  if (host.processes > 0) {
+    line("processes, cores", fmt::format("{}, {}", host.processes, host.cores),
+         "workers that shared this machine's cores as the layers were timed");
   }
-  if (profile.waiting_pair_slowdown) {
-    const double waiting = *profile.waiting_pair_slowdown;
-    fmt::print("while waiting, {:.0f}% (waiting_pair_slowdown {:.3f}: {})\n", 100 * waiting, waiting,
-               in_turn(waiting));
+  line("compute_slowdown", percent(host.compute_slowdown), "longer compute while its worker all-reduces");
+  line("comm_slowdown", percent(host.comm_slowdown), "longer all-reduces while the workers compute");
+  if (host.transfer_slowdown) {
+    line("transfer_slowdown", percent(*host.transfer_slowdown), "longer transfers while the workers compute");
+  }
+  line("skew_s", format_duration(host.skew), "the last worker's lateness at a collective after compute");
+  line("back_to_back_skew_s", format_duration(host.back_to_back_skew), "the same, right after another collective");
+  line("drift", fmt::format("{:.3f}", host.drift), "further lateness per second computed apart (s/s)");
+  line("start_delay_s", format_duration(host.start_delay), "a collective's wait for a core beside the layers");
+  const auto pair = [](double p) {
+    return fmt::format("of one's time added by a second collective ({})",
+                       collectives_run_in_turn(p) ? "they run in turn" : "they run at once");
+  };
+  line("pair_slowdown", percent(host.pair_slowdown), pair(host.pair_slowdown));
+  if (host.waiting_pair_slowdown) {
+    line("waiting_pair_slowdown", percent(*host.waiting_pair_slowdown), pair(*host.waiting_pair_slowdown) + ", waiting");
+  }
+  for (const auto& [codec, seconds] : host.codec_cost) {
+    line("codec " + codec, fmt::format("{:.2g} s", seconds),
+         codec == "powersgd" ? "to encode and decode per rows·cols·rank" : "to encode and decode per value");
   }
 }
 
@@ -123,14 +132,19 @@ int run_model_profile(const ProfileFlags& flags) {
       .failure_timeout = flags.network_options.failure_timeout,
       .cores = parse_core_placement(flags.cores),
       .report =
-          [&flags](const Profile& measured) {
-            Profile profile = measured;
-            profile.codec_cost = runtime::measure_codec_costs();  // docs/compression.md
+          [&flags](const Profile& profile, const Host& measured) {
             print_table(profile);
             if (!flags.out.empty()) {
               save_profile(profile, flags.out);
               fmt::print("profile written to {}\n", flags.out);
             }
+            if (flags.host.empty()) return;
+            Host host = measured;
+            host.codec_cost = runtime::measure_codec_costs();  // docs/compression.md
+            if (host.description.empty()) host.description = fmt::format("one process profiling {}", profile.model);
+            print_host(host);
+            save_host(host, flags.host);
+            fmt::print("host written to {}\n", flags.host);
           },
   };
   return runtime::run_model_profile(job);
@@ -163,10 +177,9 @@ void add_profile(CLI::App& app, int& exit_status) {
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "model initialisation seed")->capture_default_str();
   cmd->add_flag("--interference", flags->interference,
-                "--model with --nproc K >= 2: then all-reduce back to back, alone and while profiling again, and "
-                "write how much compute and all-reduces slow each other (compute_slowdown, comm_slowdown); then "
-                "train in step and apart and write how late the last process reaches a collective (skew_s, "
-                "back_to_back_skew_s, drift)");
+                "--model --host FILE with --nproc K >= 2: then all-reduce and train beside the layers and write "
+                "to the host description how much compute and communication slow each other and how late the "
+                "last process reaches a collective (docs/cost-model.md 7.3)");
   cmd->add_flag("--network", flags->network, "fit the all-reduce cost over real Gloo all-reduces instead");
   cmd->add_option("--nproc", flags->network_options.nproc,
                   "local processes: --model profiles them together, sharing the cores as K workers will (the "
@@ -182,11 +195,23 @@ void add_profile(CLI::App& app, int& exit_status) {
       ->capture_default_str();
   cmd->add_option("--cores", flags->cores, std::string("--nproc: ") + kCorePlacementHelp)->capture_default_str();
   cmd->add_option("--out", flags->out, "write the result as JSON (atomically)");
+  cmd->add_option("--host", flags->host,
+                  "--model: also write what was measured of this machine (cores shared, with --interference how "
+                  "compute and communication slow each other) as a host description, read by plan, simulate, "
+                  "train and bench --host");
   cmd->callback([flags, &exit_status] {
     if (flags->network && !flags->model.empty()) {
       throw UsageError("weft profile: --model and --network measure different things; give one of them");
     }
     if (!flags->out.empty()) check_output("--out", flags->out);
+    if (!flags->host.empty()) {
+      if (flags->network) throw UsageError("weft profile: --host describes the machine a --model profile ran on; "
+                                           "--network writes its fit to --out");
+      check_output("--host", flags->host);
+    } else if (flags->interference) {
+      throw UsageError("weft profile: --interference measures this machine, not the model: give --host FILE for "
+                       "what it measures");
+    }
     exit_status = flags->network ? run_network_profile(*flags) : run_model_profile(*flags);
   });
 }

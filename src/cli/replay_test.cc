@@ -1,9 +1,10 @@
 // The replay test: stored benches re-simulated with today's model.
 //
 // testdata/replay/ holds a few benches `weft bench` ran (their bench.json, and per
-// link the profile, the all-reduce fit and, for parameter-server runs, the plan
-// that says their cluster). Each weft run is predicted again as `weft simulate
-// --profile profile-LINK.json --network net-LINK.json -P WORKERS --strategy S`
+// link the profile, the all-reduce fit, the host and, for parameter-server runs,
+// the plan that says their cluster). Each weft run is predicted again as `weft
+// simulate --profile profile-LINK.json --network net-LINK.json --host
+// host-LINK.json -P WORKERS --strategy S`
 // would (runs the bench gave explicit options are left out; the planner re-tunes
 // the rest, as `weft bench` planned them), and each link's median |error| must stay
 // within its committed threshold: the model's figure when the threshold was set,
@@ -71,7 +72,8 @@ nlohmann::json read_json(const fs::path& file) {
 ClusterFlags cluster_of(const fs::path& bench, const nlohmann::json& run) {
   const std::string link = run.at("link");
   ClusterFlags flags{.workers = run.at("workers").get<int>(),
-                     .network_file = (bench / fmt::format("net-{}.json", link)).string()};
+                     .network_file = (bench / fmt::format("net-{}.json", link)).string(),
+                     .host_file = (bench / fmt::format("host-{}.json", link)).string()};
   if (std::ranges::find(kParameterServer, run.at("strategy").get<std::string>()) != kParameterServer.end()) {
     const nlohmann::json plan = read_json(bench / fmt::format("plan-{}-ps.json", link));
     flags.arch = "ps";

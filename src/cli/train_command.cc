@@ -35,6 +35,7 @@ struct TrainFlags {
   std::string server_bandwidth;  // empty: same as --bandwidth
   std::string latency = "50us";
   std::string network;
+  std::string host;
   StrategyFlags strategy;
   double failure_timeout = runtime::TrainDefaults::kFailureTimeout;
   bool no_progress = false;
@@ -61,8 +62,9 @@ runtime::TrainOptions to_options(const TrainFlags& flags) {
   o.failure_timeout = flags.failure_timeout;
   o.progress = !flags.no_progress;
   ClusterFlags cluster{.workers = 1, .bandwidth = flags.bandwidth, .latency = flags.latency,
-                       .server_bandwidth = flags.server_bandwidth, .network_file = flags.network};
-  o.cluster = make_cluster(cluster);  // workers is replaced by the world size
+                       .server_bandwidth = flags.server_bandwidth, .network_file = flags.network,
+                       .host_file = flags.host};
+  o.cluster = make_cluster(cluster, flags.profile);  // workers is replaced by the world size
   o.strategy_options = make_strategy_options(flags.strategy);
   runtime::validate(o);
   return o;
@@ -134,6 +136,9 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--network", flags->network,
                   "measured all-reduce times from `weft profile --network --out FILE`; replaces "
                   "--bandwidth/--latency");
+  cmd->add_option("--host", flags->host,
+                  "how this machine shares its cores between compute and communication, from `weft profile --host "
+                  "FILE`, which the schedule is planned for (docs/formats.md 6.7)");
   add_strategy_flags(*cmd, flags->strategy);
   // Unset options are tuned by rank 0, as `weft plan` tunes them.
   cmd->get_option("--partition")

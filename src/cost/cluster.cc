@@ -56,6 +56,7 @@ void validate(const Cluster& c) {
           c.fitted->b, 1 / limits::kMinBytesPerSecond));
     }
   }
+  validate(c.host, "host");
   if (c.arch == Arch::kParameterServer) {
     if (c.servers < 1 || c.servers > limits::kMaxServers) {
       throw UsageError(fmt::format("--servers: {} servers; need 1 to {} for --arch ps (docs/limits.md)",

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cost/host.h"
 #include "units/units.h"
 
 namespace weft {
@@ -111,9 +112,11 @@ struct Cluster {
   int servers = 1;                       // parameter server only
   BytesPerSecond server_bandwidth = 0;   // each server's link; 0 = same as workers'
   std::optional<FittedAllReduce> fitted;  // overrides the α–β ring model
+  Host host;                              // how the workers' machine shares its cores
 };
 
-// THROWS UsageError for workers < 1, bandwidth <= 0, latency < 0, servers < 1 (ps).
+// THROWS UsageError for workers < 1, bandwidth <= 0, latency < 0, servers < 1 (ps),
+// or a host validate(Host) refuses.
 void validate(const Cluster& cluster);
 
 // The network resources a flow can cross. Link ids are dense small integers.

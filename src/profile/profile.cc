@@ -119,40 +119,6 @@ void validate(const Profile& profile, std::string_view origin) {
                                    origin, i, total, limits::kMaxBytes));
     }
   }
-  // The interference and skew fields: each >= 0, and 0 means "none".
-  struct Optional {
-    const char* field;
-    double value;
-    const char* expected;
-    double max = limits::kMaxFactor;
-  };
-  constexpr const char* kSlowdown = "a number >= 0 (0: compute and communication do not slow each other)";
-  constexpr const char* kSkew = "seconds >= 0 (0: the workers reach every collective together)";
-  constexpr const char* kDrift = "a number >= 0 (0: the workers do not drift apart as they compute)";
-  constexpr const char* kPair = "a number >= 0 (0: collectives issued together run at once)";
-  constexpr const char* kDelay = "seconds >= 0 (0: collectives start as soon beside the layers as without)";
-  for (const auto& [field, value, expected, max] : {Optional{"compute_slowdown", profile.compute_slowdown, kSlowdown},
-                                               Optional{"comm_slowdown", profile.comm_slowdown, kSlowdown},
-                                               Optional{"skew_s", profile.skew, kSkew, limits::kMaxSeconds},
-                                               Optional{"back_to_back_skew_s", profile.back_to_back_skew, kSkew, limits::kMaxSeconds},
-                                               Optional{"drift", profile.drift, kDrift},
-                                               Optional{"start_delay_s", profile.start_delay, kDelay, limits::kMaxSeconds},
-                                               Optional{"pair_slowdown", profile.pair_slowdown, kPair},
-                                               Optional{"waiting_pair_slowdown",
-                                                        profile.waiting_pair_slowdown.value_or(0), kPair},
-                                               Optional{"transfer_slowdown", profile.transfer_slowdown.value_or(0),
-                                                        kSlowdown}}) {
-    if (!(value >= 0 && value <= max)) {
-      throw UsageError(
-          fmt::format("{}: field \"{}\" is {}; expected {}, at most {}", origin, field, value, expected, max));
-    }
-  }
-  for (const auto& [field, value] : {std::pair{"processes", profile.processes}, std::pair{"cores", profile.cores}}) {
-    if (value < 0 || value > limits::kMaxWorkers) {
-      throw UsageError(fmt::format("{}: field \"{}\" is {}; expected an integer >= 0, at most {} (0: unknown)",
-                                   origin, field, value, limits::kMaxWorkers));
-    }
-  }
 }
 
 namespace {
@@ -245,15 +211,6 @@ void read_optional(const json& root, const char* field, std::string_view accepte
   out = it->get<T>();
 }
 
-// The same for a field whose absence is not a value: `out` stays empty.
-template <typename T>
-void read_optional(const json& root, const char* field, std::string_view accepted_form, std::string_view origin,
-                   std::optional<T>& out) {
-  T value{};
-  read_optional(root, field, accepted_form, origin, value);
-  if (const auto it = root.find(field); it != root.end() && !it->is_null()) out = value;
-}
-
 }  // namespace
 
 Profile parse_profile(std::string_view json_text, std::string_view origin) {
@@ -268,29 +225,7 @@ Profile parse_profile(std::string_view json_text, std::string_view origin) {
   read_optional(root, "model", "a string", origin, profile.model);
   read_optional(root, "batch", "an integer", origin, profile.batch);
   read_optional(root, "device", "a string", origin, profile.device);
-  read_optional(root, "compute_slowdown", "a number >= 0", origin, profile.compute_slowdown);
-  read_optional(root, "comm_slowdown", "a number >= 0", origin, profile.comm_slowdown);
-  read_optional(root, "skew_s", "seconds >= 0", origin, profile.skew);
-  read_optional(root, "back_to_back_skew_s", "seconds >= 0", origin, profile.back_to_back_skew);
-  read_optional(root, "drift", "a number >= 0", origin, profile.drift);
-  read_optional(root, "start_delay_s", "seconds >= 0", origin, profile.start_delay);
-  read_optional(root, "pair_slowdown", "a number >= 0", origin, profile.pair_slowdown);
-  read_optional(root, "waiting_pair_slowdown", "a number >= 0", origin, profile.waiting_pair_slowdown);
-  read_optional(root, "transfer_slowdown", "a number >= 0", origin, profile.transfer_slowdown);
-  read_optional(root, "processes", "an integer >= 0", origin, profile.processes);
-  read_optional(root, "cores", "an integer >= 0", origin, profile.cores);
 
-  if (const auto costs = root.find("codec_cost_s"); costs != root.end()) {
-    const bool ok = costs->is_object() && std::all_of(costs->begin(), costs->end(), [](const json& v) {
-      return v.is_number() && v.get<double>() >= 0;
-    });
-    if (!ok) {
-      throw UsageError(fmt::format("{}: field \"codec_cost_s\" is {}; expected an object of codec names to "
-                                   "seconds >= 0",
-                                   origin, costs->dump()));
-    }
-    profile.codec_cost = costs->get<std::map<std::string, double>>();
-  }
   auto layers = root.find("layers");
   if (layers == root.end()) {
     throw UsageError(fmt::format(
@@ -355,18 +290,6 @@ std::string to_json(const Profile& profile) {
   root["model"] = profile.model;
   root["batch"] = profile.batch;
   root["device"] = profile.device;
-  if (profile.compute_slowdown != 0) root["compute_slowdown"] = profile.compute_slowdown;
-  if (profile.comm_slowdown != 0) root["comm_slowdown"] = profile.comm_slowdown;
-  if (profile.transfer_slowdown) root["transfer_slowdown"] = *profile.transfer_slowdown;
-  if (profile.skew != 0) root["skew_s"] = profile.skew;
-  if (profile.back_to_back_skew != 0) root["back_to_back_skew_s"] = profile.back_to_back_skew;
-  if (profile.drift != 0) root["drift"] = profile.drift;
-  if (profile.start_delay != 0) root["start_delay_s"] = profile.start_delay;
-  if (profile.pair_slowdown != 0) root["pair_slowdown"] = profile.pair_slowdown;
-  if (profile.waiting_pair_slowdown) root["waiting_pair_slowdown"] = *profile.waiting_pair_slowdown;
-  if (profile.processes != 0) root["processes"] = profile.processes;
-  if (profile.cores != 0) root["cores"] = profile.cores;
-  if (!profile.codec_cost.empty()) root["codec_cost_s"] = profile.codec_cost;
   auto& layers = root["layers"] = nlohmann::ordered_json::array();
   for (const Layer& layer : profile.layers) {
     layers.push_back({{kName, layer.name},
@@ -408,27 +331,6 @@ Profile median_profile(const std::vector<Profile>& profiles) {
     merged.layers[l].fp = median(fp);
     merged.layers[l].bp = median(bp);
   }
-  std::vector<double> compute, comm, transfer, skew, back_to_back_skew, drift, start_delay, pair, waiting_pair;
-  for (const Profile& p : profiles) {
-    compute.push_back(p.compute_slowdown);
-    comm.push_back(p.comm_slowdown);
-    if (p.transfer_slowdown) transfer.push_back(*p.transfer_slowdown);
-    skew.push_back(p.skew);
-    back_to_back_skew.push_back(p.back_to_back_skew);
-    drift.push_back(p.drift);
-    start_delay.push_back(p.start_delay);
-    pair.push_back(p.pair_slowdown);
-    if (p.waiting_pair_slowdown) waiting_pair.push_back(*p.waiting_pair_slowdown);
-  }
-  merged.compute_slowdown = median(compute);
-  merged.comm_slowdown = median(comm);
-  if (!transfer.empty()) merged.transfer_slowdown = median(transfer);
-  merged.skew = median(skew);
-  merged.back_to_back_skew = median(back_to_back_skew);
-  merged.drift = median(drift);
-  merged.start_delay = median(start_delay);
-  merged.pair_slowdown = median(pair);
-  if (!waiting_pair.empty()) merged.waiting_pair_slowdown = median(waiting_pair);
   if (profiles.size() > 1) merged.device = fmt::format("{}, median of {} processes", merged.device, profiles.size());
   return merged;
 }

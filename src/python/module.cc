@@ -126,6 +126,7 @@ PlanInputs plan_inputs(const py::dict& options, int workers, int servers) {
     else if (name == "server_bandwidth") cluster.server_bandwidth = text_of(value);
     else if (name == "latency") cluster.latency = text_of(value);
     else if (name == "network") cluster.network_file = value.cast<std::string>();
+    else if (name == "host") cluster.host_file = value.cast<std::string>();
     else if (name == "H") strategy.H = value.cast<int>();
     else if (name == "T") strategy.T = value.cast<int>();
     else if (name == "partition") strategy.partition = text_of(value);

@@ -81,7 +81,7 @@ class Codec {
 std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& context);
 
 // Times each codec's encoding and decoding on this thread, for
-// Profile::codec_cost (docs/compression.md): fp16, bf16 and int8 in seconds per
+// Host::codec_cost (docs/compression.md): fp16, bf16 and int8 in seconds per
 // float32 value of a message (what one rank's part of the ring encodes and
 // decodes), powersgd in seconds per rows·cols·R of a matrix. Medians of a few
 // repetitions on a buffer of a million values; takes about a second.

@@ -306,7 +306,8 @@ std::vector<Seconds> rounds_while_profiling(const Group& group, CollectiveStream
 // Note [Measuring interference]: how much slower this rank computes while
 // all-reducing, and all-reduces while computing. Returns the options it timed
 // the layers with while all-reducing.
-LayerProfilerOptions measure_interference(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
+LayerProfilerOptions measure_interference(const Group& group, const LayerProfilerOptions& options, const Profile& mine,
+                                          Host& host) {
   constexpr double kAllReducesTimedLoaded = 10;
   constexpr Seconds kTimedLoadedAtLeast = 0.5;  // mlp computes 40 iterations in ~15 ms
   CollectiveStream stream(group, "stream", {{mine.total_bytes()}});
@@ -325,21 +326,22 @@ LayerProfilerOptions measure_interference(const Group& group, const LayerProfile
   const std::vector<Seconds> loaded_all_reduces =
       rounds_while_profiling(group, stream, loaded_options, "weft/profiled-communicating", "all-reduce", &loaded);
   const Seconds communicating = loaded.forward_time() + loaded.backward_time();
-  mine.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
-  mine.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
+  host.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
+  host.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
   return loaded_options;
 }
 
 // Note [Measuring interference]: the same for point-to-point transfers, each rank
 // sending a buffer of the model's size to the next while receiving one from the
 // previous, timed with `loaded` (measure_interference's options). Sets
-// mine.transfer_slowdown.
-void measure_transfer_slowdown(const Group& group, const LayerProfilerOptions& loaded, Profile& mine) {
+// host.transfer_slowdown.
+void measure_transfer_slowdown(const Group& group, const LayerProfilerOptions& loaded, const Profile& mine,
+                               Host& host) {
   CollectiveStream stream(group, "transfers", {{mine.total_bytes()}}, StreamKind::kExchange);
   const std::vector<Seconds> alone = quiet_rounds(stream);
   const std::vector<Seconds> beside_layers =
       rounds_while_profiling(group, stream, loaded, "weft/profiled-transferring", "transfer");
-  mine.transfer_slowdown = std::max(0.0, median(beside_layers) / median(alone) - 1);
+  host.transfer_slowdown = std::max(0.0, median(beside_layers) / median(alone) - 1);
 }
 
 // Note [Measuring collectives at once]: one small all-reduce, and two issued
@@ -382,10 +384,10 @@ Bytes median_layer_bytes(const Profile& profile) {
 // reaches a collective, the processes training in step, and how much further it
 // falls behind when they compute several iterations apart, and how much later a
 // collective issued as they compute ends, and how two small ones issued together
-// end while they wait; sets mine.skew, mine.back_to_back_skew, mine.drift,
-// mine.start_delay and mine.waiting_pair_slowdown. REQUIRES: mine.comm_slowdown measured (Note
+// end while they wait; sets host.skew, host.back_to_back_skew, host.drift,
+// host.start_delay and host.waiting_pair_slowdown. REQUIRES: host.comm_slowdown measured (Note
 // [Measuring interference]): the start delay is what its stretch leaves.
-void measure_skew(const Group& group, const LayerProfilerOptions& options, Profile& mine) {
+void measure_skew(const Group& group, const LayerProfilerOptions& options, const Profile& mine, Host& host) {
   const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
   const Batch batch =
       make_data({.model = options.model, .synthetic = true, .batch = options.batch, .seed = options.seed})->next();
@@ -530,13 +532,13 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, Profi
     }
     return sum / group.world;
   };
-  mine.skew = median(from_compute);
-  mine.back_to_back_skew = median(back_to_back);
-  mine.start_delay = start_delay(median(aside_computing), median(aside_waiting), mine.comm_slowdown);
-  mine.waiting_pair_slowdown =
-      pair_slowdown(mean_of_medians(kSmallAlone), mean_of_medians(kSmallPair), mine.back_to_back_skew);
+  host.skew = median(from_compute);
+  host.back_to_back_skew = median(back_to_back);
+  host.start_delay = start_delay(median(aside_computing), median(aside_waiting), host.comm_slowdown);
+  host.waiting_pair_slowdown =
+      pair_slowdown(mean_of_medians(kSmallAlone), mean_of_medians(kSmallPair), host.back_to_back_skew);
   const Seconds longer = computed_apart / apart - computed_in_step / static_cast<double>(from_compute.size());
-  if (longer > 0) mine.drift = std::max(0.0, (median(from_apart) - mine.skew) / longer);
+  if (longer > 0) host.drift = std::max(0.0, (median(from_apart) - host.skew) / longer);
 }
 
 // One of the processes of Note [Profiling together].
@@ -558,34 +560,45 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   LayerProfilerOptions options = job.profiler;
   if (group.rank != 0) options.progress = nullptr;
   Profile mine = profile_phase(group, options, "weft/profiled");
+  Host mine_host;
   if (job.interference) {
     // The pairs are timed for as long as the model's all-reduces were, which is
     // at least ten small pairs' worth.
-    const LayerProfilerOptions loaded = measure_interference(group, options, mine);
-    measure_transfer_slowdown(group, loaded, mine);
+    const LayerProfilerOptions loaded = measure_interference(group, options, mine, mine_host);
+    measure_transfer_slowdown(group, loaded, mine, mine_host);
     const PairTimes pairs = time_pairs(group, loaded);
-    measure_skew(group, options, mine);
-    mine.pair_slowdown = pair_slowdown(pairs.single, pairs.pair, mine.back_to_back_skew);
+    measure_skew(group, options, mine, mine_host);
+    mine_host.pair_slowdown = pair_slowdown(pairs.single, pairs.pair, mine_host.back_to_back_skew);
   }
-  const std::string json = to_json(mine);
-  group.store->set(fmt::format("weft/profile/{}", group.rank), std::vector<std::uint8_t>(json.begin(), json.end()));
-  const std::string host = host_name();
-  group.store->set(fmt::format("weft/host/{}", group.rank), std::vector<std::uint8_t>(host.begin(), host.end()));
+  const auto put = [&](const std::string& key, const std::string& text) {
+    group.store->set(fmt::format("weft/{}/{}", key, group.rank), std::vector<std::uint8_t>(text.begin(), text.end()));
+  };
+  const auto get = [&](const std::string& key, int r) {
+    const std::vector<std::uint8_t> text = group.store->get(fmt::format("weft/{}/{}", key, r));
+    return std::string(text.begin(), text.end());
+  };
+  put("profile", to_json(mine));
+  put("host", to_json(mine_host));
+  const std::string name = host_name();
+  put("hostname", name);
   if (group.rank == 0) {
-    std::vector<Profile> all;
+    std::vector<Profile> profiles;
+    std::vector<Host> hosts;
     int beside = 0;  // processes on rank 0's machine, itself included (Note [Shared cores], sim/simulator.cc)
     for (int r = 0; r < group.world; ++r) {
-      const std::vector<std::uint8_t> text = group.store->get(fmt::format("weft/profile/{}", r));
-      all.push_back(parse_profile(std::string(text.begin(), text.end()), fmt::format("rank {}'s profile", r)));
-      const std::vector<std::uint8_t> other = group.store->get(fmt::format("weft/host/{}", r));
-      if (!host.empty() && std::string(other.begin(), other.end()) == host) ++beside;
+      profiles.push_back(parse_profile(get("profile", r), fmt::format("rank {}'s profile", r)));
+      hosts.push_back(parse_host(get("host", r), fmt::format("rank {}'s host", r)));
+      if (!name.empty() && get("hostname", r) == name) ++beside;
     }
-    Profile merged = median_profile(all);
-    merged.processes = beside;
-    merged.cores = beside > 0 ? available_cores() : 0;
+    Profile merged = median_profile(profiles);
     merged.device = fmt::format("{}, {} processes profiling together{}", mine.device, group.world,
                                 job.interference ? ", then all-reducing" : "");
-    job.report(merged);
+    Host host = median_host(hosts);
+    host.processes = beside;
+    host.cores = beside > 0 ? available_cores() : 0;
+    host.description = fmt::format("{}: {} processes on {} cores{}", name, beside, host.cores,
+                                   job.interference ? ", measured while profiling " + merged.model : "");
+    job.report(merged, host);
   }
   group.collectives->barrier()->wait();  // rank 0 hosts the store: nobody leaves before it is done
   return 0;
@@ -621,7 +634,7 @@ int run_model_profile(const ModelProfileJob& job) {
   if (job.nproc && *job.nproc > 1) {
     return launch({.nproc = *job.nproc, .failure_timeout = job.failure_timeout, .cores = job.cores});
   }
-  job.report(profile_model(job.profiler));
+  job.report(profile_model(job.profiler), Host{});
   return 0;
 }
 

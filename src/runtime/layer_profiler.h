@@ -12,111 +12,55 @@
 // (Note [Time slices]).
 //
 // Note [Time slices]
-// When more processes compute than there are cores, the kernel gives each a few
-// milliseconds at a time. A layer of a millisecond mostly runs within one slice,
-// at full speed, and only now and then spans the wait for the next one: its
-// median is its uncontended time. The waits are real — the iteration as a whole
-// takes about twice as long with 4 processes on 2 cores — so the medians alone
-// profiled a contended worker as if it were alone (4 processes measured forwards
-// of 4.5–9 ms where training ran 11–12). Scaling every layer by the
-// median iteration over the sum of the layers' medians keeps the layers'
-// proportions robust to outliers and puts the waits back, spread over the layers
-// in proportion to their length; alone, the factor is about 1.
+// Rule: each layer's median is scaled by (median iteration) / (sum of the
+// layers' medians). Why: with more processes than cores a short layer mostly
+// runs within one time slice, so its median is its uncontended time, while the
+// waits for a core are real; the scaling puts them back in proportion to each
+// layer's length and keeps the medians' robustness. Alone, the factor is ~1.
 //
 // Note [One thread per worker]
-// By default LibTorch runs with one intra-op thread (torch::set_num_threads(1)):
-// the K local workers of `weft train --nproc K` share this machine's 2 cores, and
-// a worker that measured itself with both cores would be profiled faster than it
-// will run. `threads` changes it for machines with a core per worker to spare.
+// Rule: one LibTorch intra-op thread unless `threads` says otherwise. Why: the
+// K workers of `weft train --nproc K` share the cores; a worker profiled with all
+// of them would be profiled faster than it runs.
 //
 // Note [Profiling together]
-// The workers of a run share this machine's cores, so they must be profiled while
-// they share them: K processes, each timing its own layers. Started one by one,
-// they would not all compute at once — a process loading LibTorch or already done
-// leaves its share of the cores to the others, which then measure too fast (a
-// bench of 4 free-running processes profiled 30 ms of compute per iteration where
-// its training computed 39). So the processes meet at a barrier before their
-// first timed iteration, and each keeps computing, untimed, until every one has
-// finished its timed iterations: every timed iteration runs beside K−1 others.
+// Rule: K processes profile at once; they meet at a barrier before the first
+// timed iteration, and each keeps computing, untimed, until all have finished.
+// Invariant: every timed iteration runs beside K−1 computing processes. Why: a
+// process still loading LibTorch, or already done, leaves its cores to the
+// others, which then measure too fast.
 //
 // Note [Measuring interference]
-// With ModelProfileJob::interference, the processes go on, after profiling as
-// above, to all-reduce a buffer of the model's size back to back on a second Gloo
-// group (so that its collectives never interleave with the first group's
-// barriers), under whatever links the job runs on: first alone, timing ten
-// all-reduces (after one that warms the connections up), then while profiling
-// again, for as many iterations as ten of those all-reduces take, and half a
-// second, if that is more than asked (the timed iterations must hold whole
-// all-reduces, which take longer while computing: with three all-reduces' worth,
-// mlp's 2-process profile held none in 2 of 11 runs, with ten in 1 of 14).
-// The profile keeps the first phase's layers, and sets compute_slowdown =
-// (compute per iteration while all-reducing) / (compute alone) − 1 and
-// comm_slowdown = (median all-reduce while computing) / (median all-reduce alone)
-// − 1, each at least 0: what the simulator needs to slow the layers and messages
-// that overlap (Note [Interference], sim/simulator.cc). The stream stops when any
-// rank asks, in a flag summed with the data, so every rank runs the same number
-// of all-reduces. Then the same for point-to-point transfers, on a group of their
-// own: each rank sends a buffer of the model's size to the next rank while
-// receiving one from the one before, alone and then while profiling as long
-// again, and transfer_slowdown = (median transfer while computing) / (median
-// alone) − 1, what a parameter server's pushes and answers follow (the stop
-// flag goes in a small all-reduce after each timed transfer).
+// With ModelProfileJob::interference, on Gloo groups of their own (so their
+// collectives never interleave with the barriers), under the job's links:
+// - a buffer of the model's size all-reduced back to back, alone, then while
+//   profiling again for at least ten such all-reduces and half a second:
+//   compute_slowdown = compute beside them / compute alone − 1, comm_slowdown =
+//   median all-reduce beside the layers / alone − 1;
+// - the same with each rank sending that buffer to the next: transfer_slowdown.
+// Each is at least 0. A flag summed with the data stops every rank's stream at
+// once, so all run the same number of collectives.
 //
 // Note [Measuring collectives at once]
-// Next, still with ModelProfileJob::interference, the processes profile once more,
-// for as many iterations as the phase before, beside a stream on a third group
-// that alternates one all-reduce of 256 bytes
-// with two issued together (the group has the runtime's threads, so the two can
-// run at once), timing each round from issue to the end of its last all-reduce;
-// the medians are averaged over the ranks. 256 bytes move in 0.2 ms even behind
-// 20 Mbit/s: the times are start-ups, a, plus the wait for the last rank, which
-// both rounds pay once and which the skew measurement below times as
-// `back_to_back_skew` (the rounds follow one another). One round takes
-// skew + a; two start-ups that overlap take about as long, two paid in turn
-// skew + 2a. So the profile's `pair_slowdown` is (pair − single) / (single −
-// back_to_back_skew): about 0 where they overlap, about 1 where they are paid
-// one after the other, as when every core is busy. 4 processes on 2 cores,
-// beside cnn's layers behind 1Gbit links: single 6.8–7.3 ms, pair 11.8–13.1,
-// back-to-back skew 1.4–1.5: 0.91–0.97. (The plain ratio, pair / single, was
-// 1.49–1.88 in nine such profiles over 20Mbit, 100Mbit and 1Gbit, and 1.49 sat on
-// the wrong side of the midpoint 1.5 though that bench's runs said "in turn" too.)
-// Two smallest sums timed on idle cores (`weft profile --network`) had taken
-// 1.26–2.05 times one: how collectives share the cores is decided by what else
-// runs on them. The layers of this phase are not kept. So the skew phase below
-// ends by timing the same rounds, alternately, while the processes wait, each
-// right after a meeting (which they leave back_to_back_skew apart):
-// `waiting_pair_slowdown`, by the same formula, is what collectives moving at
-// the end of a backward follow.
+// Then, beside the layers, a stream alternating one all-reduce of 256 bytes with
+// two issued together (start-ups, not bytes, even at 20 Mbit/s), each round timed
+// from issue to its last end. One round takes back_to_back_skew + a; two that
+// overlap as long, two in turn back_to_back_skew + 2a. So pair_slowdown = (pair −
+// single) / (single − back_to_back_skew), clamped to [0, 1]: 0 at once, 1 in
+// turn. waiting_pair_slowdown is the same, timed while the processes wait. Why
+// both: how collectives share the cores depends on what else runs on them.
 //
 // Note [Measuring skew]
-// Then, still with ModelProfileJob::interference, the processes train in step as
-// S-SGD does: forward, an all-reduce of one float, backward, another, and a third
-// right after it. Each times its waits in those all-reduces. The last process to
-// arrive waits only for the all-reduce itself, the others also for it; so, per
-// all-reduce, the mean of the waits less the least is how much later than the
-// average process the last one arrived. Every rank computes it from every rank's
-// waits, so all agree. The profile's `skew` is its median over the all-reduces
-// that follow compute, `back_to_back_skew` over the third ones, which the
-// processes reach as they leave the one before: what the simulator adds before
-// each collective (Note [Skew], sim/simulator.cc).
-// As each in-step backward starts, the processes also issue an all-reduce of the
-// size of the model's median layer on a group of its own, its end timed by a
-// callback while the backward runs; and once they have trained, the same
-// all-reduce as often again, each right after a meeting, while they all wait.
-// The last process to issue one waits least, and only for the collective
-// itself: the least wait over the ranks is how long the collective takes after
-// its last worker reaches it, while they compute and while they wait. The
-// simulator stretches a collective by 1 + comm_slowdown while its workers
-// compute, and starts it `start_delay` later (Note [Start delay],
-// sim/simulator.cc); so start_delay is the median computing less the median
-// waiting times 1 + comm_slowdown, at least 0: the cores a collective needs
-// are busy with the layers. The median layer's size, not one float: the delay
-// grows with the collective's steps.
-// Last, the processes compute 5 iterations apart (as full local SGD does with
-// H = 5) before each meeting: the median skew there less `skew`, over how much
-// longer they computed before those meetings than before the in-step ones, is
-// `drift` (at least 0): how much further behind the last process falls per
-// second computed apart.
+// Last, the processes train in step as S-SGD does (forward, an all-reduce of one
+// float, backward, two more back to back) and time their waits in each. The last
+// to arrive waits least, so per all-reduce the mean wait less the least is how
+// much later than the average process the last one came: `skew` (its median after
+// compute), `back_to_back_skew` (after another collective). A collective of the
+// median layer's size, issued as each backward starts and again while all wait,
+// gives start_delay = computing − waiting · (1 + comm_slowdown), at least 0.
+// Computing 5 iterations apart before each meeting gives `drift`: the extra skew
+// per second computed apart. Every rank computes these from every rank's waits,
+// so all agree.
 //
 // Thread-safety: sets LibTorch's global intra-op thread count; run one at a time.
 #pragma once
@@ -126,6 +70,7 @@
 #include <optional>
 #include <string>
 
+#include "cost/host.h"
 #include "profile/profile.h"
 #include "runtime/data.h"
 #include "runtime/model.h"
@@ -154,8 +99,8 @@ struct LayerProfilerOptions {
 // `weft profile --model M [--nproc K]`: profile_model, or K local processes
 // profiling together (Note [Profiling together]), launched and supervised like
 // `weft train --nproc K`; inside a job started otherwise (MASTER_ADDR, RANK, ...
-// set), this process is one of them. `report` gets the profile — on rank 0 the
-// median of every rank's, layer by layer. Returns the exit status. THROWS
+// set), this process is one of them. `report` gets the profile and the host —
+// on rank 0 the median of every rank's, field by field. Returns the exit status. THROWS
 // UsageError for interference in a job of one process.
 struct ModelProfileJob {
   LayerProfilerOptions profiler;
@@ -163,7 +108,9 @@ struct ModelProfileJob {
   bool interference = false;  // Notes [Measuring interference] to [Measuring skew]; 2 or more processes
   Seconds failure_timeout = 60;  // as TrainOptions::failure_timeout
   CorePlacement cores = CorePlacement::kAuto;  // as TrainOptions::cores
-  std::function<void(const Profile&)> report;
+  // Gets the profile and the host it was measured on: processes and cores where
+  // several processes profiled together, the rest with `interference`.
+  std::function<void(const Profile&, const Host&)> report;
 };
 int run_model_profile(const ModelProfileJob& job);
 

@@ -136,22 +136,27 @@ TEST_F(TrainTest, AnOutputInAMissingDirectoryIsRefusedBeforeTraining) {
   EXPECT_NE(profile.stderr_text().find("--out "), std::string::npos) << profile.stderr_text();
 }
 
-// `weft profile --model --nproc K` (Note [Profiling together]): K processes, one
-// profile, every process gone.
+// `weft profile --model --nproc K --host H` (Note [Profiling together]): K
+// processes, one profile of the model alone, the host they shared, every process
+// gone.
 TEST_F(TrainTest, ProcessesProfileTogetherIntoOneProfile) {
   const fs::path out = dir_ / "together.json";
+  const fs::path host_file = dir_ / "host.json";
   Weft job({"profile", "--model", "mlp", "--batch", "8", "--nproc", "2", "--warmup", "1", "--iterations", "3",
-            "--out", out.string()},
+            "--out", out.string(), "--host", host_file.string()},
            dir_);
   const int status = job.wait(std::chrono::seconds(120));
   ASSERT_EQ(status, 0) << job.stderr_text();
   const nlohmann::json profile = nlohmann::json::parse(read_text(out));
   EXPECT_EQ(profile.at("model"), "mlp");
   EXPECT_NE(profile.at("device").get<std::string>().find("2 processes profiling together"), std::string::npos);
+  EXPECT_FALSE(profile.contains("processes")) << "the profile describes the model alone";
   // Both on this machine, sharing its cores (Note [Shared cores], sim/simulator.cc).
-  EXPECT_EQ(profile.at("processes"), 2);
-  EXPECT_GE(profile.at("cores").get<int>(), 1);
-  EXPECT_LE(profile.at("cores").get<unsigned>(), std::thread::hardware_concurrency());
+  const nlohmann::json host = nlohmann::json::parse(read_text(host_file));
+  EXPECT_EQ(host.at("format"), "weft-host/1");
+  EXPECT_EQ(host.at("processes"), 2);
+  EXPECT_GE(host.at("cores").get<int>(), 1);
+  EXPECT_LE(host.at("cores").get<unsigned>(), std::thread::hardware_concurrency());
   for (const auto& layer : profile.at("layers")) EXPECT_GT(layer.at("fp_s").get<double>(), 0);
   // Every process of the job had the output path on its command line.
   EXPECT_EQ(weft::test_support::processes_mentioning(out.string()), std::vector<pid_t>{}) << "processes survived";
@@ -192,13 +197,16 @@ TEST_F(TrainTest, ProfilingSeveralProcessesTimesMoreIterationsByDefault) {
 // (Note [Measuring skew]); both groups' processes end with the job.
 TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   const fs::path out = dir_ / "slowdown.json";
+  const fs::path host_file = dir_ / "host.json";
   Weft job({"profile", "--model", "mlp", "--batch", "8", "--nproc", "2", "--warmup", "1", "--iterations", "40",
-            "--interference", "--out", out.string()},
+            "--interference", "--out", out.string(), "--host", host_file.string()},
            dir_);
   const int status = job.wait(std::chrono::seconds(120));
   ASSERT_EQ(status, 0) << job.stderr_text();
-  const nlohmann::json profile = nlohmann::json::parse(read_text(out));
-  EXPECT_NE(profile.at("device").get<std::string>().find("then all-reducing"), std::string::npos);
+  EXPECT_NE(nlohmann::json::parse(read_text(out)).at("device").get<std::string>().find("then all-reducing"),
+            std::string::npos);
+  const nlohmann::json profile = nlohmann::json::parse(read_text(host_file));  // what it measured: the host's
+  EXPECT_NE(job.stdout_text().find("comm_slowdown"), std::string::npos) << "one line per host parameter";
   // Behaviour only: each field measured (present where it is always written),
   // finite and >= 0, the pair fractions within [0, 1] as defined; how large a
   // slowdown or a skew comes out depends on the machine's load, not on the code.
@@ -220,9 +228,12 @@ TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   measured("waiting_pair_slowdown", 1);
   EXPECT_EQ(weft::test_support::processes_mentioning(out.string()), std::vector<pid_t>{}) << "processes survived";
 
-  Weft alone({"profile", "--model", "mlp", "--interference"}, dir_);
+  Weft alone({"profile", "--model", "mlp", "--interference", "--host", host_file.string()}, dir_);
   EXPECT_EQ(alone.wait(std::chrono::seconds(60)), 2);
   EXPECT_NE(alone.stderr_text().find("give --nproc 2 or more"), std::string::npos) << alone.stderr_text();
+  Weft nowhere({"profile", "--model", "mlp", "--nproc", "2", "--interference"}, dir_);
+  EXPECT_EQ(nowhere.wait(std::chrono::seconds(60)), 2);
+  EXPECT_NE(nowhere.stderr_text().find("give --host FILE"), std::string::npos) << nowhere.stderr_text();
 }
 
 }  // namespace

@@ -48,10 +48,10 @@ TEST(Encoding, PowerSgdIsTwoExchangesWhereItFactorsAMatrix) {
   const std::vector<Chunk> fc{{.layer = 0, .offset = 0, .length = (64 * 64 + 64) * 4}};
   const std::vector<Chunk> bias{{.layer = 1, .offset = 0, .length = 64 * 4}};
   const Encoding powersgd = parse_encoding("powersgd:2", "x");
-  EXPECT_EQ(wire_cost(powersgd, fc, profile).exchanges, 2);
-  EXPECT_EQ(wire_cost(powersgd, bias, profile).exchanges, 1);
+  EXPECT_EQ(wire_cost(powersgd, fc, profile, Host{}).exchanges, 2);
+  EXPECT_EQ(wire_cost(powersgd, bias, profile, Host{}).exchanges, 1);
   for (const char* one : {"none", "fp16", "bf16", "int8"}) {
-    EXPECT_EQ(wire_cost(parse_encoding(one, "x"), fc, profile).exchanges, 1) << one;
+    EXPECT_EQ(wire_cost(parse_encoding(one, "x"), fc, profile, Host{}).exchanges, 1) << one;
   }
 }
 

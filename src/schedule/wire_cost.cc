@@ -5,19 +5,20 @@
 namespace weft {
 namespace {
 
-double cost_of(const Profile& profile, const std::string& codec) {
-  const auto found = profile.codec_cost.find(codec);
-  return found == profile.codec_cost.end() ? 0.0 : found->second;
+double cost_of(const Host& host, const std::string& codec) {
+  const auto found = host.codec_cost.find(codec);
+  return found == host.codec_cost.end() ? 0.0 : found->second;
 }
 
 }  // namespace
 
-WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, const Profile& profile) {
+WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, const Profile& profile,
+                   const Host& host) {
   Bytes values = 0;
   for (const Chunk& c : chunks) values += c.length / 4;
   if (encoding.codec != Encoding::Codec::kPowerSgd) {
     return {.bytes = elementwise_wire_bytes(encoding, values),
-            .compute = lossy(encoding) ? cost_of(profile, to_string(encoding)) * static_cast<double>(values) : 0};
+            .compute = lossy(encoding) ? cost_of(host, to_string(encoding)) * static_cast<double>(values) : 0};
   }
   // As the runtime splits a message (runtime/codecs.cc): matrices wholly inside a
   // chunk whose factors are smaller than them, the rest in fp16.
@@ -52,7 +53,7 @@ WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, c
     }
   }
   cost.bytes += 2 * fp16_values;
-  cost.compute = cost_of(profile, "powersgd") * matrix_work + cost_of(profile, "fp16") * static_cast<double>(fp16_values);
+  cost.compute = cost_of(host, "powersgd") * matrix_work + cost_of(host, "fp16") * static_cast<double>(fp16_values);
   return cost;
 }
 

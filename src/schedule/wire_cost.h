@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "cost/host.h"
 #include "profile/profile.h"
 #include "schedule/schedule.h"
 
@@ -14,7 +15,7 @@ namespace weft {
 
 struct WireCost {
   Bytes bytes = 0;      // what an all-reduce of this size moves, as float32 bytes would
-  Seconds compute = 0;  // encoding and decoding on each worker (profile.codec_cost)
+  Seconds compute = 0;  // encoding and decoding on each worker (Host::codec_cost)
   // Collectives that run one after the other (runtime/codecs.cc): PowerSGD's P
   // sum must end before Q is computed and summed (its fp16 rest runs beside P);
   // every other encoding is one exchange. Each costs a collective's start-up.
@@ -24,7 +25,9 @@ struct WireCost {
 // The cost of a message carrying `chunks` (float32 byte ranges of the profile's
 // layers) encoded as `encoding`. For `none`: the chunks' bytes and no compute.
 // PowerSGD sizes each tensor wholly inside a chunk by its shape
-// (Layer::shapes); a layer without shapes is costed as fp16.
-WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, const Profile& profile);
+// (Layer::shapes); a layer without shapes is costed as fp16. The compute is at
+// `host`'s codec costs.
+WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, const Profile& profile,
+                   const Host& host);
 
 }  // namespace weft

@@ -351,7 +351,7 @@ Schedule make_dcredit(const Profile& profile, const Cluster& cluster,
   const Bytes partition = options.partition.value_or(kDefaultPartition);
   const std::vector<Block> blocks = partition_blocks(profile, partition);
   // Note [A collective's lateness in plans] (message_time.h).
-  const WindowPlan plan = fastest_window_plan(profile, blocks, collective_time(profile, cluster));
+  const WindowPlan plan = fastest_window_plan(profile, blocks, collective_time(cluster));
 
   Schedule schedule;
   schedule.strategy = "dcredit";

@@ -370,21 +370,22 @@ TEST(PlanWindowsTest, AWindowEndsAboutWhenTheNextGradientArrives) {
 
 TEST(DcreditTest, ScheduleCarriesThePlanAndItsOptions) {
   std::mt19937 rng(5);
-  const Cluster cluster{.workers = 8, .bandwidth = 1_Gbit, .latency = 50_us};
   std::uniform_real_distribution<double> late(0, 5e-3);
   for (int trial = 0; trial < 50; ++trial) {
     Profile p = random_profile(rng);
+    Cluster cluster{.workers = 8, .bandwidth = 1_Gbit, .latency = 50_us};
+    Host& h = cluster.host;
     if (trial % 2 == 1) {  // Note [A collective's lateness in plans]
-      p.skew = late(rng);
-      p.back_to_back_skew = late(rng);
-      p.start_delay = late(rng);
+      h.skew = late(rng);
+      h.back_to_back_skew = late(rng);
+      h.start_delay = late(rng);
     }
     const Bytes sp = random_partition(rng);
     const Schedule s = make_dcredit(p, cluster, {.partition = sp});
     validate(s, p, cluster.workers);
     EXPECT_EQ(s.dispatch.kind, DispatchPolicy::Kind::kWindows);
     const WindowPlan plan = fastest_window_plan(p, partition_blocks(p, sp), [&](Bytes n) {
-      return std::max(p.skew, p.back_to_back_skew) + p.start_delay + allreduce_time(cluster, n);
+      return std::max(h.skew, h.back_to_back_skew) + h.start_delay + allreduce_time(cluster, n);
     });
     EXPECT_EQ(s.dispatch.windows, plan.budgets);
     const auto options = nlohmann::json::parse(s.options_json);
@@ -404,12 +405,12 @@ TEST(DcreditTest, ScheduleCarriesThePlanAndItsOptions) {
 // windows fuse blocks into fewer messages, and the simulator, which charges that
 // lateness, finds the iteration shorter than with the windows planned without it.
 TEST(DcreditTest, APlanPricesEveryCollectivesLatenessAndFusesMore) {
-  const auto [cluster, late, prompt] = lateness_case();
+  const auto [profile, late, prompt] = lateness_case();
   const StrategyOptions options{.partition = 1_MiB};
-  const Schedule priced = make_dcredit(late, cluster, options);
-  const Schedule unpriced = make_dcredit(prompt, cluster, options);
+  const Schedule priced = make_dcredit(profile, late, options);
+  const Schedule unpriced = make_dcredit(profile, prompt, options);
   EXPECT_LT(priced.dispatch.windows.size(), unpriced.dispatch.windows.size());
-  EXPECT_LT(simulate(priced, late, cluster).summary.iteration, simulate(unpriced, late, cluster).summary.iteration);
+  EXPECT_LT(simulate(priced, profile, late).summary.iteration, simulate(unpriced, profile, late).summary.iteration);
 }
 
 TEST(DcreditTest, TheFastestPlanIsTheBestHorizonAndNeverSlowerThanTheSeedsRule) {

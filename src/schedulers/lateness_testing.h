@@ -12,21 +12,20 @@
 namespace weft {
 
 struct LatenessCase {
-  Cluster cluster{.workers = 4, .bandwidth = 1.25e9, .latency = 0};
-  Profile late;
-  Profile prompt;  // `late` without its lateness
+  Profile profile;
+  Cluster late{.workers = 4, .bandwidth = 1.25e9, .latency = 0};
+  Cluster prompt;  // `late` without its lateness
 };
 
 inline LatenessCase lateness_case() {
   LatenessCase c;
-  c.late.model = "late";
+  c.profile.model = "late";
   for (int l = 0; l < 4; ++l) {
-    c.late.layers.push_back({.name = "l" + std::to_string(l), .params = 1'000'000, .fp = 2e-3, .bp = 5e-3});
+    c.profile.layers.push_back({.name = "l" + std::to_string(l), .params = 1'000'000, .fp = 2e-3, .bp = 5e-3});
   }
-  c.late.skew = c.late.back_to_back_skew = 3e-3;
-  c.late.start_delay = 3e-3;
   c.prompt = c.late;
-  c.prompt.skew = c.prompt.back_to_back_skew = c.prompt.start_delay = 0;
+  c.late.host.skew = c.late.host.back_to_back_skew = 3e-3;
+  c.late.host.start_delay = 3e-3;
   return c;
 }
 

@@ -151,7 +151,7 @@ Costs costs_of(const Profile& profile, const Cluster& cluster) {
   costs.bp_end = backward_end_times(profile);
   costs.forward = profile.forward_time();
   costs.backward = costs.bp_end.empty() ? 0.0 : costs.bp_end.front();
-  const MessageTime message_time = collective_time(profile, cluster);
+  const MessageTime message_time = collective_time(cluster);
   for (const Layer& layer : profile.layers) {
     // A layer without parameters sends nothing (partial_sync_schedule emits no op).
     costs.comm.push_back(layer.bytes() > 0 ? message_time(layer.bytes()) : 0.0);

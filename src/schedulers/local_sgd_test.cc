@@ -463,21 +463,21 @@ TEST(LocalSgdSimulated, StrategiesTakeThePredictedTime) {
 // iteration, the other three in the next. The simulator, charging that lateness,
 // finds that faster.
 TEST(LocalSgdSimulated, SetsPriceEachCollectivesLateness) {
-  const auto [cluster, late, prompt] = lateness_case();
-  const Costs costs = local_sgd::costs_of(late, cluster);
-  for (int l = 0; l < late.size(); ++l) {
+  const auto [profile, late, prompt] = lateness_case();
+  const Costs costs = local_sgd::costs_of(profile, late);
+  for (int l = 0; l < profile.size(); ++l) {
     EXPECT_DOUBLE_EQ(costs.comm[static_cast<size_t>(l)],
-                     6e-3 + allreduce_time(cluster, late.layers[static_cast<size_t>(l)].bytes()));
+                     6e-3 + allreduce_time(late, profile.layers[static_cast<size_t>(l)].bytes()));
   }
   const auto sets = [](const Schedule& s) {
     return nlohmann::json::parse(s.options_json).at("sets").get<LayerSets>();
   };
   const StrategyOptions options{.H = 2};
-  const Schedule priced = make_dreamddp_opt(late, cluster, options);
-  const Schedule unpriced = make_dreamddp_opt(prompt, cluster, options);
+  const Schedule priced = make_dreamddp_opt(profile, late, options);
+  const Schedule unpriced = make_dreamddp_opt(profile, prompt, options);
   EXPECT_EQ(sets(unpriced), (LayerSets{{3, 2, 1, 0}, {}}));
   EXPECT_EQ(sets(priced), (LayerSets{{3}, {2, 1, 0}}));
-  EXPECT_LT(simulated_period(priced, late, cluster), simulated_period(unpriced, late, cluster));
+  EXPECT_LT(simulated_period(priced, profile, late), simulated_period(unpriced, profile, late));
 }
 
 TEST(LocalSgdSimulated, BubbleFillingNeverSlowsAnIteration) {

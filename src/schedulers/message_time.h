@@ -8,7 +8,6 @@
 #include <functional>
 
 #include "cost/cluster.h"
-#include "profile/profile.h"
 #include "units/units.h"
 
 namespace weft {
@@ -29,10 +28,10 @@ using MessageTime = std::function<Seconds(Bytes)>;
 // plus max(skew, back_to_back_skew) + start_delay: what the simulator charges a
 // message launched during the backward, exactly where the two skews are equal
 // (the last message, launched after the backward, pays no start delay; the
-// plans do not tell the two apart). A profile without them prices messages as
+// plans do not tell the two apart). A host without them prices messages as
 // before.
-inline MessageTime collective_time(const Profile& profile, const Cluster& cluster) {
-  const Seconds late = std::max(profile.skew, profile.back_to_back_skew) + profile.start_delay;
+inline MessageTime collective_time(const Cluster& cluster) {
+  const Seconds late = std::max(cluster.host.skew, cluster.host.back_to_back_skew) + cluster.host.start_delay;
   return [time = AllReduceTime(cluster), late](Bytes n) { return late + time(n); };
 }
 

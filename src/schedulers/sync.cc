@@ -197,7 +197,7 @@ Schedule make_ddp(const Profile& profile, const Cluster&, const StrategyOptions&
 
 Schedule make_mgwfbp(const Profile& profile, const Cluster& cluster, const StrategyOptions&) {
   // Note [A collective's lateness in plans] (message_time.h).
-  const LayerGroups groups = optimal_merge(profile, collective_time(profile, cluster));
+  const LayerGroups groups = optimal_merge(profile, collective_time(cluster));
   return in_order_allreduce("mgwfbp", profile, groups, groups_json(groups));
 }
 

@@ -273,15 +273,15 @@ TEST(MgwfbpTest, RecordsItsGroupsAndTheirFinishMatchesTheSimulator) {
 // queued in-order message no back-to-back skew: measured side by side on cnn,
 // that merging ran faster (commit 7555634).
 TEST(MgwfbpTest, MergesByEachCollectivesLateness) {
-  const auto [cluster, late, prompt] = lateness_case();
+  const auto [profile, late, prompt] = lateness_case();
   const auto groups = [](const Schedule& s) {
     return nlohmann::json::parse(s.options_json).at("groups").get<LayerGroups>();
   };
-  const Schedule priced = make_mgwfbp(late, cluster, {});
-  const Schedule unpriced = make_mgwfbp(prompt, cluster, {});
+  const Schedule priced = make_mgwfbp(profile, late, {});
+  const Schedule unpriced = make_mgwfbp(profile, prompt, {});
   EXPECT_EQ(groups(unpriced), (LayerGroups{{3}, {2}, {1}, {0}}));
   EXPECT_LT(groups(priced).size(), 4u);
-  EXPECT_EQ(groups(priced), optimal_merge(late, [&](Bytes n) { return 6e-3 + allreduce_time(cluster, n); }));
+  EXPECT_EQ(groups(priced), optimal_merge(profile, [&](Bytes n) { return 6e-3 + allreduce_time(late, n); }));
 }
 
 // Every contiguous merging of the whole model, layers without parameters included:

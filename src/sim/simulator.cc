@@ -46,8 +46,8 @@ namespace weft {
 
 // Note [Shared cores]
 // -------------------
-// Rule (docs/cost-model.md §7.3): the profile's layers were timed with
-// `processes` workers computing on `cores` cores; while n of a machine's workers
+// Rule (docs/cost-model.md §7.3): the profile's layers were timed with the host's
+// `processes` workers computing on its `cores` cores; while n of a machine's workers
 // compute, a layer takes max(cores, n) / max(cores, processes) of its time — never
 // faster than a core of its own, exactly its time when as many compute as were
 // profiled. Symmetric workers always compute in step (n = min(P, processes)), so
@@ -77,7 +77,7 @@ namespace weft {
 // of Note [Skew]), or as soon as the workers all stop computing if that is sooner.
 // While it waits it counts among its workers' messages for Note [Interference]'s
 // compute_slowdown. Why: each step of a ring needs a core on every worker, and
-// while they compute the cores are the layers'; the profile times the delay on a
+// while they compute the cores are the layers'; `weft profile --host` times the delay on a
 // collective of the median layer's size issued as the backward starts (Note
 // [Measuring skew], runtime/layer_profiler.h).
 
@@ -87,7 +87,7 @@ namespace weft {
 // FittedAllReduce::concurrent collectives move at once; one due beyond that waits,
 // in issue order, for the first to end, and the moving ones share the link in
 // proportion to their bytes (allreduce_flow's weights: each ring step moves n/P
-// bytes in turn). Where the profile says collectives run in turn
+// bytes in turn). Where the host says collectives run in turn
 // (collectives_run_in_turn(pair_slowdown_while(computing))) one moves at a time;
 // otherwise while k move each one's start-up advances 1 + pair_slowdown · (k − 1)
 // times slower. pair_slowdown holds while some worker computes,
@@ -348,6 +348,7 @@ class Simulation {
   const Schedule& schedule_;
   const Profile& profile_;
   const Cluster& cluster_;
+  const Host& host_;  // cluster_.host
   SimOptions options_;
   int layers_;
   int iterations_;
@@ -410,17 +411,18 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
     : schedule_(schedule),
       profile_(profile),
       cluster_(cluster),
+      host_(cluster.host),
       options_(options),
       layers_(profile.size()),
       workers_(cluster.workers),
-      machine_workers_(std::max(1, profile.processes)),
-      cores_(profile.cores),
-      shares_cores_(profile.cores > 0 && profile.processes > profile.cores),
-      one_layer_segments_(profile.compute_slowdown > 0 || profile.comm_slowdown > 0 ||
-                          profile.point_to_point_slowdown() > 0 || shares_cores_ ||
-                          profile.start_delay > 0 ||
-                          profile.pair_slowdown_while(true) != profile.pair_slowdown_while(false)),
-      skewed_((profile.skew > 0 || profile.back_to_back_skew > 0 || profile.drift > 0 || profile.start_delay > 0) &&
+      machine_workers_(std::max(1, cluster.host.processes)),
+      cores_(cluster.host.cores),
+      shares_cores_(cluster.host.cores > 0 && cluster.host.processes > cluster.host.cores),
+      one_layer_segments_(cluster.host.compute_slowdown > 0 || cluster.host.comm_slowdown > 0 ||
+                          cluster.host.point_to_point_slowdown() > 0 || shares_cores_ ||
+                          cluster.host.start_delay > 0 ||
+                          cluster.host.pair_slowdown_while(true) != cluster.host.pair_slowdown_while(false)),
+      skewed_((cluster.host.skew > 0 || cluster.host.back_to_back_skew > 0 || cluster.host.drift > 0 || cluster.host.start_delay > 0) &&
               cluster.arch == Arch::kAllReduce),
       half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
       index_(validated_index(schedule, profile, cluster.workers)),
@@ -638,7 +640,7 @@ void Simulation::layer_done(int wi, int t, int layer, bool forward, Seconds star
 
 double Simulation::compute_stretch(int wi) const {
   const Worker& w = workers_state_[static_cast<size_t>(wi)];
-  return (w.messages_in_flight > 0 ? 1 + profile_.compute_slowdown : 1) * core_share(machine_of(wi));
+  return (w.messages_in_flight > 0 ? 1 + host_.compute_slowdown : 1) * core_share(machine_of(wi));
 }
 
 // A layer in progress whose rate changes from 1/before to 1/after of its profiled
@@ -684,7 +686,7 @@ void Simulation::share_cores(int wi, Seconds now) {
   for (int v = first; v < std::min(sim_workers_, first + machine_workers_); ++v) {
     const Worker& other = workers_state_[static_cast<size_t>(v)];
     if (v == wi || !other.holds_core) continue;
-    const double messaging = other.messages_in_flight > 0 ? 1 + profile_.compute_slowdown : 1;
+    const double messaging = other.messages_in_flight > 0 ? 1 + host_.compute_slowdown : 1;
     retime_layer(v, messaging * before, messaging * after, now);
   }
 }
@@ -698,7 +700,7 @@ bool Simulation::anyone_computing() const {
 // layers, or while the workers wait) run in turn.
 bool Simulation::room_for_collective(int seq) const {
   if (encoded_moving_ > 0 && encoded(seq)) return false;
-  const bool in_turn = collectives_run_in_turn(profile_.pair_slowdown_while(anyone_computing()));
+  const bool in_turn = collectives_run_in_turn(host_.pair_slowdown_while(anyone_computing()));
   const int limit = in_turn ? 1 : transport_limit_;
   return limit == 0 || collectives_moving_ < limit;
 }
@@ -710,16 +712,16 @@ bool Simulation::encoded(int seq) const {
 
 Stretch Simulation::collective_stretch() const {
   const bool computing = anyone_computing();
-  const double beside_compute = computing ? 1 + profile_.comm_slowdown : 1;
+  const double beside_compute = computing ? 1 + host_.comm_slowdown : 1;
   // Note [Collectives in flight]: each start-up moving beside another's adds
   // the pair slowdown to the time of all.
   const double beside_collectives =
-      1 + profile_.pair_slowdown_while(computing) * std::max(0, collectives_moving_ - 1);
+      1 + host_.pair_slowdown_while(computing) * std::max(0, collectives_moving_ - 1);
   return {beside_compute * beside_collectives, beside_compute};
 }
 
 double Simulation::message_stretch(int wi) const {
-  return workers_state_[static_cast<size_t>(wi)].computing ? 1 + profile_.point_to_point_slowdown() : 1;
+  return workers_state_[static_cast<size_t>(wi)].computing ? 1 + host_.point_to_point_slowdown() : 1;
 }
 
 // Worker wi may have started or stopped computing: its messages follow.
@@ -732,7 +734,7 @@ void Simulation::restretch_messages(int wi, Seconds now) {
     start_held_collectives(now);  // if the limit now lets more run at once
     return;
   }
-  if (profile_.point_to_point_slowdown() == 0) return;
+  if (host_.point_to_point_slowdown() == 0) return;
   for (const Part& part : parts_) {
     if (network_.in_flight(part.flow) && ps_messages_[static_cast<size_t>(part.message)].worker == wi) {
       network_.set_stretch(part.flow, message_stretch(wi), now);
@@ -862,14 +864,14 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
 // simulated workers launched at `launched`.
 Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
   if (!skewed_) return 0;
-  Seconds due = launched + (announced_ ? profile_.back_to_back_skew : 0);
+  Seconds due = launched + (announced_ ? host_.back_to_back_skew : 0);
   for (int v = 0; v < sim_workers_; ++v) {
     auto& ready_at = workers_state_[static_cast<size_t>(v)].ready_at;
     for (OpRef op : c.messages[static_cast<size_t>(v)].ops) {
       const auto it = ready_at.find(op_key(op));
       if (it == ready_at.end()) throw std::logic_error("simulator: a collective launched an op never made ready");
       const auto [ready, apart] = it->second;
-      due = std::max(due, ready + profile_.skew + profile_.drift * std::max(0.0, apart - half_iteration_));
+      due = std::max(due, ready + host_.skew + host_.drift * std::max(0.0, apart - half_iteration_));
       ready_at.erase(it);
     }
   }
@@ -877,9 +879,9 @@ Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
   // Note [Start delay]
   const auto simulated = workers_state_.begin();
   if (std::any_of(simulated, simulated + sim_workers_, [](const Worker& w) { return w.computing; })) {
-    due += profile_.start_delay;
+    due += host_.start_delay;
     // Queued before the collective's due event, so it comes first at equal times.
-    if (profile_.start_delay > 0) push_event(c.reached, 0, EventKind::kCoreWait, {.iteration = seq, .index = 0});
+    if (host_.start_delay > 0) push_event(c.reached, 0, EventKind::kCoreWait, {.iteration = seq, .index = 0});
   }
   last_due_ = std::max(last_due_, due);
   return last_due_;
@@ -912,7 +914,7 @@ void Simulation::contend_for_core(int seq, bool contends, Seconds now) {
 // waiting for a core have one; each starts once its last worker has reached it,
 // in issue order. All are due anew, in that order.
 void Simulation::end_start_delays(Seconds now) {
-  if (not_due_.empty() || profile_.start_delay <= 0) return;
+  if (not_due_.empty() || host_.start_delay <= 0) return;
   Seconds due = now;
   for (int seq : not_due_) {
     Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
@@ -932,7 +934,7 @@ Flow Simulation::encoded_flow(const Message& message) const {
     const auto& op = schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)];
     chunks.insert(chunks.end(), op.chunks.begin(), op.chunks.end());
   }
-  const WireCost cost = wire_cost(first.encoding, chunks, profile_);
+  const WireCost cost = wire_cost(first.encoding, chunks, profile_, host_);
   Flow flow = allreduce_flow(cluster_, cost.bytes);
   flow.startup = flow.startup * cost.exchanges + cost.compute;
   return flow;
@@ -1024,7 +1026,7 @@ void Simulation::launch_ps(int wi, Message message, Seconds now) {
     part.ops.push_back(op);
     part.bytes += comm.bytes();
     // Note [Skew]: the last worker to reach an exchange is late.
-    if (++server_op(op).launched == workers_) part.leaves = now + profile_.skew;
+    if (++server_op(op).launched == workers_) part.leaves = now + host_.skew;
   }
   for (int p : part_of_server) {
     if (p >= 0) send(push_channel(parts_[static_cast<size_t>(p)]), p, &Simulation::push_when_due, now);

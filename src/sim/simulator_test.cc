@@ -265,7 +265,7 @@ std::vector<Seconds> first_iteration_ends(const Schedule& s, const Profile& p, c
 
 // Note [Collectives in flight]: a measured transport runs two collectives at
 // once; under a credit for all four messages the last two wait for the first two
-// and pay their start-up after them. A profile's pair_slowdown stretches the
+// and pay their start-up after them. A host's pair_slowdown stretches the
 // start-ups of those moving together; where it says a pair of collectives runs in
 // turn, each waits for the one before.
 TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
@@ -291,12 +291,12 @@ TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
   EXPECT_NEAR(two[2], 2 * pair, 1e-12);
   EXPECT_NEAR(two[3], 2 * pair, 1e-12);
 
-  p.pair_slowdown = 0.4;  // nearer to at once: the transport's two, their start-ups 1.4 times as long
+  c.host.pair_slowdown = 0.4;  // nearer to at once: the transport's two, their start-ups 1.4 times as long
   const Seconds partial = 1.4 * f.startup + 2 * alone;
   const std::vector<Seconds> at_once = ends(2);
   ASSERT_EQ(at_once.size(), 4u);
   for (int k = 0; k < 4; ++k) EXPECT_NEAR(at_once[k], (k / 2 + 1) * partial, 1e-12) << k;
-  p.pair_slowdown = 0.8;  // nearer to in turn: one at a time, also where the transport has no limit
+  c.host.pair_slowdown = 0.8;  // nearer to in turn: one at a time, also where the transport has no limit
   for (int limit : {0, 2}) {
     const std::vector<Seconds> in_turn = ends(limit);
     ASSERT_EQ(in_turn.size(), 4u);
@@ -317,19 +317,19 @@ TEST(Simulate, CollectivesMovingWhileTheWorkersWaitFollowTheWaitingPairs) {
   const Seconds alone = f.volume * c.fitted->b;
   const Seconds partial = 1.4 * f.startup + 2 * alone;
 
-  p.pair_slowdown = 0.8;  // beside the layers, in turn; while waiting, at once
-  p.waiting_pair_slowdown = 0.4;
+  c.host.pair_slowdown = 0.8;  // beside the layers, in turn; while waiting, at once
+  c.host.waiting_pair_slowdown = 0.4;
   const std::vector<Seconds> at_once = first_iteration_ends(s, p, c);
   ASSERT_EQ(at_once.size(), 4u);
   for (int k = 0; k < 4; ++k) EXPECT_NEAR(at_once[k], (k / 2 + 1) * partial, 1e-12) << k;
 
-  p.pair_slowdown = 0;  // the other way round
-  p.waiting_pair_slowdown = 0.8;
+  c.host.pair_slowdown = 0;  // the other way round
+  c.host.waiting_pair_slowdown = 0.8;
   const std::vector<Seconds> in_turn = first_iteration_ends(s, p, c);
   ASSERT_EQ(in_turn.size(), 4u);
   for (int k = 0; k < 4; ++k) EXPECT_NEAR(in_turn[k], (k + 1) * (f.startup + alone), 1e-12) << k;
 
-  p.waiting_pair_slowdown.reset();  // not measured: pair_slowdown holds throughout
+  c.host.waiting_pair_slowdown.reset();  // not measured: pair_slowdown holds throughout
   const std::vector<Seconds> free = first_iteration_ends(s, p, c);
   ASSERT_EQ(free.size(), 4u);
   for (int k = 0; k < 4; ++k) EXPECT_NEAR(free[k], (k / 2 + 1) * (f.startup + 2 * alone), 1e-12) << k;
@@ -406,33 +406,33 @@ TEST(Simulate, SkewDelaysEachCollective) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 100; ++trial) {
     Profile p = random_profile(rng);
-    p.skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
-    p.back_to_back_skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
+    Cluster c = random_ring(rng);
+    c.host.skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
+    c.host.back_to_back_skew = std::uniform_real_distribution(0.0, 5e-3)(rng);
     Schedule schedule = one_period(per_layer_backward_order(p, false));
     if (trial % 2 == 1) schedule = announced_in_list_order(schedule);
-    const Seconds back_to_back = decided_by_timing(schedule.dispatch) ? p.back_to_back_skew : 0;
-    const Cluster c = random_ring(rng);
+    const Seconds back_to_back = decided_by_timing(schedule.dispatch) ? c.host.back_to_back_skew : 0;
     const auto bp_end = backward_end_times(p);
     Seconds end = 0;
     for (int l = p.size() - 1; l >= 0; --l) {
       const Seconds ready = bp_end[static_cast<size_t>(l)];
       const Seconds launched = std::max(ready, end);
-      end = std::max(ready + p.skew, launched + back_to_back) + allreduce_time(c, p.layers[l].bytes());
+      end = std::max(ready + c.host.skew, launched + back_to_back) + allreduce_time(c, p.layers[l].bytes());
     }
     const Seconds expected = p.forward_time() + std::max(p.backward_time(), end);
     const Timeline t = simulate(schedule, p, c, {.iterations = 5});
     EXPECT_NEAR(t.summary.iteration, expected, 1e-9) << "trial " << trial;
   }
   Profile p = make_profile({{1e-3, 2e-3, 250'000}});
-  p.skew = 4e-3;
-  p.back_to_back_skew = 1e-3;
-  const Cluster c = ring(4, 1_Gbit, 50_us);
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.host.skew = 4e-3;
+  c.host.back_to_back_skew = 1e-3;
   const Timeline t = simulate(one_period({whole_layers(p, {0})}), p, c, {.iterations = 4, .record_iterations = 1});
-  EXPECT_NEAR(t.summary.iteration, compute_of(p) + p.skew + allreduce_time(c, p.total_bytes()), 1e-12);
+  EXPECT_NEAR(t.summary.iteration, compute_of(p) + c.host.skew + allreduce_time(c, p.total_bytes()), 1e-12);
   const auto comm = std::find_if(t.events.begin(), t.events.end(), [](const Event& e) { return e.lane == "comm"; });
   ASSERT_NE(comm, t.events.end());
   EXPECT_NEAR(comm->start, compute_of(p), 1e-12);
-  EXPECT_NEAR(comm->end, compute_of(p) + p.skew + allreduce_time(c, p.total_bytes()), 1e-12);
+  EXPECT_NEAR(comm->end, compute_of(p) + c.host.skew + allreduce_time(c, p.total_bytes()), 1e-12);
 }
 
 // Note [Skew]: a collective that rank 0 announces at its predecessor's end waits
@@ -441,15 +441,15 @@ TEST(Simulate, SkewDelaysEachCollective) {
 TEST(Simulate, BackToBackSkewSeparatesAnnouncedCollectivesSentInARow) {
   // Layer 1's message is long; layer 0's is ready while it is in flight.
   Profile p = make_profile({{1e-3, 1e-4, 10'000}, {1e-3, 1e-4, 2'500'000}});
-  p.skew = 4e-3;
-  p.back_to_back_skew = 3e-3;
-  const Cluster c = ring(4, 1_Gbit, 50_us);
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.host.skew = 4e-3;
+  c.host.back_to_back_skew = 3e-3;
   const Schedule in_order = one_period(per_layer_backward_order(p, false));
   const Schedule announced = announced_in_list_order(in_order);
-  const Seconds first_end = compute_of(p) - p.layers[0].bp + p.skew + allreduce_time(c, p.layers[1].bytes());
+  const Seconds first_end = compute_of(p) - p.layers[0].bp + c.host.skew + allreduce_time(c, p.layers[1].bytes());
   ASSERT_GT(first_end, compute_of(p));  // the second message's data was ready long before
   EXPECT_NEAR(simulate(announced, p, c, {.iterations = 4}).summary.iteration,
-              first_end + p.back_to_back_skew + allreduce_time(c, p.layers[0].bytes()), 1e-12);
+              first_end + c.host.back_to_back_skew + allreduce_time(c, p.layers[0].bytes()), 1e-12);
   EXPECT_NEAR(simulate(in_order, p, c, {.iterations = 4}).summary.iteration,
               first_end + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
@@ -459,15 +459,15 @@ TEST(Simulate, BackToBackSkewSeparatesAnnouncedCollectivesSentInARow) {
 // (layer 0's, at the backward's end) does not.
 TEST(Simulate, StartDelayHoldsCollectivesLaunchedWhileTheWorkersCompute) {
   Profile p = make_profile({{1e-3, 10e-3, 10'000}, {1e-3, 1e-3, 25'000}});
-  p.start_delay = 2e-3;
-  const Cluster c = ring(4, 1_Gbit, 50_us);
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.host.start_delay = 2e-3;
   const Timeline t =
       simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
   const std::vector<std::pair<Seconds, Seconds>> comm = comm_spans(t);
   ASSERT_EQ(comm.size(), 2u);
   const Seconds iteration_start = comm[0].first - p.forward_time() - p.layers[1].bp;
   const Seconds compute_end = iteration_start + compute_of(p);
-  EXPECT_NEAR(comm[0].second, comm[0].first + p.start_delay + allreduce_time(c, p.layers[1].bytes()), 1e-12);
+  EXPECT_NEAR(comm[0].second, comm[0].first + c.host.start_delay + allreduce_time(c, p.layers[1].bytes()), 1e-12);
   ASSERT_LT(comm[0].second, compute_end);  // the message before is out of the way
   EXPECT_NEAR(comm[1].first, compute_end, 1e-12);
   EXPECT_NEAR(comm[1].second, compute_end + allreduce_time(c, p.layers[0].bytes()), 1e-12);
@@ -479,11 +479,11 @@ TEST(Simulate, StartDelayHoldsCollectivesLaunchedWhileTheWorkersCompute) {
 // from its launch, runs 1 + compute_slowdown times slower through the delay too.
 TEST(Simulate, ACollectiveWaitingForACoreSlowsTheLayers) {
   Profile p = make_profile({{1e-3, 10e-3, 10'000}, {1e-3, 1e-3, 25'000}});
-  p.compute_slowdown = 0.5;
-  const Cluster c = ring(4, 1_Gbit, 50_us);
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.host.compute_slowdown = 0.5;
   const Schedule s = one_period(per_layer_backward_order(p, false));
   const auto backward_end = [&](Seconds start_delay) {
-    p.start_delay = start_delay;
+    c.host.start_delay = start_delay;
     const std::vector<std::pair<Seconds, Seconds>> comm =
         comm_spans(simulate(s, p, c, {.iterations = 4, .record_iterations = 1}));
     EXPECT_EQ(comm.size(), 2u);
@@ -492,7 +492,7 @@ TEST(Simulate, ACollectiveWaitingForACoreSlowsTheLayers) {
   const Seconds undelayed = backward_end(0);
   const Seconds delay = 2e-3;
   // The delay's 2 ms pass beside the layer at 1/1.5 of its speed, as the transfer did.
-  EXPECT_NEAR(backward_end(delay) - undelayed, delay * (1 - 1 / (1 + p.compute_slowdown)), 1e-12);
+  EXPECT_NEAR(backward_end(delay) - undelayed, delay * (1 - 1 / (1 + c.host.compute_slowdown)), 1e-12);
 }
 
 // Note [Start delay]: the wait is for a core, so it ends as the workers stop
@@ -500,8 +500,8 @@ TEST(Simulate, ACollectiveWaitingForACoreSlowsTheLayers) {
 // starts as it ends rather than start_delay after its launch.
 TEST(Simulate, StartDelayEndsWhenTheWorkersStopComputing) {
   Profile p = make_profile({{1e-3, 0.5e-3, 10'000}, {1e-3, 1e-3, 25'000}});
-  p.start_delay = 2e-3;
   Cluster c = ring(4, 1_Gbit, 50_us);
+  c.host.start_delay = 2e-3;
   c.fitted = FittedAllReduce{.a = 1e-3, .b = 1e-8, .concurrent = 1};
   const Timeline t =
       simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
@@ -518,15 +518,15 @@ TEST(Simulate, StartDelayEndsWhenTheWorkersStopComputing) {
 // after it was freed).
 TEST(Simulate, ACollectiveBroughtForwardEndsBeforeItsFirstDueTime) {
   Profile p = make_profile({{1e-3, 0.5e-3, 10'000}, {1e-3, 1e-3, 25'000}});
-  p.start_delay = 50e-3;  // far longer than either transfer, and than an iteration
-  const Cluster c = ring(4, 1_Gbit, 50_us);
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.host.start_delay = 50e-3;  // far longer than either transfer, and than an iteration
   const Timeline t =
       simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 60, .record_iterations = 2});
   const std::vector<std::pair<Seconds, Seconds>> comm = comm_spans(t);
   ASSERT_EQ(comm.size(), 4u);
   const Seconds compute_end = comm[0].first + p.layers[0].bp;
   EXPECT_NEAR(comm[0].second, compute_end + allreduce_time(c, p.layers[1].bytes()), 1e-12);
-  EXPECT_LT(comm[1].second, comm[0].first + p.start_delay);  // both over before the first due time
+  EXPECT_LT(comm[1].second, comm[0].first + c.host.start_delay);  // both over before the first due time
   EXPECT_NEAR(t.summary.iteration,
               compute_of(p) + allreduce_time(c, p.layers[1].bytes()) + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
@@ -536,14 +536,14 @@ TEST(Simulate, ACollectiveBroughtForwardEndsBeforeItsFirstDueTime) {
 // iteration's under S-SGD, three under local SGD averaging every third iteration.
 TEST(Simulate, DriftGrowsTheSkewWithComputeApart) {
   Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
-  p.skew = 2e-3;
-  p.drift = 0.1;
-  const Cluster c = ring(4, 1_Gbit, 50_us);
+  Cluster c = ring(4, 1_Gbit, 50_us);
+  c.host.skew = 2e-3;
+  c.host.drift = 0.1;
   const Seconds compute = compute_of(p);
   const Seconds message = allreduce_time(c, p.total_bytes());
   const Schedule every = one_period({whole_layers(p, {0, 1})});
   EXPECT_NEAR(simulate(every, p, c, {.iterations = 6}).summary.iteration,
-              compute + p.skew + p.drift * (compute - compute / 2) + message, 1e-12);
+              compute + c.host.skew + c.host.drift * (compute - compute / 2) + message, 1e-12);
 
   CommOp op = whole_layers(p, {0, 1});
   op.kind = OpKind::kAverageParameters;
@@ -551,7 +551,7 @@ TEST(Simulate, DriftGrowsTheSkewWithComputeApart) {
   third.period = 3;
   third.iterations = {{op}, {}, {}};
   EXPECT_NEAR(simulate(third, p, c, {.iterations = 12}).summary.iteration,
-              compute + (p.skew + p.drift * (3 * compute - compute / 2) + message) / 3, 1e-12);
+              compute + (c.host.skew + c.host.drift * (3 * compute - compute / 2) + message) / 3, 1e-12);
 }
 
 // Note [Symmetric all-reduce workers]: simulating one representative worker gives
@@ -561,13 +561,13 @@ TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 50; ++trial) {
     Profile p = random_profile(rng);
-    if (trial % 4 >= 2) p.compute_slowdown = 0.4;
-    if (trial % 4 == 3) p.comm_slowdown = 0.7;
-    if (trial % 5 >= 3) p.skew = 2e-3;
-    if (trial % 5 == 4) p.back_to_back_skew = 1e-3;
-    if (trial % 7 >= 4) p.drift = 0.2;
-    if (trial % 6 >= 4) p.start_delay = 1.5e-3;
-    const Cluster c = random_ring(rng);
+    Cluster c = random_ring(rng);
+    if (trial % 4 >= 2) c.host.compute_slowdown = 0.4;
+    if (trial % 4 == 3) c.host.comm_slowdown = 0.7;
+    if (trial % 5 >= 3) c.host.skew = 2e-3;
+    if (trial % 5 == 4) c.host.back_to_back_skew = 1e-3;
+    if (trial % 7 >= 4) c.host.drift = 0.2;
+    if (trial % 6 >= 4) c.host.start_delay = 1.5e-3;
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
     if (trial % 3 == 1) dispatch = {.kind = DispatchPolicy::Kind::kCredit, .credit = 1_MiB, .windows = {}};
@@ -727,14 +727,14 @@ TEST(Simulate, ParameterServerRecordsPushAndPull) {
 // late. Where the server waits for it, every answer is that much later; where it
 // queues behind the others' pushes at the server, it costs nothing.
 TEST(Simulate, SkewDelaysThePushThatCompletesAnExchange) {
-  const Profile in_step = make_profile({{1e-3, 2e-3, 250'000}});
-  Profile skewed = in_step;
-  skewed.skew = 0.3e-3;
+  const Profile p = make_profile({{1e-3, 2e-3, 250'000}});
   const int workers = 4;
-  const Cluster c = parameter_server(workers, 1_Gbit, 50_us);
-  const Seconds one = c.latency + 1e6 / c.bandwidth;  // one transfer of the layer, alone
-  ASSERT_GT((workers - 1) * one, skewed.skew + one);  // the late push can hide in the queue
-  const auto ends = [&](const CommOp& op, const Profile& p, std::string_view kind) {
+  const Cluster in_step = parameter_server(workers, 1_Gbit, 50_us);
+  Cluster skewed = in_step;
+  skewed.host.skew = 0.3e-3;
+  const Seconds one = in_step.latency + 1e6 / in_step.bandwidth;  // one transfer of the layer, alone
+  ASSERT_GT((workers - 1) * one, skewed.host.skew + one);  // the late push can hide in the queue
+  const auto ends = [&](const CommOp& op, const Cluster& c, std::string_view kind) {
     std::vector<Seconds> out(static_cast<size_t>(workers), -1);
     for (const Event& e : simulate(one_period({op}), p, c, {.iterations = 1, .record_iterations = 1}).events) {
       if (e.name.starts_with(kind)) out[static_cast<size_t>(e.worker)] = e.end;
@@ -742,17 +742,17 @@ TEST(Simulate, SkewDelaysThePushThatCompletesAnExchange) {
     return out;
   };
 
-  CommOp staggered = ps_op(in_step, {0});  // each push arrives as the next leaves
+  CommOp staggered = ps_op(p, {0});  // each push arrives as the next leaves
   for (int w = 0; w < workers; ++w) staggered.release_offset.push_back(w * one);
   const auto pushed = ends(staggered, in_step, "push"), pulled = ends(staggered, in_step, "pull");
   const auto pushed_late = ends(staggered, skewed, "push"), pulled_late = ends(staggered, skewed, "pull");
   for (size_t w = 0; w < workers; ++w) {
-    const Seconds late = w == workers - 1 ? skewed.skew : 0;  // only the last push waits
+    const Seconds late = w == workers - 1 ? skewed.host.skew : 0;  // only the last push waits
     EXPECT_NEAR(pushed_late[w], pushed[w] + late, 1e-12) << w;
-    EXPECT_NEAR(pulled_late[w], pulled[w] + skewed.skew, 1e-12) << w;
+    EXPECT_NEAR(pulled_late[w], pulled[w] + skewed.host.skew, 1e-12) << w;
   }
 
-  const CommOp together = ps_op(in_step, {0});
+  const CommOp together = ps_op(p, {0});
   EXPECT_EQ(ends(together, skewed, "pull"), ends(together, in_step, "pull"));
 }
 
@@ -778,8 +778,8 @@ TEST(Simulate, PeriodAveragesWholePeriods) {
 // the rest at full speed; layer 0's message follows, behind the barrier.
 TEST(Simulate, CommunicationSlowsTheLayersItOverlaps) {
   Profile p = make_profile({{1e-3, 2e-3, 10'000}, {1e-3, 2e-3, 10'000}});
-  p.compute_slowdown = 0.5;
-  const Cluster c = ring(4, 1_Gbit, 10_us);
+  Cluster c = ring(4, 1_Gbit, 10_us);
+  c.host.compute_slowdown = 0.5;
   const Seconds m = allreduce_time(c, p.layers[0].bytes());
   ASSERT_LT(m, p.layers[0].bp);
   const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c,
@@ -788,7 +788,7 @@ TEST(Simulate, CommunicationSlowsTheLayersItOverlaps) {
   EXPECT_NEAR(t.summary.iteration, p.forward_time() + p.layers[1].bp + bp0 + m, 1e-12);
   EXPECT_NEAR(t.summary.compute, compute_of(p), 1e-12);  // the profile's, unstretched
   EXPECT_NEAR(t.summary.slowed_compute, compute_of(p) + m - m / 1.5, 1e-12);  // as run
-  p.compute_slowdown = 0;
+  c.host.compute_slowdown = 0;
   EXPECT_NEAR(simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4}).summary.slowed_compute,
               compute_of(p), 1e-12);
   const auto bp_layer0 = std::find_if(t.events.begin(), t.events.end(),
@@ -804,8 +804,8 @@ TEST(Simulate, CommunicationSlowsTheLayersItOverlaps) {
 // layer 0's message follows behind the barrier, alone on idle workers.
 TEST(Simulate, ComputationSlowsTheMessagesItOverlaps) {
   Profile p = make_profile({{1e-3, 2e-3, 30'000}, {1e-3, 2e-3, 30'000}});
-  p.comm_slowdown = 1;
-  const Cluster c = ring(4, 1_Gbit, 10_us);
+  Cluster c = ring(4, 1_Gbit, 10_us);
+  c.host.comm_slowdown = 1;
   const Seconds m = allreduce_time(c, p.layers[0].bytes());
   const Seconds bp0 = p.layers[0].bp;
   ASSERT_GT(m, bp0 / 2);
@@ -825,17 +825,21 @@ TEST(Simulate, SlowdownsStretchOnlyWhatOverlaps) {
   for (int trial = 0; trial < 100; ++trial) {
     Profile p = random_profile(rng);
     const Cluster c = random_ring(rng);
-    Profile slowed = p;
+    Host slowed;
     slowed.compute_slowdown = std::uniform_real_distribution(0.0, 1.0)(rng);
     if (trial % 2 == 1) slowed.comm_slowdown = std::uniform_real_distribution(0.0, 2.0)(rng);
+    const auto on = [&](Cluster cluster) {
+      cluster.host = slowed;
+      return cluster;
+    };
     const Schedule ssgd = one_period({whole_layers(p, all_layers(p))});
-    EXPECT_NEAR(simulate(ssgd, slowed, c).summary.iteration, simulate(ssgd, p, c).summary.iteration, 1e-9);
+    EXPECT_NEAR(simulate(ssgd, p, on(c)).summary.iteration, simulate(ssgd, p, c).summary.iteration, 1e-9);
     const Schedule ps = one_period({ps_op(p, all_layers(p))});
     const Cluster server = parameter_server(c.workers, c.bandwidth, c.latency);
-    EXPECT_NEAR(simulate(ps, slowed, server).summary.iteration, simulate(ps, p, server).summary.iteration, 1e-9);
+    EXPECT_NEAR(simulate(ps, p, on(server)).summary.iteration, simulate(ps, p, server).summary.iteration, 1e-9);
     const Schedule wfbp = one_period(per_layer_backward_order(p, trial % 4 < 2));
     const Seconds fast = simulate(wfbp, p, c).summary.iteration;
-    const Seconds slow = simulate(wfbp, slowed, c).summary.iteration;
+    const Seconds slow = simulate(wfbp, p, on(c)).summary.iteration;
     EXPECT_GE(slow, fast - 1e-9) << "trial " << trial;
     if (slowed.comm_slowdown == 0) {
       EXPECT_LE(slow, fast + slowed.compute_slowdown * compute_of(p) + 1e-9) << "trial " << trial;
@@ -844,7 +848,7 @@ TEST(Simulate, SlowdownsStretchOnlyWhatOverlaps) {
 }
 
 // Note [Interference]: a parameter server's transfers follow transfer_slowdown
-// where the profile has it, comm_slowdown where not; collectives follow
+// where the host has it, comm_slowdown where not; collectives follow
 // comm_slowdown alone.
 TEST(Simulate, PointToPointTransfersFollowTheirOwnSlowdown) {
   std::mt19937 rng(11);
@@ -857,12 +861,10 @@ TEST(Simulate, PointToPointTransfersFollowTheirOwnSlowdown) {
     const Schedule ps = one_period(per_layer);
     const Schedule wfbp = one_period(per_layer_backward_order(p, false));
     const double slowdown = std::uniform_real_distribution(0.1, 2.0)(rng);
-    const auto iteration = [&](const Schedule& s, const Cluster& cluster, double comm,
-                               std::optional<double> transfer) {
-      Profile q = p;
-      q.comm_slowdown = comm;
-      q.transfer_slowdown = transfer;
-      return simulate(s, q, cluster).summary.iteration;
+    const auto iteration = [&](const Schedule& s, Cluster cluster, double comm, std::optional<double> transfer) {
+      cluster.host.comm_slowdown = comm;
+      cluster.host.transfer_slowdown = transfer;
+      return simulate(s, p, cluster).summary.iteration;
     };
     EXPECT_NEAR(iteration(ps, server, slowdown, 0), iteration(ps, server, 0, std::nullopt), 1e-12) << trial;
     EXPECT_NEAR(iteration(ps, server, 0, slowdown), iteration(ps, server, slowdown, std::nullopt), 1e-12) << trial;
@@ -877,7 +879,7 @@ TEST(Simulate, PointToPointTransfersFollowTheirOwnSlowdown) {
 // the profile's pace; worker 1 finishes its last 1.7 ms alone, again at twice it.
 TEST(Simulate, AWorkerWaitingForTheNetworkLeavesItsCoreToTheOthers) {
   Profile p = make_profile({{1e-3, 2e-3, 25'000}});
-  const Cluster c = parameter_server(2, 1_Gbit, 50_us);
+  Cluster c = parameter_server(2, 1_Gbit, 50_us);
   const auto run = [&](const Profile& profile) {
     return simulate(one_period({ps_op(profile, {0})}), profile, c, {.iterations = 2, .record_iterations = 2});
   };
@@ -893,8 +895,8 @@ TEST(Simulate, AWorkerWaitingForTheNetworkLeavesItsCoreToTheOthers) {
   const Seconds apart = 50e-6 + 100'000 / c.bandwidth;  // between the two answers' ends
   ASSERT_NEAR(apart, 0.85e-3, 1e-12);
 
-  p.processes = 2;
-  p.cores = 1;
+  c.host.processes = 2;
+  c.host.cores = 1;
   const Timeline shared = run(p);
   const auto [start0, end0] = second_iteration(shared, 0);
   const auto [start1, end1] = second_iteration(shared, 1);
@@ -903,7 +905,7 @@ TEST(Simulate, AWorkerWaitingForTheNetworkLeavesItsCoreToTheOthers) {
   EXPECT_NEAR(end1 - start1, (end0 - start1) + (compute_of(p) - (end0 - start1)) / 2, 1e-12);
   EXPECT_LT(shared.summary.slowed_compute, compute_of(p));
 
-  p.cores = 2;  // a core each: the profile's pace throughout
+  c.host.cores = 2;  // a core each: the profile's pace throughout
   const Timeline own = run(p);
   EXPECT_NEAR(second_iteration(own, 0).second - second_iteration(own, 0).first, compute_of(p), 1e-12);
   EXPECT_NEAR(own.summary.slowed_compute, compute_of(p), 1e-12);
@@ -913,14 +915,15 @@ TEST(Simulate, AWorkerWaitingForTheNetworkLeavesItsCoreToTheOthers) {
 // the cores as the profiled processes did, unless there are fewer of them.
 TEST(Simulate, FewerWorkersThanProfiledTogetherComputeFaster) {
   Profile p = make_profile({{1e-3, 2e-3, 25'000}, {1e-3, 2e-3, 25'000}});
-  p.processes = 4;
-  p.cores = 2;
+  Cluster c = ring(4, 1_Gbit, 10_us);
+  c.host.processes = 4;
+  c.host.cores = 2;
   const Schedule ssgd = one_period({whole_layers(p, all_layers(p))});
-  const Cluster c = ring(4, 1_Gbit, 10_us);
-  Profile alone = p;
-  alone.processes = 0;
-  EXPECT_NEAR(simulate(ssgd, p, c).summary.iteration, simulate(ssgd, alone, c).summary.iteration, 1e-12);
-  const Cluster two = ring(2, 1_Gbit, 10_us);
+  Cluster alone = c;
+  alone.host.processes = 0;
+  EXPECT_NEAR(simulate(ssgd, p, c).summary.iteration, simulate(ssgd, p, alone).summary.iteration, 1e-12);
+  Cluster two = ring(2, 1_Gbit, 10_us);
+  two.host = c.host;
   EXPECT_NEAR(simulate(ssgd, p, two).summary.slowed_compute, compute_of(p) / 2, 1e-12);
 }
 

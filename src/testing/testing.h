@@ -153,7 +153,7 @@ class Weft {
   // `env`: variables set in the child after the launcher's are cleared.
   Weft(const std::vector<std::string>& args, const std::filesystem::path& out, const std::filesystem::path& err,
        const std::vector<std::pair<std::string, std::string>>& env = {})
-      : err_(err) {
+      : out_(out), err_(err) {
     std::vector<std::string> argv{WEFT_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = ::fork();
@@ -202,8 +202,10 @@ class Weft {
     return -1;
   }
   std::string stderr_text() const { return read_text(err_); }
+  std::string stdout_text() const { return read_text(out_); }
 
  private:
+  std::filesystem::path out_;
   std::filesystem::path err_;
   pid_t pid_ = -1;
   bool exited_ = false;
