@@ -400,10 +400,10 @@ class PowerSgdCodec : public Codec {
       int layer = -1, tensor = -1;
       if (!parse_indices(name, "q/", {&layer, &tensor})) bad_entry(name, "powersgd keeps no such state");
       const auto& layers = *c_.layers;
-      if (layer >= static_cast<int>(layers.size()) || tensor >= static_cast<int>(layers[static_cast<size_t>(layer)].size())) {
-        bad_entry(name, "no such tensor");
-      }
-      const torch::Tensor& t = layers[static_cast<size_t>(layer)][static_cast<size_t>(tensor)];
+      if (layer >= static_cast<int>(layers.size())) bad_entry(name, "no such layer");
+      const auto& tensors = layers[static_cast<size_t>(layer)];
+      if (tensor >= static_cast<int>(tensors.size())) bad_entry(name, "no such tensor");
+      const torch::Tensor& t = tensors[static_cast<size_t>(tensor)];
       const std::int64_t rows = t.dim() >= 2 ? t.size(0) : t.numel(), cols = t.dim() >= 2 ? t.numel() / rows : 1;
       const std::vector<std::int64_t> shape{cols, std::min({static_cast<std::int64_t>(rank_), rows, cols})};
       if (value.scalar_type() != torch::kFloat32 || value.sizes().vec() != shape) bad_entry(name, "another shape");
