@@ -168,6 +168,7 @@ class DataParallel(nn.Module):
         self._allow = allow
         self._user_layers = user_layers
         self._engine = None
+        self._loaded = None  # weft's state from load_state_dict, applied when the engine starts
         self._finished = False
         self._in_backward = False
         self._handles = []
@@ -187,8 +188,8 @@ class DataParallel(nn.Module):
                              "servers need 'ps' among the allowed families and steps=N, and 'ps' needs servers")
         # Every rank starts from rank 0's parameters and buffers, as with DDP.
         self._job.broadcast(list(module.parameters()) + list(module.buffers()))
-        self._buffers = [b for b in module.buffers()]
-        if self._servers and self._buffers and o["broadcast_buffers"] and self.rank == 0:
+        self._module_buffers = [b for b in module.buffers()]
+        if self._servers and self._module_buffers and o["broadcast_buffers"] and self.rank == 0:
             warnings.warn("weft.DataParallel: with parameter servers each worker keeps its own buffers "
                           "(broadcast_buffers needs every rank in each forward; servers are serving)")
         reason = mirror_reason(optimizer)
@@ -340,17 +341,24 @@ class DataParallel(nn.Module):
         self._mirror = Mirror(self._optimizer, params)
         self._cpp_optimizer = _C.LayerOptimizer(params, self._mirror.options)
         self._plan = plan
+        first = 0
+        if self._loaded is not None:
+            self._check_job(self._loaded["job"], check_strategy=True)
+            first = self._loaded["iteration"]
         self._engine = _C.Engine(self._job, plan, params, [n or "(root)" for n, _ in layers],
                                  self._cpp_optimizer, self.workers,
                                  bool(self._options["find_unused_parameters"]),
-                                 2.0 * float(self._options["failure_timeout"]), self._outer)
+                                 2.0 * float(self._options["failure_timeout"]), self._outer, first)
+        if self._loaded is not None:
+            self._engine.load_state(self._loaded["tensors"])
+            self._loaded = None
         modules = dict(self.module.named_modules())
         for l, (name, _) in enumerate(layers):
             def wait(_m, _args, l=l):
                 self._engine.wait_for_forward(l)
             self._handles.append(modules[name].register_forward_pre_hook(wait))
-        self._sync_buffers = (bool(self._options["broadcast_buffers"]) and bool(self._buffers) and self.world > 1
-                              and not self._servers)
+        self._sync_buffers = (bool(self._options["broadcast_buffers"]) and bool(self._module_buffers)
+                              and self.world > 1 and not self._servers)
         if self._sync_buffers:
             self._job.open_buffer_group()
         if self.rank == 0 and self._options["verbose"]:
@@ -368,6 +376,89 @@ class DataParallel(nn.Module):
         _C.serve(self._job, plan, params, optimizer, self.workers, int(self._options["steps"]))
         sys.exit(0)
 
+    # -- checkpoints (docs/checkpoints.md) ----------------------------------
+
+    def _identity(self):
+        """What a checkpoint of this worker must match to be resumed here."""
+        o, s = self._options, self._schedule_options
+        return {"strategy": self.strategy, "workers": self.workers, "rank": self.rank, "servers": self._servers,
+                "compression": str(s["compression"]), "H": s["H"], "T": s["T"],
+                "outer_optimizer": str(o["outer_optimizer"]), "outer_lr": float(o["outer_lr"]),
+                "outer_momentum": float(o["outer_momentum"])}
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """state_dict(): the module's tensors ("module.*") and weft's state ("weft.*").
+
+        Drains the engine first: call it between iterations (or after finish()).
+        """
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        tensors, iteration = {}, 0
+        if self._engine is not None:
+            self._engine.drain()
+            tensors, iteration = self._engine.state(), self._engine.iterations_done
+        elif self._loaded is not None:  # loaded, not trained yet: the same state again
+            tensors, iteration = self._loaded["tensors"], self._loaded["iteration"]
+        destination[prefix + "weft.job"] = json.dumps(self._identity(), sort_keys=True)
+        destination[prefix + "weft.iteration"] = torch.tensor(iteration, dtype=torch.int64)
+        for name, t in tensors.items():
+            destination[prefix + "weft.state." + name] = t
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """load_state_dict(): the module's tensors at once; weft's state when training starts."""
+        ours = {k[len(prefix) + len("weft."):]: v for k, v in state_dict.items() if k.startswith(prefix + "weft.")}
+        rest = {k: v for k, v in state_dict.items() if not k.startswith(prefix + "weft.")}
+        if ours:
+            loaded = self._parse_state(ours)
+            if self._engine is not None:
+                raise ValueError(f"load_state_dict: this weft.DataParallel has already trained "
+                                 f"{self._engine.iterations_done} iterations; load weft's state into a new one "
+                                 "before its first forward")
+            if self._servers:
+                raise ValueError("load_state_dict: parameter servers hold part of a ps job's state, and "
+                                 "weft.DataParallel does not checkpoint them; use `weft train --checkpoint` "
+                                 "(docs/checkpoints.md)")
+            self._check_job(loaded["job"], check_strategy=self._requested != "auto")
+        super()._load_from_state_dict(rest, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        if ours:
+            self._loaded = loaded
+
+    @staticmethod
+    def _parse_state(ours):
+        job, iteration = ours.get("job"), ours.get("iteration")
+        if not isinstance(job, str):
+            raise TypeError(f"load_state_dict: weft.job is {type(job).__name__}; expected the JSON text "
+                            "state_dict() wrote")
+        try:
+            job = json.loads(job)
+        except ValueError:
+            raise ValueError("load_state_dict: weft.job is not JSON; expected what state_dict() wrote") from None
+        if not isinstance(job, dict):
+            raise ValueError("load_state_dict: weft.job is not an object; expected what state_dict() wrote")
+        if not (isinstance(iteration, torch.Tensor) and iteration.dtype == torch.int64 and iteration.dim() == 0):
+            raise TypeError(f"load_state_dict: weft.iteration is {type(iteration).__name__}; expected a 0-d "
+                            "int64 tensor")
+        if iteration.item() < 0:
+            raise ValueError(f"load_state_dict: weft.iteration {iteration.item()} is negative")
+        tensors = {}
+        for key, value in ours.items():
+            if key in ("job", "iteration"):
+                continue
+            if not key.startswith("state.") or not isinstance(value, torch.Tensor):
+                raise TypeError(f"load_state_dict: weft.{key} is not weft state (a tensor named weft.state.*)")
+            tensors[key[len("state."):]] = value
+        return {"job": job, "iteration": int(iteration.item()), "tensors": tensors}
+
+    def _check_job(self, job, check_strategy):
+        here = self._identity()
+        for key, value in here.items():
+            if key == "strategy" and not check_strategy:
+                continue
+            if job.get(key) != value:
+                raise ValueError(f"load_state_dict: the state is of another job: its {key} is "
+                                 f"{job.get(key)!r}, this job's is {value!r}")
+
     # -- training ----------------------------------------------------------
 
     def forward(self, *args, **kwargs):
@@ -377,7 +468,7 @@ class DataParallel(nn.Module):
             self._start(args, kwargs)
         training = self.module.training and torch.is_grad_enabled()
         if training and self._sync_buffers:
-            self._job.broadcast_buffers(self._buffers)
+            self._job.broadcast_buffers(self._module_buffers)
         output = self.module(*args, **kwargs)
         if training:
             for t in tensors_in(output):

@@ -17,8 +17,10 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -231,8 +233,8 @@ class PyEngine {
  public:
   PyEngine(std::shared_ptr<Job> job, std::shared_ptr<SharedSchedule> plan, Layers layers,
            std::vector<std::string> names, runtime::LayerOptimizer& optimizer, int workers,
-           bool zero_missing_gradients, double stall_timeout, runtime::OuterOptions outer)
-      : job_(std::move(job)), plan_(std::move(plan)) {
+           bool zero_missing_gradients, double stall_timeout, runtime::OuterOptions outer, int first_iteration)
+      : job_(std::move(job)), plan_(std::move(plan)), optimizer_(&optimizer) {
     Job& j = *job_;
     if (outer.enabled()) outer_ = std::make_unique<runtime::OuterOptimizer>(layers, outer);
     const std::string announcements = fmt::format("python-announcements-{}", j.announcement_groups++);
@@ -247,13 +249,58 @@ class PyEngine {
         .gather_below = plan_->gather_below,
         .stall_timeout = stall_timeout,
         .outer = outer_.get(),
+        .first_iteration = first_iteration,
         .zero_missing_gradients = zero_missing_gradients});
   }
   runtime::Engine& operator*() { return *engine_; }
 
+  // What a checkpoint of this worker holds besides the module's own tensors, as
+  // weft train names it (docs/checkpoints.md): "opt/...", "outer/...", "codec/...".
+  // REQUIRES: drained.
+  std::map<std::string, torch::Tensor> state() const {
+    std::map<std::string, torch::Tensor> out;
+    for (auto& [name, t] : optimizer_->state()) out["opt/" + name] = t;
+    if (outer_) {
+      for (int l = 0; l < outer_->agreed().num_layers(); ++l) {
+        out[fmt::format("outer/agreed/{}", l)] = outer_->agreed().flat(l).clone();
+        out[fmt::format("outer/momentum/{}", l)] = outer_->momentum(l).clone();
+      }
+    }
+    for (auto& [name, t] : engine_->state()) out["codec/" + name] = t;
+    return out;
+  }
+  // Sets what state() returned. REQUIRES: before the first iteration. THROWS
+  // UsageError (ValueError) naming an entry this worker does not keep or that does not fit.
+  void load_state(const std::map<std::string, torch::Tensor>& state) {
+    std::map<std::string, torch::Tensor> optimizer, engine;
+    torch::NoGradGuard no_grad;
+    try {
+      for (const auto& [name, t] : state) {
+        if (name.starts_with("opt/")) {
+          optimizer[name.substr(4)] = t;
+        } else if (name.starts_with("codec/")) {
+          engine[name.substr(6)] = t;
+        } else if (name.starts_with("outer/") && outer_) {
+          const auto slash = name.rfind('/');
+          const int l = std::stoi(name.substr(slash + 1));
+          torch::Tensor& into = name.starts_with("outer/agreed/") ? outer_->agreed().flat(l) : outer_->momentum(l);
+          if (!t.sizes().equals(into.sizes())) throw std::invalid_argument("another size");
+          into.copy_(t);
+        } else {
+          throw std::invalid_argument("this job keeps no such state");
+        }
+      }
+      if (!optimizer.empty()) optimizer_->load_state(optimizer);  // empty: a state before any step
+      engine_->load_state(engine);
+    } catch (const std::exception& e) {
+      throw UsageError(fmt::format("load_state_dict: {}", e.what()));
+    }
+  }
+
  private:
   std::shared_ptr<Job> job_;
   std::shared_ptr<SharedSchedule> plan_;  // the engine reads the schedule throughout
+  runtime::LayerOptimizer* optimizer_;    // kept alive by the Python engine object (keep_alive)
   std::unique_ptr<runtime::OuterOptimizer> outer_;  // declared before the engine, which uses it
   std::unique_ptr<runtime::Engine> engine_;
 };
@@ -364,10 +411,12 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<std::shared_ptr<Job>, std::shared_ptr<SharedSchedule>, Layers, std::vector<std::string>,
-                    runtime::LayerOptimizer&, int, bool, double, runtime::OuterOptions>(),
+                    runtime::LayerOptimizer&, int, bool, double, runtime::OuterOptions, int>(),
            py::arg("job"), py::arg("schedule"), py::arg("layers"), py::arg("names"), py::arg("optimizer"),
            py::arg("workers"), py::arg("zero_missing_gradients"), py::arg("stall_timeout"), py::arg("outer"),
-           py::keep_alive<1, 6>(), py::call_guard<py::gil_scoped_release>())
+           py::arg("first_iteration"), py::keep_alive<1, 6>(), py::call_guard<py::gil_scoped_release>())
+      .def("state", &PyEngine::state, "The worker's state besides the module's tensors (REQUIRES: drained).")
+      .def("load_state", &PyEngine::load_state, py::arg("state"), "Sets state() before the first iteration.")
       .def("wait_for_forward", [](PyEngine& e, int l) { (*e).wait_for_forward(l); },
            py::call_guard<py::gil_scoped_release>())
       .def("start_backward", [](PyEngine& e) { (*e).start_backward(); })

@@ -61,6 +61,9 @@ std::string difference(const json& found, const json& expected) {
     if (!found.contains(key)) return fmt::format("it records no {}", key);
     if (found[key] != value) return fmt::format("it is of {} {}, this job's is {}", key, found[key].dump(), value.dump());
   }
+  for (const auto& [key, value] : found.items()) {
+    if (!expected.contains(key)) return fmt::format("it is of {} {}, this job has none", key, value.dump());
+  }
   return {};
 }
 

@@ -1,6 +1,7 @@
 // Checkpoints of `weft train` as real processes (WEFT_BINARY; docs/checkpoints.md):
 // a job stopped and resumed ends bit-identical to one never interrupted — stopped
-// at its end, and SIGKILLed mid-run — and a checkpoint of another job is refused.
+// at its end, and SIGKILLed mid-run; compressed too — and a checkpoint of another
+// job is refused.
 #include <signal.h>
 
 #include <fmt/ranges.h>
@@ -26,8 +27,10 @@ std::vector<std::string> train_args(const std::string& strategy, std::int64_t st
 class Checkpoints : public TrainTest {
  protected:
   // Runs `strategy` for `steps` straight, and for `steps / 2` then resumed to
-  // `steps`; both ranks' final parameters must be equal bit for bit.
-  void expect_resume_is_exact(const std::string& strategy, int steps, const std::vector<std::string>& extra) {
+  // `steps`; both workers' final parameters must be equal bit for bit. `ranks`:
+  // the job's processes, parameter servers included.
+  void expect_resume_is_exact(const std::string& strategy, int steps, const std::vector<std::string>& extra,
+                              int ranks = 2) {
     SCOPED_TRACE(strategy);
     const fs::path straight = dir_ / (strategy + "-straight");
     auto [status, err] = weft(strategy + "-straight", train_args(strategy, steps, straight, extra));
@@ -52,7 +55,8 @@ class Checkpoints : public TrainTest {
     std::vector<std::string> files;
     for (const auto& entry : fs::directory_iterator(ckpt)) files.push_back(entry.path().filename());
     std::sort(files.begin(), files.end());
-    EXPECT_EQ(files.size(), 5u) << fmt::format("{}", fmt::join(files, " "));
+    EXPECT_EQ(files.size(), static_cast<std::size_t>(2 * ranks + 1)) << fmt::format("{}", fmt::join(files, " "));
+    EXPECT_TRUE(fs::exists(ckpt / fmt::format("rank{}-iter{}.ckpt", ranks - 1, steps)));
   }
 };
 
@@ -64,6 +68,29 @@ TEST_F(Checkpoints, SsgdResumedEndsBitIdenticalToAJobNeverStopped) {
 TEST_F(Checkpoints, LocalSgdWithOuterOptimizerResumedEndsBitIdentical) {
   expect_resume_is_exact("flsgd", 16, {"--H", "3", "--outer-optimizer", "nesterov", "--outer-lr", "0.7",
                                        "--outer-momentum", "0.5"});
+}
+
+// Compressed runs: the codecs' error feedback and PowerSGD's warm-started factors
+// are in the checkpoint.
+TEST_F(Checkpoints, CompressedSsgdResumedEndsBitIdentical) {
+  expect_resume_is_exact("wfbp", 16, {"--compression", "powersgd:1"});
+}
+
+// Local SGD's compressed parameter averages: their error feedback and the agreed
+// values the changes are measured from.
+TEST_F(Checkpoints, CompressedLocalSgdResumedEndsBitIdentical) {
+  expect_resume_is_exact("flsgd", 16, {"--H", "3", "--compression", "int8"});
+}
+
+// Parameter servers write their own files (the server's parameters and, for
+// `ps`, its momentum): the servers average the pushes in worker order and serve
+// exchanges in the schedule's order, so resuming is exact here too.
+TEST_F(Checkpoints, ParameterServerResumedEndsBitIdentical) {
+  expect_resume_is_exact("ps", 16, {"--servers", "1"}, 3);
+}
+
+TEST_F(Checkpoints, ElasticParameterServerResumedEndsBitIdentical) {
+  expect_resume_is_exact("ps-interleaved", 16, {"--servers", "1", "--T", "2"}, 3);
 }
 
 // SIGKILL of a worker mid-run: the manifest names a complete checkpoint, and the
@@ -129,6 +156,11 @@ TEST_F(Checkpoints, ResumingAnotherJobIsRefusedWithExitTwo) {
                                                   {"--checkpoint", (dir_ / "empty").string(), "--resume"}));
   EXPECT_EQ(status, 2);
   EXPECT_NE(err.find("--resume"), std::string::npos) << err;
+  std::tie(status, err) = weft("other-compression", train_args("wfbp", 4, dir_ / "p",
+                                                               {"--checkpoint", ckpt.string(), "--resume",
+                                                                "--compression", "int8"}));
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(err.find("it records no compression"), std::string::npos) << err;
   std::tie(status, err) = weft("no-dir", train_args("wfbp", 4, dir_ / "p", {"--resume"}));
   EXPECT_EQ(status, 2);
   EXPECT_NE(err.find("--resume: give --checkpoint DIR"), std::string::npos) << err;

@@ -11,6 +11,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -28,6 +30,26 @@ using Work = c10::intrusive_ptr<c10d::Work>;
 constexpr int kRingTag = 1 << 30;
 
 std::int64_t values_of(const Chunk& c) { return c.length / static_cast<Bytes>(sizeof(float)); }
+
+[[noreturn]] void bad_entry(const std::string& name, std::string_view why) {
+  throw std::invalid_argument(fmt::format("codec state {}: {}", name, why));
+}
+
+// True if `name` is `prefix` followed by as many '/'-separated non-negative
+// integers as `out` has, which it sets.
+bool parse_indices(const std::string& name, std::string_view prefix, std::vector<int*> out) {
+  if (!name.starts_with(prefix)) return false;
+  std::size_t at = prefix.size();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::size_t end = i + 1 < out.size() ? name.find('/', at) : name.size();
+    if (end == std::string::npos || end == at || end - at > 9) return false;
+    const std::string digits = name.substr(at, end - at);
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+    *out[i] = std::stoi(digits);
+    at = end + 1;
+  }
+  return true;
+}
 
 // Note [Error feedback]: one float32 buffer per layer, made on first use.
 class ErrorFeedback {
@@ -62,6 +84,23 @@ class ErrorFeedback {
     Bytes total = 0;
     for (const auto& [layer, e] : buffers_) total += static_cast<Bytes>(e.numel()) * 4;
     return total;
+  }
+  // The buffers made so far as "feedback/<layer>" (Codec::state).
+  void save(std::map<std::string, torch::Tensor>& state) const {
+    for (const auto& [layer, e] : buffers_) state[fmt::format("feedback/{}", layer)] = e;
+  }
+  // Loads entry `name` of Codec::state if it is one of ours; false if it is not.
+  bool load(const std::string& name, const torch::Tensor& value) {
+    int layer = -1;
+    if (!parse_indices(name, "feedback/", {&layer})) return false;
+    if (layer < 0 || layer >= static_cast<int>(layers_.size())) bad_entry(name, "no such layer");
+    std::int64_t n = 0;
+    for (const auto& t : layers_[static_cast<size_t>(layer)]) n += t.numel();
+    if (value.scalar_type() != torch::kFloat32 || value.dim() != 1 || value.numel() != n) {
+      bad_entry(name, "another size");
+    }
+    of(layer).copy_(value);
+    return true;
   }
 
  private:
@@ -232,6 +271,16 @@ class RingCodec : public Codec {
   void complete(torch::Tensor&) override {}
   std::string describe() const override { return name_ + " ring"; }
   Bytes state_bytes() const override { return feedback_ ? feedback_->bytes() : 0; }
+  std::map<std::string, torch::Tensor> state() const override {
+    std::map<std::string, torch::Tensor> out;
+    if (feedback_) feedback_->save(out);
+    return out;
+  }
+  void load_state(const std::map<std::string, torch::Tensor>& state) override {
+    for (const auto& [name, value] : state) {
+      if (!feedback_ || !feedback_->load(name, value)) bad_entry(name, fmt::format("{} keeps no such state", name_));
+    }
+  }
 
  private:
   // Values [begin, end) of segment s of n.
@@ -338,6 +387,28 @@ class PowerSgdCodec : public Codec {
     Bytes q = 0;
     for (const auto& [key, t] : q_) q += static_cast<Bytes>(t.numel()) * 4;
     return feedback_.bytes() + q;
+  }
+  std::map<std::string, torch::Tensor> state() const override {
+    std::map<std::string, torch::Tensor> out;
+    feedback_.save(out);
+    for (const auto& [key, q] : q_) out[fmt::format("q/{}/{}", key.first, key.second)] = q;
+    return out;
+  }
+  void load_state(const std::map<std::string, torch::Tensor>& state) override {
+    for (const auto& [name, value] : state) {
+      if (feedback_.load(name, value)) continue;
+      int layer = -1, tensor = -1;
+      if (!parse_indices(name, "q/", {&layer, &tensor})) bad_entry(name, "powersgd keeps no such state");
+      const auto& layers = *c_.layers;
+      if (layer >= static_cast<int>(layers.size())) bad_entry(name, "no such layer");
+      const auto& tensors = layers[static_cast<size_t>(layer)];
+      if (tensor >= static_cast<int>(tensors.size())) bad_entry(name, "no such tensor");
+      const torch::Tensor& t = tensors[static_cast<size_t>(tensor)];
+      const std::int64_t rows = t.dim() >= 2 ? t.size(0) : t.numel(), cols = t.dim() >= 2 ? t.numel() / rows : 1;
+      const std::vector<std::int64_t> shape{cols, std::min({static_cast<std::int64_t>(rank_), rows, cols})};
+      if (value.scalar_type() != torch::kFloat32 || value.sizes().vec() != shape) bad_entry(name, "another shape");
+      q_[{layer, tensor}] = value.clone();
+    }
   }
 
  private:
@@ -483,6 +554,10 @@ class PowerSgdCodec : public Codec {
 };
 
 }  // namespace
+
+void Codec::load_state(const std::map<std::string, torch::Tensor>& state) {
+  if (!state.empty()) bad_entry(state.begin()->first, fmt::format("{} keeps no state", describe()));
+}
 
 std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& context) {
   switch (encoding.codec) {

@@ -75,6 +75,14 @@ class Codec {
   virtual std::string describe() const = 0;
   // Bytes of error-feedback state held now (Note [Error feedback]).
   virtual Bytes state_bytes() const { return 0; }
+  // What the codec carries from one message to the next (error-feedback buffers
+  // "feedback/<layer>", PowerSGD's factors "q/<layer>/<tensor>"), for a checkpoint
+  // (docs/checkpoints.md). REQUIRES: no message in flight.
+  virtual std::map<std::string, torch::Tensor> state() const { return {}; }
+  // Sets the state to one that state() of the same codec over the same layers
+  // returned. REQUIRES: no message in flight. THROWS std::invalid_argument naming an
+  // entry this codec does not keep or one of another size.
+  virtual void load_state(const std::map<std::string, torch::Tensor>& state);
 };
 
 // The codec of `encoding`. REQUIRES: lossy(encoding); context.workers >= 2.

@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
+#include <stdexcept>
 #include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -50,8 +52,12 @@ std::int64_t values(const std::vector<Chunk>& chunks) {
 using Input = std::function<torch::Tensor(int rank, int step)>;
 
 // results[rank][step]: the mean each rank got for `steps` messages of `chunks`.
+// With `states`, each rank's codec starts from (*states)[rank] (Codec::load_state)
+// and its steps are first..first+steps-1; its state at the end is stored there.
 std::vector<std::vector<torch::Tensor>> run(const Encoding& encoding, int world, int steps,
-                                            const std::vector<Chunk>& chunks, const Input& input) {
+                                            const std::vector<Chunk>& chunks, const Input& input,
+                                            std::vector<std::map<std::string, torch::Tensor>>* states = nullptr,
+                                            int first = 0) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   const auto layers = model();
   std::vector<std::vector<torch::Tensor>> results(static_cast<size_t>(world));
@@ -62,12 +68,18 @@ std::vector<std::vector<torch::Tensor>> run(const Encoding& encoding, int world,
       try {
         auto group = make_gloo_group(store, r, world, /*timeout=*/30);
         auto codec = make_codec(encoding, {.group = group.get(), .workers = world, .layers = &layers});
-        for (int t = 0; t < steps; ++t) {
+        if (states != nullptr) codec->load_state((*states)[static_cast<size_t>(r)]);
+        for (int t = first; t < first + steps; ++t) {
           OpExecutor::Started s = codec->start(chunks, input(r, t).clone());
           s.done->wait();
           if (s.done->hasError()) std::rethrow_exception(s.done->exception_ptr());
           codec->complete(s.result);
           results[static_cast<size_t>(r)].push_back(s.result.clone());
+        }
+        if (states != nullptr) {
+          auto& state = (*states)[static_cast<size_t>(r)];
+          state.clear();
+          for (const auto& [name, value] : codec->state()) state[name] = value.clone();
         }
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
@@ -212,6 +224,49 @@ TEST(PowerSgdCodec, ErrorFeedbackMakesTheSumOverStepsConverge) {
   // The error of the sum stays bounded, so its relative error falls as 1/steps.
   EXPECT_LT(last, first / 5);
   EXPECT_LT(last, 0.7 * half) << "first " << first;
+}
+
+// A codec's state (error feedback, PowerSGD's Q) is all it carries between
+// messages: a codec stopped after 3 messages and a fresh one loaded with its state
+// go on exactly as one never stopped (docs/checkpoints.md).
+class CodecState : public testing::TestWithParam<std::string> {};
+
+TEST_P(CodecState, ACodecLoadedWithAnothersStateContinuesBitIdentically) {
+  const Encoding encoding = parse_encoding(GetParam(), "test");
+  const int world = 2;
+  const auto chunks = whole_layers(model());
+  const std::int64_t n = values(chunks);
+  const Input input = [&](int r, int t) { return random_input(r, t, n); };
+  const auto straight = run(encoding, world, 6, chunks, input);
+  std::vector<std::map<std::string, torch::Tensor>> states(world);
+  run(encoding, world, 3, chunks, input, &states, 0);
+  EXPECT_FALSE(states[0].empty()) << "the codec keeps state between messages";
+  const auto resumed = run(encoding, world, 3, chunks, input, &states, 3);
+  for (int r = 0; r < world; ++r) {
+    for (int t = 0; t < 3; ++t) {
+      EXPECT_TRUE(torch::equal(resumed[static_cast<size_t>(r)][static_cast<size_t>(t)],
+                               straight[static_cast<size_t>(r)][static_cast<size_t>(t + 3)]))
+          << "rank " << r << " step " << t + 3;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, CodecState, testing::Values("int8", "powersgd:1"));
+
+TEST(CodecState, AnEntryTheCodecDoesNotKeepIsRefused) {
+  const auto layers = model();
+  const CodecContext context{.workers = 2, .layers = &layers};
+  auto powersgd = make_codec({.codec = Encoding::Codec::kPowerSgd, .rank = 1}, context);
+  EXPECT_THROW(powersgd->load_state({{"q/9/0", torch::zeros({18, 1})}}), std::invalid_argument);
+  EXPECT_THROW(powersgd->load_state({{"q/0/0", torch::zeros({18, 2})}}), std::invalid_argument);
+  EXPECT_THROW(powersgd->load_state({{"feedback/0", torch::zeros({5})}}), std::invalid_argument);
+  EXPECT_THROW(powersgd->load_state({{"momentum/0", torch::zeros({5})}}), std::invalid_argument);
+  powersgd->load_state({{"q/0/0", torch::ones({18, 1})}, {"feedback/2", torch::ones({700})}});
+  EXPECT_EQ(powersgd->state().size(), 2u);
+  auto fp16 = make_codec({.codec = Encoding::Codec::kFp16}, context);
+  EXPECT_THROW(fp16->load_state({{"feedback/0", torch::zeros({456})}}), std::invalid_argument);
+  auto bf16 = make_codec({.codec = Encoding::Codec::kBf16}, context);
+  EXPECT_THROW(bf16->load_state({{"feedback/0", torch::zeros({456})}}), std::invalid_argument);
 }
 
 }  // namespace

@@ -96,6 +96,48 @@ class AllReduceMean : public OpExecutor {
     if (lossy(e)) return codecs_.at(to_string(e))->describe();
     return summed_by_allgather(message.bytes, options_.gather_below) ? "allgather" : "allreduce";
   }
+  // "<encoding>/<the codec's entry>", and "agreed/<layer>".
+  std::map<std::string, torch::Tensor> state() const override {
+    std::map<std::string, torch::Tensor> out;
+    for (const auto& [name, codec] : codecs_) {
+      for (auto& [entry, value] : codec->state()) out[name + "/" + entry] = value;
+    }
+    if (agreed_) {
+      for (int l = 0; l < agreed_->num_layers(); ++l) out[fmt::format("agreed/{}", l)] = agreed_->flat(l);
+    }
+    return out;
+  }
+  void load_state(const std::map<std::string, torch::Tensor>& state) override {
+    std::map<std::string, std::map<std::string, torch::Tensor>> of_codec;
+    for (const auto& [name, value] : state) {
+      const auto slash = name.find('/');
+      const std::string head = name.substr(0, slash), rest = slash == std::string::npos ? "" : name.substr(slash + 1);
+      if (head == "agreed" && agreed_) {
+        const int layer = rest.empty() || rest.size() > 9 || rest.find_first_not_of("0123456789") != std::string::npos
+                              ? -1 : std::stoi(rest);
+        if (layer < 0 || layer >= agreed_->num_layers() || !value.sizes().equals(agreed_->flat(layer).sizes())) {
+          throw std::invalid_argument(fmt::format("engine state {}: no such layer, or another size", name));
+        }
+        agreed_->flat(layer).copy_(value);
+      } else {
+        of_codec[head][rest] = value;
+      }
+    }
+    const OpKind kind = gradients_ ? OpKind::kAverageGradients : OpKind::kAverageParameters;
+    for (const auto& [name, entries] : of_codec) {
+      const Encoding* found = nullptr;
+      for (const auto& ops : options_.schedule->iterations) {
+        for (const CommOp& op : ops) {
+          if (op.kind == kind && lossy(op.encoding) && to_string(op.encoding) == name) found = &op.encoding;
+        }
+      }
+      if (found == nullptr || options_.workers < 2) {
+        throw std::invalid_argument(fmt::format("engine state {}/...: this job's {} messages have no codec {}", name,
+                                                to_string(kind), name));
+      }
+      codec(*found)->load_state(entries);
+    }
+  }
 
  private:
   static const Encoding& encoding(const Schedule& schedule, const Message& message) {
@@ -112,7 +154,9 @@ class AllReduceMean : public OpExecutor {
   // The message's codec, made on first use; null for `none`.
   Codec* codec(const Schedule& schedule, const Message& message) {
     const Encoding& e = encoding(schedule, message);
-    if (!lossy(e)) return nullptr;
+    return lossy(e) ? codec(e) : nullptr;
+  }
+  Codec* codec(const Encoding& e) {
     auto& c = codecs_[to_string(e)];
     if (!c) {
       c = make_codec(e, {.group = options_.collectives.get(), .workers = options_.workers,
@@ -128,6 +172,16 @@ class AllReduceMean : public OpExecutor {
   // parameter averages].
   std::unique_ptr<SynchronisedParameters> agreed_;
 };
+
+}  // namespace
+
+void OpExecutor::load_state(const std::map<std::string, torch::Tensor>& state) {
+  if (!state.empty()) {
+    throw std::invalid_argument(fmt::format("engine state {}: this executor keeps no state", state.begin()->first));
+  }
+}
+
+namespace {
 
 std::unique_ptr<OpExecutor> make_executor(OpKind kind, const EngineOptions& options) {
   switch (kind) {
@@ -536,6 +590,35 @@ void Engine::end_backward() {
 void Engine::drain() {
   std::unique_lock lock(mutex_);
   wait_until(lock, "every operation to complete", [&] { return progress_->all_done(); });
+}
+
+std::map<std::string, torch::Tensor> Engine::state() const {
+  std::map<std::string, torch::Tensor> out;
+  for (std::size_t k = 0; k < executors_.size(); ++k) {
+    if (!executors_[k]) continue;
+    const std::string kind(to_string(static_cast<OpKind>(k)));
+    for (const auto& [name, value] : executors_[k]->state()) out[kind + "/" + name] = value.clone();
+  }
+  return out;
+}
+
+void Engine::load_state(const std::map<std::string, torch::Tensor>& state) {
+  std::vector<std::map<std::string, torch::Tensor>> of_kind(executors_.size());
+  for (const auto& [name, value] : state) {
+    bool placed = false;
+    for (std::size_t k = 0; k < executors_.size() && !placed; ++k) {
+      const std::string prefix = std::string(to_string(static_cast<OpKind>(k))) + "/";
+      if (executors_[k] && name.starts_with(prefix)) {
+        of_kind[k][name.substr(prefix.size())] = value;
+        placed = true;
+      }
+    }
+    if (!placed) throw std::invalid_argument(fmt::format("engine state {}: this schedule has no such kind", name));
+  }
+  torch::NoGradGuard no_grad;
+  for (std::size_t k = 0; k < executors_.size(); ++k) {
+    if (!of_kind[k].empty()) executors_[k]->load_state(of_kind[k]);
+  }
 }
 
 void Engine::finish() {

@@ -120,6 +120,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -177,6 +178,12 @@ class OpExecutor {
   virtual void complete_chunk(const Chunk& /*chunk*/, torch::Tensor /*values*/) {}
   // For the timeline: what a message of this kind does, e.g. "allreduce".
   virtual std::string describe(const Schedule& schedule, const Message& message) const = 0;
+  // What the executor carries from one message to the next (its codecs' state,
+  // runtime/codecs.h), by name, for a checkpoint. REQUIRES: no message in flight.
+  virtual std::map<std::string, torch::Tensor> state() const { return {}; }
+  // Sets what state() returned. REQUIRES: no message in flight. THROWS
+  // std::invalid_argument naming an entry this executor does not keep.
+  virtual void load_state(const std::map<std::string, torch::Tensor>& state);
 };
 
 struct EngineOptions {
@@ -249,6 +256,16 @@ class Engine {
 
   // Iterations whose backward has ended.
   int iterations_done() const { return iteration_; }
+
+  // What the executors carry between messages (codecs' error feedback and
+  // factors, the agreed values compressed parameter averages start from), named
+  // "<kind>/<entry>" (e.g. "average-gradients/int8/feedback/3"), for a checkpoint
+  // (docs/checkpoints.md). REQUIRES: drained, or no iteration started yet.
+  std::map<std::string, torch::Tensor> state() const;
+  // Sets what state() of an engine of the same schedule and layers returned.
+  // REQUIRES: before the first iteration. THROWS std::invalid_argument naming an
+  // entry this engine does not keep, or one of another size.
+  void load_state(const std::map<std::string, torch::Tensor>& state);
 
  private:
   struct Event;

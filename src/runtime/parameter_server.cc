@@ -173,8 +173,8 @@ class Server {
     // next iteration land as soon as it sends them. Exchanges are served in the
     // schedule's order, which the simulator models (Note [Parameter-server
     // transport] in sim/simulator.cc).
-    if (o_.iterations > 0) post(0);
-    for (std::int64_t t = 0; t < o_.iterations; ++t) {
+    if (o_.first_iteration < o_.iterations) post(o_.first_iteration);
+    for (std::int64_t t = o_.first_iteration; t < o_.iterations; ++t) {
       if (t + 1 < o_.iterations) post(t + 1);
       auto& exchanges = posted_.front();
       for (Exchange& e : exchanges) serve(e);
@@ -182,6 +182,7 @@ class Server {
         for (int p = 0; p < o_.workers; ++p) wait(e, e.sends[static_cast<size_t>(p)], p, "answer");
       }
       posted_.pop_front();
+      if (o_.after_iteration) o_.after_iteration(t + 1);
     }
   }
 
@@ -278,10 +279,10 @@ class Server {
 }  // namespace
 
 void run_server(const ServerOptions& options) {
-  if (options.schedule == nullptr || !options.group || options.workers < 1 ||
+  if (options.schedule == nullptr || !options.group || options.workers < 1 || options.first_iteration < 0 ||
       (options.schedule->easgd.beta == 0 && options.optimizer == nullptr)) {
-    throw std::logic_error("run_server: ServerOptions needs a schedule, a group, workers >= 1 and, for "
-                           "synchronous PS, an optimizer");
+    throw std::logic_error("run_server: ServerOptions needs a schedule, a group, workers >= 1, "
+                           "first_iteration >= 0 and, for synchronous PS, an optimizer");
   }
   if (options.group->getRank() != options.workers + options.server) {
     throw std::logic_error(fmt::format("run_server: server {} of a job with {} workers must be rank {}, not {}",

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -82,9 +83,16 @@ struct ServerOptions {
   int server = 0;
   std::int64_t iterations = 0;  // the workers' number of training iterations
   Recorder* recorder = nullptr; // optional
+  // The first iteration served: a job resumed from a checkpoint (docs/checkpoints.md).
+  std::int64_t first_iteration = 0;
+  // Optional: called with t + 1 once every exchange of iteration t is answered and
+  // its sends have completed — the server's layers and optimizer are then its state
+  // after t + 1 iterations (where a checkpoint is taken).
+  std::function<void(std::int64_t done)> after_iteration;
 };
 
-// Serves every exchange of `server` for iterations 0..iterations−1, then returns.
+// Serves every exchange of `server` for iterations first_iteration..iterations−1,
+// then returns.
 // THROWS std::runtime_error naming the server, the worker, the iteration and the
 // operation when an exchange fails (a worker died, or did not push within the
 // group's timeout); std::logic_error if an operation does not carry whole layers.

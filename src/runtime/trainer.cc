@@ -363,35 +363,17 @@ class ProgressLine {
   Seconds last_ = -1e300;
 };
 
-// Parameter server `server` of a job with `workers` workers
-// (runtime/parameter_server.h).
-int serve(const TrainOptions& options, const Group& group, int workers, int server) {
-  auto model = make_model(options.model, options.seed);  // the workers' initial parameters
-  const Schedule schedule = make_schedule(options, shared_plan(options, *model, group, workers), workers);
-  std::vector<std::vector<torch::Tensor>> layers;
-  for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
-  LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
-
-  group.collectives->barrier()->wait();  // the workers' common time origin
-  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
-  const std::int64_t steps = std::stoll(string_of(group.store->get(kStepsKey)));
-  run_server({.schedule = &schedule, .layers = layers, .optimizer = &optimizer, .group = group.collectives,
-              .workers = workers, .server = server, .iterations = steps, .recorder = &recorder});
-  if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
-  return 0;
-}
-
-
 // ---------------------------------------------------------------------------
 // Checkpoints (docs/checkpoints.md)
 //
 // Note [Checkpoint commit]
 // ------------------------
-// A checkpoint of iteration t is every worker's file of t plus the manifest that
+// A checkpoint of iteration t is every rank's file of t plus the manifest that
 // names t. Each worker drains its engine (nothing in flight, every layer updated),
-// writes its file atomically, and announces it in the TCPStore; every worker then
-// waits until all have, and rank 0 alone points the manifest at t. Only then does a
-// worker remove its files older than its previous checkpoint p: rank 0 committed p
+// each parameter server finishes iteration t − 1's exchanges; each rank writes its
+// file atomically and announces it in the TCPStore; every rank then waits until
+// all have, and rank 0 alone points the manifest at t. Only then does a rank
+// remove its files older than its previous checkpoint p: rank 0 committed p
 // before it went on to write t, so the manifest names p or t, and both exist. A job
 // killed at any instant therefore leaves a manifest naming complete files. The
 // store, not the process group: no collective may be issued beside the engine.
@@ -401,11 +383,21 @@ struct TrainState {
   LayeredModel* model = nullptr;
   LayerOptimizer* optimizer = nullptr;
   OuterOptimizer* outer = nullptr;  // optional
-  DataSource* data = nullptr;
+  DataSource* data = nullptr;  // none on a parameter server
+  Engine* engine = nullptr;  // its codecs' state, "codec/..." (set once the engine exists)
 };
 
+// The checkpoint's entries of the engine's state (Engine::state), without "codec/".
+std::map<std::string, torch::Tensor> engine_entries(const RankCheckpoint& c) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, tensor] : c.tensors) {
+    if (name.starts_with("codec/")) out[name.substr(6)] = tensor;
+  }
+  return out;
+}
+
 RankCheckpoint capture(const TrainState& s, std::int64_t iteration) {
-  RankCheckpoint c{.iteration = iteration, .data_position = s.data->position()};
+  RankCheckpoint c{.iteration = iteration, .data_position = s.data != nullptr ? s.data->position() : 0};
   for (int l = 0; l < s.model->num_layers(); ++l) {
     const auto params = s.model->layer_parameters(l);
     for (std::size_t i = 0; i < params.size(); ++i) c.tensors[fmt::format("param/{}/{}", l, i)] = params[i].detach();
@@ -416,6 +408,9 @@ RankCheckpoint capture(const TrainState& s, std::int64_t iteration) {
       c.tensors[fmt::format("outer/agreed/{}", l)] = s.outer->agreed().flat(l);
       c.tensors[fmt::format("outer/momentum/{}", l)] = s.outer->momentum(l);
     }
+  }
+  if (s.engine != nullptr) {
+    for (auto& [name, tensor] : s.engine->state()) c.tensors["codec/" + name] = tensor;
   }
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   c.tensors["rng/torch"] = generator.get_state();
@@ -454,36 +449,79 @@ void restore(const TrainState& s, const RankCheckpoint& c, const std::filesystem
       take(fmt::format("outer/momentum/{}", l), s.outer->momentum(l));
     }
   }
-  s.data->seek(c.data_position);
+  if (s.data != nullptr) s.data->seek(c.data_position);
   const auto rng = c.tensors.find("rng/torch");
   if (rng == c.tensors.end()) throw UsageError(fmt::format("--resume {}: no rng/torch state", dir.string()));
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(rng->second);
 }
 
-// Note [Checkpoint commit]. `previous`: this worker's last checkpoint (the one
+// Whether a checkpoint is taken once `done` of the job's `steps` iterations are.
+bool checkpoint_due(const TrainOptions& options, std::int64_t done, std::int64_t steps) {
+  return !options.checkpoint.empty() &&
+         ((options.checkpoint_every > 0 && done % options.checkpoint_every == 0) || done == steps);
+}
+
+// Note [Checkpoint commit]. `previous`: this rank's last checkpoint (the one
 // resumed from), or 0.
-void write_checkpoint(const TrainOptions& options, const Group& group, int workers, const nlohmann::json& job,
+void write_checkpoint(const TrainOptions& options, const Group& group, const nlohmann::json& job,
                       const TrainState& state, std::int64_t iteration, std::int64_t previous) {
   save_rank_checkpoint(options.checkpoint, job, group.rank, capture(state, iteration));
   const std::string prefix = fmt::format("weft/checkpoint/{}/", iteration);
   group.store->set(prefix + std::to_string(group.rank), bytes_of("1"));
   std::vector<std::string> keys;
-  for (int r = 0; r < workers; ++r) keys.push_back(prefix + std::to_string(r));
+  for (int r = 0; r < group.world; ++r) keys.push_back(prefix + std::to_string(r));
   group.store->wait(keys);
-  if (group.rank == 0) commit_checkpoint(options.checkpoint, job, iteration, workers);
+  if (group.rank == 0) commit_checkpoint(options.checkpoint, job, iteration, group.world);
   prune_checkpoints(options.checkpoint, group.rank, previous);
 }
 
-// The iteration to resume from, read by rank 0 and published to the others, and
-// this worker's state set to it.
-std::int64_t resume(const TrainOptions& options, const Group& group, const nlohmann::json& job,
-                    const TrainState& state) {
-  const std::string key = "weft/resume";
-  const std::int64_t iteration = std::stoll(decided_by_rank0(
-      group, key, [&] { return std::to_string(latest_checkpoint(options.checkpoint, job)); }, ""));
-  restore(state, load_rank_checkpoint(options.checkpoint, job, group.rank, iteration), options.checkpoint);
-  return iteration;
+// The iteration to resume from, read by rank 0 and published to the others.
+std::int64_t resumed_iteration(const TrainOptions& options, const Group& group, const nlohmann::json& job) {
+  return std::stoll(decided_by_rank0(
+      group, "weft/resume", [&] { return std::to_string(latest_checkpoint(options.checkpoint, job)); }, ""));
+}
+
+// Sets the engine's state to the checkpoint's (Engine::load_state) before its first iteration.
+void restore_engine(Engine& engine, const std::map<std::string, torch::Tensor>& entries,
+                    const std::filesystem::path& dir) {
+  try {
+    engine.load_state(entries);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--resume {}: {}", dir.string(), e.what()));
+  }
+}
+
+// Parameter server `server` of a job with `workers` workers
+// (runtime/parameter_server.h). It checkpoints its layers and optimizer as a
+// worker does, in its own file (Note [Checkpoint commit]).
+int serve(const TrainOptions& options, const Group& group, int workers, int server) {
+  auto model = make_model(options.model, options.seed);  // the workers' initial parameters
+  const Schedule schedule = make_schedule(options, shared_plan(options, *model, group, workers), workers);
+  std::vector<std::vector<torch::Tensor>> layers;
+  for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
+  LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
+  const TrainState state{.model = model.get(), .optimizer = &optimizer};
+  const json job = job_identity(options, workers);
+  std::int64_t first = 0;
+  if (options.resume) {
+    first = resumed_iteration(options, group, job);
+    restore(state, load_rank_checkpoint(options.checkpoint, job, group.rank, first), options.checkpoint);
+  }
+
+  group.collectives->barrier()->wait();  // the workers' common time origin
+  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
+  const std::int64_t steps = std::stoll(string_of(group.store->get(kStepsKey)));
+  std::int64_t previous_checkpoint = first;
+  run_server({.schedule = &schedule, .layers = layers, .optimizer = &optimizer, .group = group.collectives,
+              .workers = workers, .server = server, .iterations = steps, .recorder = &recorder,
+              .first_iteration = first, .after_iteration = [&](std::int64_t done) {
+                if (!checkpoint_due(options, done, steps)) return;
+                write_checkpoint(options, group, job, state, done, previous_checkpoint);
+                previous_checkpoint = done;
+              }});
+  if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
+  return 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -535,10 +573,16 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   std::unique_ptr<OuterOptimizer> outer;
   if (outer_options.enabled()) outer = std::make_unique<OuterOptimizer>(layers, outer_options);
 
-  const TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get(), .data = data.get()};
+  TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get(), .data = data.get()};
   const json job = job_identity(options, workers);
   std::int64_t first = 0;
-  if (options.resume) first = resume(options, group, job, state);
+  std::map<std::string, torch::Tensor> engine_state;  // the checkpoint's, loaded once the engine exists
+  if (options.resume) {
+    first = resumed_iteration(options, group, job);
+    const RankCheckpoint checkpoint = load_rank_checkpoint(options.checkpoint, job, group.rank, first);
+    restore(state, checkpoint, options.checkpoint);
+    engine_state = engine_entries(checkpoint);
+  }
 
   // The agreed model: local SGD's workers differ between averages, so each
   // evaluation also evaluates their mean (docs/local-sgd.md).
@@ -603,6 +647,8 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
                    .gather_below = options.cluster.fitted ? options.cluster.fitted->gather_below : 0,
                    .recorder = &recorder, .stall_timeout = 2 * options.failure_timeout, .outer = outer.get(),
                    .first_iteration = static_cast<int>(first)});
+    restore_engine(engine, engine_state, options.checkpoint);
+    state.engine = &engine;
     Seconds previous_end = recorder.now();
     std::int64_t previous_checkpoint = first;
     for (std::int64_t t = first; t < steps; ++t) {
@@ -613,12 +659,9 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
                      {"compute_s", step.compute}, {"loss", loss_value}, {"strategy", options.strategy}});
       previous_end = end;
       progress.update(t + 1, loss_value, end);
-      const bool checkpoint = !options.checkpoint.empty() &&
-                              ((options.checkpoint_every > 0 && (t + 1) % options.checkpoint_every == 0) ||
-                               t + 1 == steps);
-      if (checkpoint) {
+      if (checkpoint_due(options, t + 1, steps)) {
         engine.drain();
-        write_checkpoint(options, group, workers, job, state, t + 1, previous_checkpoint);
+        write_checkpoint(options, group, job, state, t + 1, previous_checkpoint);
         previous_checkpoint = t + 1;
       }
       if (options.eval_every > 0 && (t + 1) % options.eval_every == 0 && t + 1 < steps &&
@@ -642,6 +685,15 @@ json job_identity(const TrainOptions& options, int workers) {
   json job{{"model", options.model}, {"strategy", options.strategy}, {"workers", workers},
            {"servers", options.servers}, {"batch", options.batch}, {"optimizer", options.optimizer},
            {"lr", options.lr}, {"seed", options.seed}, {"synthetic", options.synthetic}};
+  // Only where lossy: checkpoints of uncompressed jobs from before compression
+  // was recorded stay resumable (the comparison sees a key on either side).
+  if (lossy(options.strategy_options.compression)) job["compression"] = to_string(options.strategy_options.compression);
+  if (options.strategy == "ps-interleaved") {
+    const StrategyOptions& so = options.strategy_options;
+    job["T"] = so.T;
+    job["easgd_beta"] = so.easgd_beta;
+    if (so.easgd_alpha) job["easgd_alpha"] = *so.easgd_alpha;  // else beta / workers
+  }
   if (info.family == Family::kLocalSgd) {
     job["H"] = options.strategy_options.H;
     job["outer_optimizer"] = options.outer_optimizer;
@@ -661,17 +713,6 @@ void check_checkpoint_options(const TrainOptions& o) {
     if (o.checkpoint_every > 0) throw UsageError("--checkpoint-every: give --checkpoint DIR as well");
     if (o.resume) throw UsageError("--resume: give --checkpoint DIR, the directory of the job's checkpoints");
     return;
-  }
-  if (find_strategy(o.strategy).arch == Arch::kParameterServer) {
-    throw UsageError(fmt::format("--checkpoint: --strategy {} keeps state on its parameter servers, which this "
-                                 "weft does not checkpoint yet; accepted: the all-reduce strategies",
-                                 o.strategy));
-  }
-  if (lossy(o.strategy_options.compression)) {
-    throw UsageError(fmt::format("--checkpoint with --compression {}: the codecs' error-feedback state is not in "
-                                 "checkpoints yet, so a resumed job would not continue the same run; accepted: "
-                                 "--compression none",
-                                 to_string(o.strategy_options.compression)));
   }
   std::error_code ec;
   if (std::filesystem::exists(o.checkpoint, ec) && !std::filesystem::is_directory(o.checkpoint, ec)) {
