@@ -10,8 +10,8 @@
 //     (`weft profile --network`) → <out>/net-<link>.json, and the layer times,
 //     how much compute and communication slow each other and how far the workers
 //     are out of step over it (Note [Interference per link])
-//     → <out>/profile-<link>.json;
-//  4. the planner's prediction of every strategy from that profile and fit
+//     → <out>/profile-<link>.json and <out>/host-<link>.json;
+//  4. the planner's prediction of every strategy from that profile, host and fit
 //     (`weft plan --json`, once per architecture) → <out>/plan-<link>.json, and
 //     <out>/plan-<link>-ps.json for the parameter-server strategies;
 //  5. each strategy trained by P workers over the link (`weft train` with the same
@@ -35,16 +35,12 @@
 // links) and the bench with BenchInterrupted.
 //
 // Note [Profiling under contention]
-// The P workers of a run share this machine's cores, so each layer takes longer
-// than it does alone. The bench profiles with `weft profile --model --nproc P`: P
-// processes that time their layers together, every timed iteration beside P−1
-// others (Note [Profiling together] in runtime/layer_profiler.h), each layer's
-// time scaled to put back the waits for a core (Note [Time slices], ibid.); the
-// profile is the median over the processes, layer by layer. Profiled as P
-// separate processes started at once, the profile came out 25% fast: they were
-// not all computing at the same time. The remaining bias: a worker waiting for
-// the network leaves its core to the others, so where communication is exposed
-// (slow links) training sees less contention than the profile.
+// Rule: the model is profiled by P processes timing their layers together
+// (`weft profile --model --nproc P`; Notes [Profiling together] and [Time
+// slices] in runtime/layer_profiler.h), the median over them layer by layer.
+// Why: the P workers of a run share the cores; P processes started apart
+// profiled 25% fast. Known bias: a worker waiting for the network leaves its
+// core to the others, so on slow links training sees less contention than this.
 //
 // Note [Interference per link]
 // Rule: each link gets its own profile and host, measured over that link by
@@ -58,51 +54,32 @@
 // layers in the namespaces, where training computed as the latter did.
 //
 // Note [Repeated runs]
-// Two runs of one strategy a minute apart differ by up to ±8% on a shared machine,
-// as much as the differences between strategies and the prediction errors the
-// bench exists to measure. With --repeats N every strategy of a link (and the DDP
-// peer) is trained N times, in rounds — all strategies once, then all again — so
-// that a slow spell of the machine falls on every strategy rather than on one.
-// The results keep each run's time and, for everything else, the median run
-// (the lower median for even N): a real run, whose metrics, loss and accuracy
-// belong together; in accuracy mode the median by time to the target (a run
-// that never reaches it counting as slowest), as the race is about that time.
-// Metrics files are then runs/<link>-<strategy>.<k>.jsonl. --seeds s1,s2,...
-// makes the runs of a round differ by seed as well as by time.
+// Rule: with --repeats N every strategy of a link (and each peer) is trained N
+// times in rounds — all once, then all again — and the results keep each run's
+// time and, for the rest, the median run (the lower median for even N; in
+// accuracy mode the median by time to the target, a run that never reaches it
+// counting as slowest). Why: two runs a minute apart differ by up to ±8% here;
+// rounds spread a slow spell over every strategy, and a real median run keeps
+// its metrics, loss and accuracy together. Metrics go to
+// runs/<link>-<strategy>.<k>.jsonl; --seeds s1,s2,... varies the seed by round.
 //
 // Note [Predicted on the run's own compute]
-// The machine these benches run on is shared, and its speed drifts within
-// minutes: in one bench the profile timed cnn's layers at 31.3 ms per iteration
-// and the runs that followed computed 37–45 ms, so every prediction at 1Gbit
-// ran 15–35% short — a miss of the profile, not of the model. To tell the two
-// apart, each run of weft's is predicted a second time with every layer's time
-// scaled by its measured compute over the plan's (slowed) compute:
-// `predicted_on_own_compute_s` (results.h), the profile written to
-// runs/<run>.own-compute.profile.json. What is simulated on it is the schedule
-// the run executed — planned once per link and strategy from the link's
-// profile, written to runs/<link>-<strategy>.schedule.json, and given to `weft
-// simulate --schedule` — not the strategy planned again: on scaled layers
-// mgwfbp would merge, dcredit size its windows and dreamddp group its layers
-// otherwise than the run did. An error that remains against it is the cost
-// model's, or the network's own drift; one that vanishes was the machine's.
-// The scaling is uniform, so a run whose layers slowed unevenly (only those
-// overlapping messages) is only approximately put right; the DDP peer reports
-// no compute and gets no such prediction.
+// Rule: each weft run is predicted again with every layer scaled by its measured
+// compute over the plan's (`predicted_on_own_compute_s`), simulating the
+// schedule the run executed (runs/<link>-<strategy>.schedule.json, `weft
+// simulate --schedule`), not the strategy planned again on the scaled layers.
+// Why: the machine's speed drifts within minutes; an error that vanishes here
+// was the machine's, one that remains is the cost model's or the network's. The
+// scaling is uniform, so uneven slowdowns are only approximately put right; the
+// PyTorch peer reports no compute and gets no such prediction.
 //
 // Note [Re-timed before each run]
-// The own-compute prediction tells the machine's misses from the model's after
-// the fact; a planner can do better before it. Right before each run (the DDP
-// peer's too), P processes time the layers together again for 100 iterations
-// (`weft profile --nproc P`, about 6 s with cnn), and the run is predicted once
-// more with every layer of the link's profile scaled by that compute over the
-// profile's: `predicted_retimed_s` (results.h), the run's schedule simulated as
-// above on runs/<run>.retimed.profile.json. It is a prediction in full —
-// nothing of the run is known yet — on the machine as it is then rather than as
-// it was when the link was profiled, minutes earlier. Fewer iterations do not do: of eight
-// re-timings of 30 back to back, seven measured 21.5–24.5 ms and one 34.4 (which
-// processes share a core lasts long enough to bias a short timing, as Note
-// [Profiling under contention]'s 200 iterations are for); eight of 100 measured
-// 21.9–24.8 ms.
+// Rule: right before each run, P processes time the layers again for 100
+// iterations (`weft profile --nproc P`), and the run's schedule is simulated on
+// the link's profile scaled by that compute (`predicted_retimed_s`): a full
+// prediction on the machine as it is then. Why 100: which processes share a core
+// lasts long enough to bias 30 iterations (one re-timing in eight came out 50%
+// slow); 100 kept eight within 13% of each other.
 
 // Note [Probing strategies]
 // `weft train` has no "list what you can train" flag. Its option check looks at

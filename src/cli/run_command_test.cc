@@ -174,7 +174,7 @@ TEST_F(RunCommandTest, BadUsageExitsTwoWithAClearMessage) {
   for (const Case& c : std::vector<Case>{
            {{"run", "--nproc", "2"}, "no command to run"},
            {{"run", "--nproc", "2", "--"}, "no command to run"},
-           {{"run", "--nproc", "0", "--", "/bin/true"}, "--nproc 0: expected an integer 1..512"},
+           {{"run", "--nproc", "0", "--", "/bin/true"}, "--nproc 0: expected an integer 1..256"},
            {{"run", "--nproc", "-3", "--", "/bin/true"}, "--nproc -3"},
            {{"run", "--nproc", "100000", "--", "/bin/true"}, "--nproc 100000"},
            {{"run", "--nproc", "2", "--servers", "-1", "--", "/bin/true"}, "--servers -1"},
@@ -193,7 +193,7 @@ TEST_F(RunCommandTest, BadUsageExitsTwoWithAClearMessage) {
 TEST_F(RunCommandTest, NetemRefusesBadWorkerCountsWithExitTwo) {
   for (const auto& [workers, says] : std::vector<std::pair<std::string, std::string>>{
            {"-1", "--workers -1: at least 1 worker is needed"},
-           {"5000", "at most 512 processes"}}) {
+           {"5000", "at most 256 processes"}}) {
     const Ran ran = weft({"netem", "--workers", workers, "--bandwidth", "1Gbit", "--", "/bin/true"});
     EXPECT_EQ(ran.status, 2) << ran.output;
     EXPECT_NE(ran.output.find(says), std::string::npos) << ran.output;

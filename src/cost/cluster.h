@@ -67,18 +67,16 @@ inline bool summed_by_allgather(Bytes bytes, Bytes gather_below) { return bytes 
 
 // Note [Measured all-reduce curve]
 // --------------------------------
-// A least-squares line a + b·n through the timed sizes (4 KiB·4^k) misses the sizes
-// a model's messages have: on 4 workers behind 100Mbit links the fitted line says
-// 30 ms for 256 KiB and 105 ms for 1 MiB where 35 and 135 ms were measured, since
-// weighting by relative error lets the small sizes, all start-up, pull b down. The
-// curve keeps the measurements instead. b is the slope of its last segment — the
-// rate at which large messages actually move, which is also what concurrent
-// messages share — and each size's start-up is what its time has beyond b·n. So
-// one message alone takes exactly the measured time at every timed size (where
-// that time is at least b·n), in between the interpolation, beyond the largest
-// size its start-up plus b·n. Times are first made non-decreasing in n (pooling
-// adjacent violators: a larger message is not cheaper; timing noise on a loaded
-// machine can say otherwise).
+// Rule: T(n) = startup(n) + b·n, where b is the slope of the measured curve's
+// last segment (the rate large messages move at, and what concurrent messages
+// share) and startup(n) interpolates what each timed size took beyond b·n. Times
+// are first made non-decreasing in n (pooling adjacent violators: a larger
+// message is not cheaper, whatever noise says). Invariant: a message alone takes
+// exactly the measured time at every timed size where that is at least b·n. Why
+// not the least-squares line a + b·n: weighted by relative error, the small
+// sizes (all start-up) pull b down, and the line missed the sizes a model's
+// messages have by over 20% (behind 100Mbit: 105 ms predicted for 1 MiB, 135
+// measured).
 //
 // THROWS UsageError (naming `origin`) for fewer than two sizes, sizes not positive
 // and strictly ascending, or times not positive and finite.
@@ -86,18 +84,12 @@ FittedAllReduce measured_curve(std::vector<MeasuredAllReduce> points, std::strin
 
 // Note [One curve per algorithm]
 // ------------------------------
-// Messages up to gather_below are summed by all-gather, larger ones by ring, and a
-// single curve through the time of the algorithm used at each timed size draws a
-// line across the switch: behind 1Gbit links (4 workers on 2 cores) 64 KiB took
-// 3.2 ms by all-gather and 4.8 by ring, 256 KiB 6.5 by ring, so a 72.5 KiB
-// message, summed by ring, was read as 3.4 ms off the line from the all-gather's
-// 64 KiB, where the ring's own curve says 4.9. So each algorithm has its curve:
-// the ring's from gather_below up (every size is timed by ring, but below it the
-// ring sums nothing, and its times there, pooled in, would only carry their noise
-// to the sizes it sums: 8.1 ms at 4 KiB against 5.1 at 256 KiB in one profile),
-// the all-gather's through the sizes it sums, and a message follows the curve of
-// the algorithm that sums it. Both curves are made non-decreasing as above; b is
-// the ring's, whose large messages set the rate.
+// Rule: the ring and the all-gather (Note [Small all-reduces by all-gather])
+// each have their curve — the ring's from gather_below up, the all-gather's
+// through the sizes it sums — and a message follows the curve of the algorithm
+// that sums it; b is the ring's. Why: one curve through the faster algorithm at
+// each size draws a line across the switch, and prices a message just above
+// gather_below, which the ring sums, at the all-gather's time.
 //
 // THROWS UsageError (naming `origin`) as measured_curve does, for either curve (the
 // all-gather's may have a single size, or none).

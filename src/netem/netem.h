@@ -17,15 +17,12 @@
 // parallel runs may reuse them. Names follow Note [Namespace names] (netns.h).
 //
 // Note [Congestion control of the emulated hosts]
-// Every endpoint's TCP uses reno, set in its namespace (a new namespace inherits
-// the machine's net.ipv4.tcp_congestion_control). Our machines default to BBR, which
-// paces at its estimate of the bottleneck's rate and every 10 s drains its queue for
-// 200 ms (ProbeRTT); on links whose only delay is their own queue that leaves them
-// idle at random: repeats of one 1 MiB all-reduce at 10 Mbit took from +2% to +58%
-// of the time the link allows under BBR, +2% to +2.5% under reno. A loss-based
-// algorithm fills the link, which is what an emulated link is for. Reno is built
-// into every kernel; cubic, Linux's usual default, is a module that our kernel
-// refuses to set inside a namespace.
+// Rule: every endpoint's TCP uses reno, set in its namespace. Why: a loss-based
+// algorithm fills the link, which is what an emulated link is for; BBR (these
+// machines' default, which a namespace inherits) drains its queue for 200 ms
+// every 10 s and left links whose only delay is their own queue idle at random
+// (one 1 MiB all-reduce at 10 Mbit took +2% to +58% of the link's time, under
+// reno +2 to +2.5%). Cubic is a module our kernel refuses inside a namespace.
 //
 // Delays need the kernel's netem qdisc, which our machines lack: a latency > 0 is
 // refused with a UsageError there (docs/runtime.md §3) rather than silently ignored. Where netem
@@ -61,13 +58,15 @@
 
 #include "netem/supervisor.h"
 #include "units/cores.h"
+#include "units/limits.h"
 #include "units/units.h"
 
 namespace weft::netem {
 
 // The most processes (workers + servers) emulated on one machine: each needs a
-// namespace, a veth pair, two qdiscs and its own share of the cores.
-inline constexpr int kMaxRanks = 512;
+// namespace, a veth pair, two qdiscs and its own share of the cores. The same
+// bound as every other command that starts processes here (docs/limits.md).
+inline constexpr int kMaxRanks = limits::kMaxProcesses;
 
 // Thrown by EmulatedNetwork's constructor when a termination signal (supervisor.h)
 // arrives while it builds: it stops between two endpoints, removes what it made,

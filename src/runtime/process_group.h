@@ -13,20 +13,14 @@
 //
 // Note [Small all-reduces by all-gather]
 // --------------------------------------
-// Gloo's all-reduce is a ring: 2(P−1) steps, each a hand-off between two
-// processes, moving 2(P−1)/P·n bytes per rank. An all-gather takes P−1 steps and
-// moves (P−1)·n; every rank then adds the P buffers itself, in rank order — the
-// same additions on every rank, so the sums are bit-identical across ranks, as
-// the ring's are. Fewer steps win for small messages, fewer bytes for large ones,
-// and where they cross depends on the link: measured with 4 processes on 2 cores
-// (medians of 50), 704 B took 6.2 ms by ring and 4.4 ms by all-gather behind
-// 100Mbit links, 16 KiB 6.5 against 4.4 ms, 57 KiB 7.7 against 16.4 ms; behind
-// 1Gbit links the all-gather was faster up to 64 KiB and level at 225 KiB,
-// behind 20Mbit only below ~4 KiB. So `weft profile --network` times both at each size and records the
-// largest size up to which the all-gather was faster (`gather_below_bytes`); a
-// job given that file (`--network`) sums its messages up to that size by
-// all-gather, and the times the planner reads are those of the algorithm used at
-// each size. Without a measurement every message is ring all-reduced.
+// Rule: messages of at most `gather_below` bytes (measured per link by `weft
+// profile --network`, 0 without a measurement) are summed by all-gather, every
+// rank adding the P buffers in rank order; larger ones by Gloo's ring.
+// Invariant: either way every rank holds bit-identical sums. Why: the ring takes
+// 2(P−1) hand-offs and moves 2(P−1)/P·n bytes per rank, the all-gather P−1
+// hand-offs and (P−1)·n bytes; fewer steps win for small messages, fewer bytes
+// for large ones, and where they cross depends on the link (behind 100Mbit links
+// about 16 KiB, behind 1Gbit about 64 KiB, behind 20Mbit below 4 KiB).
 //
 // Thread-safety: the store and the process group are thread-safe (c10d's
 // contract); connect() itself is called once per worker.
