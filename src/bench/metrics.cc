@@ -37,12 +37,16 @@ void parse_line(std::string_view line, const std::string& origin, Metrics& out) 
   const std::int64_t iter = count(r, "iter");
   const Seconds time = non_negative(r, "time_s");
   if (r.has("eval")) {
-    const JsonReader eval = r.child("eval");
-    out.evals.push_back({.rank = rank,
-                         .iter = iter,
-                         .time = time,
-                         .accuracy = non_negative(eval, "accuracy"),
-                         .loss = eval.number("loss")});
+    const JsonReader own = r.child("eval");
+    EvalLine line{.rank = rank, .iter = iter, .time = time, .accuracy = non_negative(own, "accuracy"),
+                  .loss = own.number("loss")};
+    if (r.has("eval_agreed")) {  // the model the workers agree on is what a user keeps
+      const JsonReader agreed = r.child("eval_agreed");
+      line.own_accuracy = line.accuracy;
+      line.accuracy = non_negative(agreed, "accuracy");
+      line.loss = agreed.number("loss");
+    }
+    out.evals.push_back(line);
     return;
   }
   out.iterations.push_back({.rank = rank,

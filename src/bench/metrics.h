@@ -35,8 +35,11 @@ struct EvalLine {
   int rank = 0;
   std::int64_t iter = 0;  // the iteration after which it evaluated
   Seconds time = 0;       // time_s, when the evaluation ended
+  // Of the model the workers agree on: "eval_agreed" where the line has it (local
+  // SGD and parameter servers, whose ranks' models differ), else "eval".
   double accuracy = 0;    // fraction in [0, 1]
   double loss = 0;
+  std::optional<double> own_accuracy;  // "eval" (rank's own model) where eval_agreed is there
 };
 
 // The lines of one run, in file order.

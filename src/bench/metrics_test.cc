@@ -105,6 +105,21 @@ TEST(Metrics, AMissingOrMistypedFieldNamesFileLineAndField) {
   }
 }
 
+// Local SGD and parameter servers evaluate rank 0's own model and the one the
+// workers agree on ("eval_agreed"); the race and its plots follow the agreed one.
+TEST(Metrics, AnEvaluationOfTheAgreedModelIsTheOneRead) {
+  json line = eval_json({.rank = 0, .iter = 49, .time = 3, .accuracy = 0.81, .loss = 0.6});
+  EXPECT_FALSE(parse_metrics(line.dump(), "m").evals.at(0).own_accuracy);
+  line["eval_agreed"] = {{"accuracy", 0.84}, {"loss", 0.5}};
+  const EvalLine read = parse_metrics(line.dump(), "m").evals.at(0);
+  EXPECT_DOUBLE_EQ(read.accuracy, 0.84);
+  EXPECT_DOUBLE_EQ(read.loss, 0.5);
+  EXPECT_DOUBLE_EQ(read.own_accuracy.value_or(-1), 0.81);
+  line["eval_agreed"].erase("accuracy");
+  EXPECT_NE(test_support::usage_error_of([&] { parse_metrics(line.dump(), "m.jsonl"); }).find("eval_agreed.accuracy"),
+            std::string::npos);
+}
+
 TEST(Metrics, RejectsNegativeTimesAndNonObjects) {
   json line = iteration_json({.rank = 0, .iter = 0, .time = 1, .iteration = -0.1, .loss = 1, .strategy = "s"});
   EXPECT_THROW(parse_metrics(line.dump(), "m"), UsageError);

@@ -20,7 +20,9 @@ json optional_number(const std::optional<double>& v) { return v ? json(*v) : jso
 const char* to_string(Mode mode) { return mode == Mode::kAccuracy ? "accuracy" : "iterations"; }
 
 json to_json(const AccuracyPoint& p) {
-  return {{"iter", p.iter}, {"wall_s", p.wall}, {"training_s", p.training}, {"accuracy", p.accuracy}};
+  json point{{"iter", p.iter}, {"wall_s", p.wall}, {"training_s", p.training}, {"accuracy", p.accuracy}};
+  if (p.own_accuracy) point["own_accuracy"] = *p.own_accuracy;
+  return point;
 }
 
 json to_json(const RunResult& r) {
@@ -126,7 +128,8 @@ RunResult read_run(const Reader& r, bool v1) {
     run.accuracy.push_back({.iter = p.integer("iter"),
                             .wall = p.number("wall_s"),
                             .training = p.number("training_s"),
-                            .accuracy = p.number("accuracy")});
+                            .accuracy = p.number("accuracy"),
+                            .own_accuracy = p.newer_number("own_accuracy")});
   });
   return run;
 }

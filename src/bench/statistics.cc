@@ -83,7 +83,11 @@ std::vector<AccuracyPoint> accuracy_curve(const Metrics& metrics) {
     if (eval.rank != 0) continue;
     const auto it = rank0_end.find(eval.iter);
     if (it != rank0_end.end()) paused += std::max(0.0, eval.time - it->second);
-    curve.push_back({.iter = eval.iter, .wall = eval.time, .training = eval.time - paused, .accuracy = eval.accuracy});
+    curve.push_back({.iter = eval.iter,
+                     .wall = eval.time,
+                     .training = eval.time - paused,
+                     .accuracy = eval.accuracy,
+                     .own_accuracy = eval.own_accuracy});
   }
   return curve;
 }

@@ -58,7 +58,8 @@ struct AccuracyPoint {
   Seconds wall = 0;      // time_s of the evaluation line
   Seconds training = 0;  // wall minus the evaluations so far (each evaluation's
                          // pause: its time_s minus rank 0's time_s of iteration iter)
-  double accuracy = 0;
+  double accuracy = 0;                 // of the model the workers agree on (EvalLine)
+  std::optional<double> own_accuracy;  // rank 0's own model's, where that differs
 };
 
 // Rank 0's evaluations in order, with both clocks.
