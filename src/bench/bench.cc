@@ -626,6 +626,9 @@ BenchResults Bench::run() {
               .lr = t.lr,
               .optimizer = t.optimizer,
               .H = t.H,
+              .outer = t.outer_optimizer == "none" ? ""
+                                                   : fmt::format("{} lr {} momentum {}", t.outer_optimizer,
+                                                                 t.outer_lr, t.outer_momentum),
               .steps = t.steps,
               .warmup = o_.warmup,
               .mode = o_.mode,

@@ -53,6 +53,12 @@ struct Training {
   int H = 5;                   // local SGD period
   std::int64_t steps = 60;     // iterations (the cap, in accuracy mode)
   int eval_every = 0;          // 0: no evaluation
+  // Local SGD's outer optimizer (docs/local-sgd.md), for the local SGD strategies'
+  // runs only: "none" or `weft train --outer-optimizer`'s name, with its lr and
+  // momentum.
+  std::string outer_optimizer = "none";
+  double outer_lr = 1;
+  double outer_momentum = 0;
   // Parameter servers of the parameter-server strategies' runs (ps,
   // ps-interleaved); each server's link is emulated like a worker's.
   int servers = 1;

@@ -269,6 +269,17 @@ TEST(Commands, ContendersNameTheirRunsAndWhatPredictsThem) {
   }
 }
 
+// The outer optimizer is local SGD's: weft train refuses it for any other family.
+TEST(Commands, TheOuterOptimizerReachesOnlyLocalSgdRuns) {
+  const Training t{.outer_optimizer = "nesterov", .outer_lr = 0.7, .outer_momentum = 0.9};
+  const auto local = train_command(kTools, kLoopback, t, "flsgd", {}, {"p", "n"}, "m", "");
+  EXPECT_TRUE(has(local, "--outer-optimizer", "nesterov"));
+  EXPECT_TRUE(has(local, "--outer-lr", "0.7"));
+  EXPECT_TRUE(has(local, "--outer-momentum", "0.9"));
+  EXPECT_FALSE(contains(train_command(kTools, kLoopback, t, "wfbp", {}, {"p", "n"}, "m", ""), "--outer-optimizer"));
+  EXPECT_FALSE(contains(train_command(kTools, kLoopback, {}, "flsgd", {}, {"p", "n"}, "m", ""), "--outer-optimizer"));
+}
+
 TEST(Commands, AnEncodingReachesThePlanTheTrainingAndTheSimulation) {
   const auto plan = plan_command(kTools, kLoopback, {}, {"p", "n"}, {"dcredit"}, "int8");
   EXPECT_TRUE(has(plan, "--compression", "int8"));

@@ -154,7 +154,9 @@ std::string format_table(const BenchResults& r) {
   const bool accuracy = r.mode == Mode::kAccuracy;
   std::string out = fmt::format("{} ({} parameters) on {} workers, batch {}, {} lr {}{}; {}{} steps, warm-up {}; {}\n",
                                 r.model, r.parameters, r.workers, r.batch, r.optimizer, r.lr,
-                                r.H > 1 ? fmt::format(", local SGD H={}", r.H) : "", accuracy ? "at most " : "",
+                                r.H > 1 ? fmt::format(", local SGD H={}{}", r.H, r.outer.empty() ? "" : ", outer " + r.outer)
+                                        : "",
+                                accuracy ? "at most " : "",
                                 r.steps, r.warmup, r.emulated ? "emulated links" : "loopback, no emulation");
   std::size_t width = 14;  // the strategy column: its longest name ("pytorch-ddp+powersgd:2")
   for (const RunResult& run : r.runs) width = std::max(width, run.strategy.size());

@@ -167,6 +167,7 @@ struct BenchResults {
   double lr = 0;
   std::string optimizer;
   int H = 0;
+  std::string outer;  // local SGD's outer optimizer as "nesterov lr 0.7 momentum 0.9"; empty: none
   std::int64_t steps = 0;
   int warmup = 0;
   Mode mode = Mode::kIterations;

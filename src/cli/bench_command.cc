@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "netem/supervisor.h"
 #include "runtime/model.h"
+#include "runtime/outer_optimizer.h"
 #include "schedule/encoding.h"
 #include "units/cores.h"
 #include "units/files.h"
@@ -56,6 +57,7 @@ struct BenchFlags {
   int batch = 32;
   double lr = 0.05;
   std::string optimizer = "sgd";
+  runtime::OuterOptions outer;
   std::uint64_t seed = 0;
   std::vector<std::uint64_t> seeds;
   int H = 5;
@@ -91,6 +93,7 @@ void check_early(const BenchFlags& f) {
     throw UsageError(fmt::format("--model {}: not a model weft trains; expected one of {}", f.model,
                                  fmt::join(models, ", ")));
   }
+  runtime::validate(f.outer);  // as weft train checks it
   if (f.workers < 1 || f.workers > limits::kMaxProcesses) {
     throw UsageError(fmt::format("--workers {}: expected 1 to {} processes on this machine (docs/limits.md)",
                                  f.workers, limits::kMaxProcesses));
@@ -131,6 +134,9 @@ bench::BenchOptions to_options(const BenchFlags& f) {
                 .H = f.H,
                 .steps = f.steps.value_or(accuracy ? BenchDefaults::kAccuracySteps : BenchDefaults::kSteps),
                 .eval_every = f.eval_every.value_or(accuracy ? BenchDefaults::kEvalEvery : 0),
+                .outer_optimizer = f.outer.kind,
+                .outer_lr = f.outer.lr,
+                .outer_momentum = f.outer.momentum,
                 .servers = f.servers};
   if (accuracy && o.training.eval_every < 1) {
     throw UsageError(fmt::format("--eval-every {}: accuracy mode needs evaluations; expected >= 1",
@@ -228,6 +234,11 @@ void add_bench(CLI::App& app, int& exit_status) {
       ->capture_default_str();
   cmd->add_option("--batch", f->batch, "samples per worker per iteration")->capture_default_str();
   cmd->add_option("--lr", f->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--outer-optimizer", f->outer.kind,
+                  "the local SGD strategies' outer optimizer, as weft train's (docs/local-sgd.md): none or nesterov")
+      ->capture_default_str();
+  cmd->add_option("--outer-lr", f->outer.lr, "the outer optimizer's learning rate")->capture_default_str();
+  cmd->add_option("--outer-momentum", f->outer.momentum, "the outer optimizer's momentum")->capture_default_str();
   cmd->add_option("--optimizer", f->optimizer, "sgd | momentum | adam")->capture_default_str();
   cmd->add_option("--seed", f->seed, "model initialisation and data order")->capture_default_str();
   cmd->add_option("--seeds", f->seeds,
