@@ -281,12 +281,16 @@ LinkResult Bench::profile_network(const Link& link) {
   host.description += fmt::format("; over {}", link.name);
   save_host(host, host_file);
   say(fmt::format("{}: forward {} + backward {} per iteration; host: compute +{:.0f}% beside messages, all-reduces "
-                  "+{:.0f}% and transfers +{:.0f}% beside compute, skew {} ({} back to back, drift {:.3f} s/s), start "
-                  "delay {}, pair +{:.0f}% ({:.0f}% waiting)",
+                  "+{:.0f}% beside compute ({})",
                   link.name, format_duration(linked.forward_time()), format_duration(linked.backward_time()),
-                  100 * host.compute_slowdown, 100 * host.comm_slowdown, 100 * host.point_to_point_slowdown(),
-                  format_duration(host.skew), format_duration(host.back_to_back_skew), host.drift,
-                  format_duration(host.start_delay), 100 * host.pair_slowdown, 100 * host.pair_slowdown_while(false)));
+                  100 * host.compute_slowdown, 100 * host.comm_slowdown, relative(host_file)));
+  if (o_.verbose) {
+    say(fmt::format("{}: host: transfers +{:.0f}% beside compute, skew {} ({} back to back, drift {:.3f} s/s), start "
+                    "delay {}, a second collective +{:.0f}% ({:.0f}% while waiting)",
+                    link.name, 100 * host.point_to_point_slowdown(), format_duration(host.skew),
+                    format_duration(host.back_to_back_skew), host.drift, format_duration(host.start_delay),
+                    100 * host.pair_slowdown, 100 * host.pair_slowdown_while(false)));
+  }
   return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file),
           .profile = relative(profile_file), .host = relative(host_file)};
 }
@@ -533,30 +537,33 @@ bool Bench::train(const Link& link, const LinkResult& network, const Contender& 
                                                     "own-compute");
     }
   }
-  say(fmt::format("{} on {}: {} per iteration measured (median of {} steady iterations), {} predicted{}{}{}{}{}",
-                  strategy, link.name, format_duration(run.measured_iteration), run.steady_iterations,
+  say(fmt::format("{} on {}: {} per iteration measured, {} predicted{}{}", strategy, link.name,
+                  format_duration(run.measured_iteration),
                   run.predicted_iteration ? format_duration(*run.predicted_iteration) : "none",
                   run.error_pct() ? fmt::format(" ({:+.1f}%)", *run.error_pct()) : "",
-                  run.measured_compute && run.predicted_compute
-                      ? fmt::format("; computing {} against the profile's {}{}", format_duration(*run.measured_compute),
-                                    format_duration(*run.predicted_compute),
-                                    run.predicted_slowed_compute
-                                        ? fmt::format(" and the plan's {} (slowed where it overlaps messages)",
-                                                      format_duration(*run.predicted_slowed_compute))
-                                        : "")
-                      : "",
-                  run.retimed_error_pct()
-                      ? fmt::format("; re-timed at {} before the run, {} ({:+.1f}%) predicted on that",
-                                    format_duration(*run.retimed_compute), format_duration(*run.predicted_retimed),
-                                    *run.retimed_error_pct())
-                      : "",
-                  run.own_compute_error_pct()
-                      ? fmt::format("; {} ({:+.1f}%) predicted on the run's compute",
-                                    format_duration(*run.predicted_on_own_compute), *run.own_compute_error_pct())
-                      : "",
                   run.time_to_accuracy ? fmt::format("; {:.3g}% after {}", 100 * o_.target_accuracy,
                                                      format_duration(*run.time_to_accuracy))
                                        : ""));
+  if (o_.verbose) {
+    say(fmt::format("{} on {}: median of {} steady iterations{}{}{}", strategy, link.name, run.steady_iterations,
+                    run.measured_compute && run.predicted_compute
+                        ? fmt::format("; computing {} against the profile's {}{}",
+                                      format_duration(*run.measured_compute), format_duration(*run.predicted_compute),
+                                      run.predicted_slowed_compute
+                                          ? fmt::format(" and the plan's {} (slowed where it overlaps messages)",
+                                                        format_duration(*run.predicted_slowed_compute))
+                                          : "")
+                        : "",
+                    run.retimed_error_pct()
+                        ? fmt::format("; re-timed at {} before the run, {} ({:+.1f}%) predicted on that",
+                                      format_duration(*run.retimed_compute), format_duration(*run.predicted_retimed),
+                                      *run.retimed_error_pct())
+                        : "",
+                    run.own_compute_error_pct()
+                        ? fmt::format("; {} ({:+.1f}%) predicted on the run's compute",
+                                      format_duration(*run.predicted_on_own_compute), *run.own_compute_error_pct())
+                        : ""));
+  }
   record(std::move(run));
   if (keep_trace && results_.traces && fs::exists(trace)) results_.traces->measured = relative(trace);
   compute_speedups(results_);

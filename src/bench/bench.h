@@ -131,6 +131,9 @@ struct BenchOptions {
   // predicted of those trained.
   std::string trace_strategy;
   Seconds run_timeout = 1800;  // per child process
+  // Progress: one short line per step; with `verbose` also each link's measured
+  // host and each run's compute and second predictions (re-timed, own compute).
+  bool verbose = false;
 };
 
 // The bench was interrupted by a signal; what it measured so far is in

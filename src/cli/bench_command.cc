@@ -58,6 +58,7 @@ struct BenchFlags {
   double lr = 0.05;
   std::string optimizer = "sgd";
   runtime::OuterOptions outer;
+  bool verbose = false;
   std::uint64_t seed = 0;
   std::vector<std::uint64_t> seeds;
   int H = 5;
@@ -145,6 +146,7 @@ bench::BenchOptions to_options(const BenchFlags& f) {
   if (f.H < 1) throw UsageError(fmt::format("--H {}: expected an integer >= 1", f.H));
   if (f.servers < 1) throw UsageError(fmt::format("--servers {}: expected an integer >= 1", f.servers));
   o.target_accuracy = f.target;
+  o.verbose = f.verbose;
   o.warmup = f.warmup;
   o.repeats = f.repeats;
   o.seeds = f.seeds;
@@ -234,6 +236,9 @@ void add_bench(CLI::App& app, int& exit_status) {
       ->capture_default_str();
   cmd->add_option("--batch", f->batch, "samples per worker per iteration")->capture_default_str();
   cmd->add_option("--lr", f->lr, "learning rate")->capture_default_str();
+  cmd->add_flag("--verbose,-v", f->verbose,
+                "progress in detail: each link's host parameters, each run's compute and its predictions on the "
+                "layers re-timed before it and on its own compute (the table and bench.json hold them anyway)");
   cmd->add_option("--outer-optimizer", f->outer.kind,
                   "the local SGD strategies' outer optimizer, as weft train's (docs/local-sgd.md): none or nesterov")
       ->capture_default_str();
