@@ -125,10 +125,11 @@ class DataParallel(nn.Module):
             raise ValueError(f"outer_optimizer={o['outer_optimizer']!r}: only the local SGD strategies "
                              f"({', '.join(s for s, f in known.items() if f == 'local_sgd')}) average parameters; "
                              f"strategy={strategy!r} does not")
-        if schedule_options["compression"] != "none" and strategy != "auto" and known[strategy] == "ps":
-            raise ValueError(f"compression={schedule_options['compression']!r}: strategy={strategy!r} pushes to "
-                             "parameter servers, which weft does not compress yet; compression applies to the "
-                             "S-SGD and local SGD strategies")
+        if str(schedule_options["compression"]).startswith("powersgd") and strategy != "auto" \
+                and known[strategy] == "ps":
+            raise ValueError(f"compression={schedule_options['compression']!r}: strategy={strategy!r} exchanges "
+                             "with parameter servers point to point, where weft compresses element-wise; "
+                             f"accepted with {strategy}: none, fp16, bf16, int8")
         timeout = o["failure_timeout"]
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"failure_timeout={timeout!r}: expected a number of seconds > 0")

@@ -57,8 +57,9 @@ void add_strategy_flags(CLI::App& command, StrategyFlags& flags) {
   command.add_option("--easgd-alpha", flags.easgd_alpha, "EASGD elastic coefficient (default: beta / P)");
   command.add_option("--easgd-beta", flags.easgd_beta, "EASGD centre moving rate")->capture_default_str();
   command.add_option("--compression", flags.compression,
-                     fmt::format("wire encoding of every averaging message (S-SGD: gradients; local SGD: "
-                                 "each worker's change since the last average): {}; see docs/compression.md",
+                     fmt::format("wire encoding of every message (S-SGD: gradients; local SGD: each "
+                                 "worker's change since the last average; parameter servers: pushes and "
+                                 "answers, none/fp16/bf16/int8): {}; see docs/compression.md",
                                  kEncodingsAccepted))
       ->capture_default_str();
 }

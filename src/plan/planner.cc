@@ -72,8 +72,8 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
   for (const StrategyInfo* info : selected(cluster, options)) {
     std::vector<Encoding> encodings = compressions;
     // Gradient and parameter averages are compressed; parameter servers are
-    // planned uncompressed among others, and refused when named alone with a
-    // codec (StrategyInfo::make says why).
+    // planned uncompressed among others, and with the codec when named alone
+    // (refused for powersgd: schedulers/ps.cc says why).
     const bool named = !options.strategies.empty() && options.compressions.empty();
     if (info->family == Family::kParameterServer && !named) encodings = {Encoding{}};
     for (const Encoding& encoding : encodings) {

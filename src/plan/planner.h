@@ -23,9 +23,10 @@ struct PlanOptions {
   bool tune = true;          // search the strategy's free parameters (plan/tuning.h)
   int record_iterations = 0; // keep events of the first N iterations (for --trace)
   // Each S-SGD strategy is planned once per encoding here (`--compression auto`);
-  // empty: once, with strategy.compression. Strategies that average parameters or
-  // use servers are planned uncompressed (docs/compression.md), unless named in
-  // `strategies` with a lossy strategy.compression: then plan() THROWS UsageError.
+  // empty: once, with strategy.compression. The parameter-server strategies are
+  // planned uncompressed (docs/compression.md) unless named in `strategies`: then
+  // with strategy.compression, and plan() THROWS UsageError where they refuse it
+  // (powersgd).
   std::vector<Encoding> compressions;
 };
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Half.h>
 #include <fmt/format.h>
 
 #include "runtime/process_group.h"
@@ -192,16 +193,21 @@ class Fp16Codec : public Codec {
 };
 
 // ---------------------------------------------------------------------------
-// The requantising ring (Note [Requantising ring]) and its two wire formats.
+// The element-wise wire formats, and the requantising ring (Note [Requantising ring]).
 
-class WireFormat {
+// IEEE half, rounded to nearest even (the parameter server's fp16; the all-reduce
+// codec lets Gloo sum float16 itself).
+class Fp16Format : public WireFormat {
  public:
-  virtual ~WireFormat() = default;
-  virtual Bytes bytes(std::int64_t values) const = 0;
-  // Segments start at multiples of this many values (a block's scale stays with it).
-  virtual std::int64_t alignment() const { return 1; }
-  virtual void encode(const float* in, std::int64_t n, std::uint8_t* out) const = 0;
-  virtual void decode(const std::uint8_t* in, std::int64_t n, float* out) const = 0;
+  Bytes bytes(std::int64_t values) const override { return 2 * values; }
+  void encode(const float* in, std::int64_t n, std::uint8_t* out) const override {
+    auto* o = reinterpret_cast<c10::Half*>(out);
+    for (std::int64_t i = 0; i < n; ++i) o[i] = c10::Half(in[i]);
+  }
+  void decode(const std::uint8_t* in, std::int64_t n, float* out) const override {
+    const auto* h = reinterpret_cast<const c10::Half*>(in);
+    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(h[i]);
+  }
 };
 
 // bfloat16: the top 16 bits of float32, rounded to nearest even.
@@ -557,6 +563,29 @@ class PowerSgdCodec : public Codec {
 
 void Codec::load_state(const std::map<std::string, torch::Tensor>& state) {
   if (!state.empty()) bad_entry(state.begin()->first, fmt::format("{} keeps no state", describe()));
+}
+
+torch::Tensor WireFormat::encoded(const torch::Tensor& values) const {
+  auto wire = torch::empty({static_cast<std::int64_t>(bytes(values.numel()))}, torch::kUInt8);
+  encode(values.data_ptr<float>(), values.numel(), wire.data_ptr<std::uint8_t>());
+  return wire;
+}
+
+torch::Tensor WireFormat::decoded(const torch::Tensor& wire, std::int64_t values) const {
+  auto out = torch::empty({values}, torch::kFloat32);
+  decode(wire.data_ptr<std::uint8_t>(), values, out.data_ptr<float>());
+  return out;
+}
+
+std::unique_ptr<WireFormat> make_wire_format(const Encoding& encoding) {
+  switch (encoding.codec) {
+    case Encoding::Codec::kFp16: return std::make_unique<Fp16Format>();
+    case Encoding::Codec::kBf16: return std::make_unique<Bf16Format>();
+    case Encoding::Codec::kInt8: return std::make_unique<Int8Format>();
+    case Encoding::Codec::kNone:
+    case Encoding::Codec::kPowerSgd: break;
+  }
+  throw std::logic_error(fmt::format("codecs: {} is not an element-wise wire format", to_string(encoding)));
 }
 
 std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& context) {

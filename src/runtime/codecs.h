@@ -39,6 +39,7 @@
 // other in the order started, on a thread of their own.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -84,6 +85,26 @@ class Codec {
   // entry this codec does not keep or one of another size.
   virtual void load_state(const std::map<std::string, torch::Tensor>& state);
 };
+
+// An element-wise wire format: how the ring (bf16, int8) and the parameter
+// server's pushes and answers (fp16, bf16, int8; runtime/parameter_server.h)
+// write float32 values as bytes. Thread-safety: immutable.
+class WireFormat {
+ public:
+  virtual ~WireFormat() = default;
+  // Bytes on the wire for `values` values: elementwise_wire_bytes.
+  virtual Bytes bytes(std::int64_t values) const = 0;
+  // Segments start at multiples of this many values (a block's scale stays with it).
+  virtual std::int64_t alignment() const { return 1; }
+  virtual void encode(const float* in, std::int64_t n, std::uint8_t* out) const = 0;
+  virtual void decode(const std::uint8_t* in, std::int64_t n, float* out) const = 0;
+  // The same on tensors: `values` 1-D float32 contiguous -> bytes(n) uint8, and back.
+  torch::Tensor encoded(const torch::Tensor& values) const;
+  torch::Tensor decoded(const torch::Tensor& wire, std::int64_t values) const;
+};
+
+// The wire format of fp16, bf16 or int8. THROWS std::logic_error for another encoding.
+std::unique_ptr<WireFormat> make_wire_format(const Encoding& encoding);
 
 // The codec of `encoding`. REQUIRES: lossy(encoding); context.workers >= 2.
 std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& context);

@@ -269,5 +269,23 @@ TEST(CodecState, AnEntryTheCodecDoesNotKeepIsRefused) {
   EXPECT_THROW(bf16->load_state({{"feedback/0", torch::zeros({456})}}), std::invalid_argument);
 }
 
+// The parameter servers' element-wise formats (runtime/parameter_server.h): their
+// bytes are elementwise_wire_bytes', and a round trip is within one value's error.
+TEST(WireFormat, RoundTripWithinTheCodecsErrorInItsBytes) {
+  const torch::Tensor x = torch::randn({1000});
+  const double m = x.abs().max().item<double>();
+  for (const auto& [codec, bound] : std::map<std::string, double>{
+           {"fp16", m * std::pow(2.0, -11)}, {"bf16", m * std::pow(2.0, -8)}, {"int8", m / 254}}) {
+    const Encoding encoding = parse_encoding(codec, "test");
+    const auto format = make_wire_format(encoding);
+    const torch::Tensor wire = format->encoded(x);
+    EXPECT_EQ(wire.numel(), elementwise_wire_bytes(encoding, 1000)) << codec;
+    const double error = (format->decoded(wire, 1000) - x).abs().max().item<double>();
+    EXPECT_LE(error, bound * 1.0001) << codec;
+    EXPECT_GT(error, 0) << codec << ": exact, is it encoding at all?";
+  }
+  EXPECT_THROW(make_wire_format(parse_encoding("powersgd:2", "test")), std::logic_error);
+}
+
 }  // namespace
 }  // namespace weft::runtime

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/codecs.h"
 #include "runtime/process_group.h"
 
 namespace weft::runtime {
@@ -78,10 +79,73 @@ void unpack(const torch::Tensor& flat, std::vector<std::vector<torch::Tensor>>& 
   }
 }
 
+// Flat float32 values per layer, as pack_parameters packs them (Note [Compressed
+// exchanges]: the answered values r, the pushes' error feedback).
+class LayerValues {
+ public:
+  // Sets layer l to `values` (copied).
+  void set(int l, const torch::Tensor& values) { values_[l] = values.clone(); }
+  bool has(int l) const { return values_.contains(l); }
+  // The values of `which`, concatenated.
+  torch::Tensor gather(const std::vector<int>& which) const {
+    std::vector<torch::Tensor> parts;
+    for (int l : which) parts.push_back(values_.at(l));
+    return torch::cat(parts);
+  }
+  // Writes `flat` (concatenated as gather returns it) into the layers `which`.
+  void scatter(const std::vector<int>& which, const torch::Tensor& flat) {
+    std::int64_t at = 0;
+    for (int l : which) {
+      torch::Tensor& v = values_.at(l);
+      v.copy_(flat.narrow(0, at, v.numel()));
+      at += v.numel();
+    }
+  }
+
+ private:
+  std::map<int, torch::Tensor> values_;
+};
+
+// r + dec(wire): the one arithmetic the server and every worker do on an answer
+// (Note [Compressed exchanges]), so that all get the same bits.
+torch::Tensor advanced(const torch::Tensor& reference, const WireFormat& format, const torch::Tensor& wire) {
+  return reference + format.decoded(wire, reference.numel());
+}
+
+// The wire formats of the lossy encodings a schedule's operations use, by name.
+std::map<std::string, std::unique_ptr<WireFormat>> formats_of(const Schedule& schedule) {
+  std::map<std::string, std::unique_ptr<WireFormat>> out;
+  for (const auto& ops : schedule.iterations) {
+    for (const CommOp& op : ops) {
+      if (lossy(op.encoding) && !out.contains(to_string(op.encoding))) {
+        out[to_string(op.encoding)] = make_wire_format(op.encoding);
+      }
+    }
+  }
+  return out;
+}
+
 class ParameterServerExchange : public OpExecutor {
  public:
   explicit ParameterServerExchange(const EngineOptions& options)
-      : options_(options), easgd_(options.schedule->easgd) {}
+      : options_(options), easgd_(options.schedule->easgd), formats_(formats_of(*options.schedule)) {
+    // Note [Compressed exchanges]: r starts at the common initial parameters.
+    const Schedule& schedule = *options.schedule;
+    for (int t = 0; t < schedule.period; ++t) {
+      const auto& ops = schedule.ops(t);
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (!lossy(ops[i].encoding)) continue;
+        const int index = static_cast<int>(i);
+        const std::vector<int> layers = whole_layers(ops[i], options.layers, t, index);
+        for (int l : layers) {
+          if (reference_.has(l)) continue;
+          reference_.set(l, pack_parameters(options.layers, {l}));
+          feedback_.set(l, torch::zeros_like(pack_parameters(options.layers, {l})));
+        }
+        layers_of_[{t, index}] = layers;
+      }
+    }
+  }
 
   std::vector<torch::Tensor> operands(int layer) override {
     const auto& params = options_.layers[static_cast<size_t>(layer)];
@@ -100,15 +164,31 @@ class ParameterServerExchange : public OpExecutor {
     const int server = options_.workers + op.server;
     const int tag = exchange_tag(schedule, ref.iteration, ref.index);
     std::vector<torch::Tensor> out{packed};
-    Work send = options_.collectives->send(out, server, tag);
     std::vector<torch::Tensor> in{torch::empty_like(packed)};
+    if (lossy(op.encoding)) {  // Note [Compressed exchanges]
+      const WireFormat& format = *formats_.at(to_string(op.encoding));
+      const std::vector<int>& layers = layers_of(schedule, ref);
+      torch::Tensor x = elastic() ? packed - reference_.gather(layers) : packed.clone();
+      x.add_(feedback_.gather(layers));
+      out.front() = format.encoded(x);
+      feedback_.scatter(layers, x.sub_(format.decoded(out.front(), x.numel())));
+      in.front() = torch::empty_like(out.front());
+    }
+    Work send = options_.collectives->send(out, server, tag);
     Work recv = options_.collectives->recv(in, server, tag);
     auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
     waiter_.add({std::move(send), std::move(recv)}, done);
     return {.done = std::move(done), .result = in.front()};
   }
 
-  void complete(const Schedule&, const Message&, const torch::Tensor& packed, torch::Tensor& result) override {
+  void complete(const Schedule& schedule, const Message& message, const torch::Tensor& packed,
+                torch::Tensor& result) override {
+    const CommOp& op = single_op(schedule, message);
+    if (lossy(op.encoding)) {  // Note [Compressed exchanges]
+      const std::vector<int>& layers = layers_of(schedule, message.ops.front());
+      result = advanced(reference_.gather(layers), *formats_.at(to_string(op.encoding)), result);
+      reference_.scatter(layers, result);
+    }
     if (elastic()) result = elastic_pull(packed, result, easgd_.alpha);
   }
 
@@ -118,9 +198,17 @@ class ParameterServerExchange : public OpExecutor {
 
  private:
   bool elastic() const { return easgd_.beta > 0; }
+  const std::vector<int>& layers_of(const Schedule& schedule, const OpRef& ref) const {
+    return layers_of_.at({ref.iteration % schedule.period, ref.index});
+  }
 
   const EngineOptions& options_;
   const Easgd easgd_;
+  // Note [Compressed exchanges], for the operations with a lossy encoding.
+  const std::map<std::string, std::unique_ptr<WireFormat>> formats_;
+  std::map<std::pair<int, int>, std::vector<int>> layers_of_;  // (period iteration, op) -> whole layers
+  LayerValues reference_;  // r: what the servers last answered
+  LayerValues feedback_;   // this worker's pushes' error feedback
   // The server answers a worker's exchanges in the order they were pushed, so
   // waiting in that order delays no completion noticeably.
   WorkWaiter waiter_;
@@ -151,7 +239,8 @@ namespace {
 
 class Server {
  public:
-  explicit Server(const ServerOptions& o) : o_(o), schedule_(*o.schedule), layers_(o.layers) {
+  explicit Server(const ServerOptions& o)
+      : o_(o), schedule_(*o.schedule), layers_(o.layers), formats_(formats_of(*o.schedule)) {
     // Everything the exchanges rely on is checked before the first one.
     for (int t = 0; t < schedule_.period; ++t) {
       const auto& ops = schedule_.ops(t);
@@ -163,7 +252,12 @@ class Server {
                                              o_.server, t, i, to_string(op.kind)));
         }
         const int index = static_cast<int>(i);
-        if (op.server == o_.server) layers_of_[{t, index}] = whole_layers(op, layers_, t, index);
+        if (op.server != o_.server) continue;
+        layers_of_[{t, index}] = whole_layers(op, layers_, t, index);
+        if (!lossy(op.encoding)) continue;
+        for (int l : layers_of_[{t, index}]) {  // Note [Compressed exchanges]
+          if (!reference_.has(l)) reference_.set(l, pack_parameters(layers_, {l}));
+        }
       }
     }
   }
@@ -207,8 +301,12 @@ class Server {
       Exchange e{.iteration = t, .index = static_cast<int>(i),
                  .layers = layers_of_.at({period_iteration, static_cast<int>(i)})};
       const int tag = exchange_tag(schedule_, t, e.index);
+      const std::int64_t values = op.bytes() / static_cast<Bytes>(sizeof(float));
       for (int p = 0; p < o_.workers; ++p) {
-        std::vector<torch::Tensor> in{torch::empty({op.bytes() / static_cast<Bytes>(sizeof(float))}, torch::kFloat32)};
+        std::vector<torch::Tensor> in{
+            lossy(op.encoding)
+                ? torch::empty({static_cast<std::int64_t>(format_of(op).bytes(values))}, torch::kUInt8)
+                : torch::empty({values}, torch::kFloat32)};
         e.recvs.push_back(o_.group->recv(in, p, tag));
         e.pushes.push_back(in.front());
       }
@@ -237,7 +335,19 @@ class Server {
     for (int p = 0; p < o_.workers; ++p) wait(e, e.recvs[static_cast<size_t>(p)], p, "push");
     const Seconds start = o_.recorder ? o_.recorder->now() : 0;
     torch::NoGradGuard no_grad;
-    const torch::Tensor mean = torch::stack(e.pushes).mean(0);
+    const CommOp& op = schedule_.ops(static_cast<int>(e.iteration))[static_cast<size_t>(e.index)];
+    const bool encoded = lossy(op.encoding);  // Note [Compressed exchanges]
+    torch::Tensor mean;
+    if (encoded) {
+      std::vector<torch::Tensor> pushes;
+      for (const torch::Tensor& wire : e.pushes) {
+        pushes.push_back(format_of(op).decoded(wire, op.bytes() / static_cast<Bytes>(sizeof(float))));
+      }
+      mean = torch::stack(pushes).mean(0);
+      if (schedule_.easgd.beta > 0) mean = reference_.gather(e.layers) + mean;
+    } else {
+      mean = torch::stack(e.pushes).mean(0);
+    }
     if (schedule_.easgd.beta > 0) {
       torch::Tensor centre = pack_parameters(layers_, e.layers);
       move_centre(centre, mean, schedule_.easgd.beta);
@@ -251,6 +361,11 @@ class Server {
       }
       e.answer = pack_parameters(layers_, e.layers);
     }
+    if (encoded) {
+      const torch::Tensor reference = reference_.gather(e.layers);
+      e.answer = format_of(op).encoded(e.answer - reference);
+      reference_.scatter(e.layers, advanced(reference, format_of(op), e.answer));
+    }
     const int tag = exchange_tag(schedule_, e.iteration, e.index);
     for (int p = 0; p < o_.workers; ++p) {
       std::vector<torch::Tensor> out{e.answer};
@@ -258,7 +373,7 @@ class Server {
     }
     if (o_.recorder) {
       const int iteration = static_cast<int>(e.iteration);
-      const Bytes bytes = e.answer.numel() * static_cast<Bytes>(sizeof(float));
+      const auto bytes = static_cast<Bytes>(e.answer.nbytes());
       o_.recorder->add({.lane = "pushes", .name = fmt::format("waiting for {} pushes ({})", o_.workers,
                                                               format_bytes(bytes)),
                         .start = waiting, .end = start, .iteration = iteration, .layer = e.layers.back(),
@@ -269,10 +384,15 @@ class Server {
     }
   }
 
+  const WireFormat& format_of(const CommOp& op) const { return *formats_.at(to_string(op.encoding)); }
+
   const ServerOptions& o_;
   const Schedule& schedule_;
   std::vector<std::vector<torch::Tensor>> layers_;
   std::map<std::pair<int, int>, std::vector<int>> layers_of_;  // (period iteration, op) -> whole layers
+  // Note [Compressed exchanges], for this server's operations with a lossy encoding.
+  const std::map<std::string, std::unique_ptr<WireFormat>> formats_;
+  LayerValues reference_;  // r: what this server last answered
   std::deque<std::vector<Exchange>> posted_;  // iterations whose receives are posted
 };
 

@@ -32,6 +32,23 @@
 // Operations must carry whole layers (the PS schedulers fuse whole layers) and one
 // operation per message (their dispatch policy never fuses); both are checked.
 //
+// Note [Compressed exchanges]
+// ---------------------------
+// Rule: an operation whose encoding (CommOp::encoding) is fp16, bf16 or int8
+// pushes enc(x + e): x the worker's gradients (ps) or its parameters minus r
+// (ps-interleaved), e the worker's error feedback, then e ← x + e − dec(enc(x + e)).
+// The server decodes the pushes and averages them in worker order (adding r back
+// for parameters). r, per layer, is the value last answered. The server encodes
+// each answer once, relative to r, as enc(v − r) (v: its new parameters or
+// centre), sends those same bytes to every worker, and it and every worker set
+// r ← r + dec(bytes); a ps worker's parameters become r.
+// Invariant: after each exchange the server and every worker hold bit-identical
+// r (the same bytes decoded, the same float32 addition), starting from the common
+// initial parameters.
+// Why: error feedback per destination would send each worker other bytes and the
+// workers' models would drift apart; relative to r, what an answer loses (v − r
+// after it) is carried by the next answer, with no buffer of its own.
+//
 // Thread-safety: the executor is used by the engine's communication thread; it
 // owns one more thread that waits for its exchanges. run_server runs on the
 // calling thread.

@@ -153,6 +153,123 @@ TEST(Server, SynchronousPsStepsItsOptimizerWithTheMeanGradient) {
   }
 }
 
+// Note [Compressed exchanges]: two workers' real executors
+// (make_parameter_server_executor) and a real server over Gloo, every operation
+// encoded `codec`. Worker k pushes pushes[t][k][i] (gradients or parameters);
+// returns what each worker's executor completed, [worker][iteration][operation].
+std::vector<std::vector<std::vector<torch::Tensor>>> executor_exchanges(
+    Schedule schedule, const std::string& codec, std::vector<std::vector<torch::Tensor>> server_layers,
+    LayerOptimizer* optimizer, const std::vector<std::vector<std::vector<torch::Tensor>>>& pushes) {
+  for (auto& ops : schedule.iterations) {
+    for (CommOp& op : ops) op.encoding = parse_encoding(codec, "test");
+  }
+  constexpr int kWorld = Fixture::kWorkers + 1;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const auto iterations = static_cast<std::int64_t>(pushes.size());
+  auto server = std::async(std::launch::async, [&] {
+    auto group = make_gloo_group(store, Fixture::kWorkers, kWorld, 30);
+    run_server({.schedule = &schedule, .layers = server_layers, .optimizer = optimizer, .group = group,
+                .workers = Fixture::kWorkers, .server = 0, .iterations = iterations});
+  });
+  std::vector<std::future<std::vector<std::vector<torch::Tensor>>>> workers;
+  for (int k = 0; k < Fixture::kWorkers; ++k) {
+    workers.push_back(std::async(std::launch::async, [&, k] {
+      const EngineOptions options{.schedule = &schedule, .layers = Fixture::server_layers(),  // the common start
+                                  .collectives = make_gloo_group(store, k, kWorld, 30),
+                                  .workers = Fixture::kWorkers};
+      auto executor = make_parameter_server_executor(options);
+      std::vector<std::vector<torch::Tensor>> received;
+      for (int t = 0; t < static_cast<int>(iterations); ++t) {
+        auto& answers = received.emplace_back();
+        for (int i = 0; i < static_cast<int>(schedule.ops(t).size()); ++i) {
+          const torch::Tensor& push = pushes[static_cast<size_t>(t)][static_cast<size_t>(k)][static_cast<size_t>(i)];
+          const Message message{.ops = {{.iteration = t, .index = i}}, .bytes = schedule.ops(t)[static_cast<size_t>(i)].bytes()};
+          const torch::Tensor packed = push.clone();
+          auto started = executor->start(schedule, message, packed);
+          started.done->waitAndThrow();
+          executor->complete(schedule, message, packed, started.result);
+          answers.push_back(started.result);
+        }
+      }
+      return received;
+    }));
+  }
+  std::vector<std::vector<std::vector<torch::Tensor>>> out;
+  for (auto& w : workers) out.push_back(w.get());
+  server.get();
+  return out;
+}
+
+// Random pushes for `iterations`, then `quiet` iterations of zeros: [t][worker][op],
+// op 0 of two values (layer 1), op 1 of three (layer 0).
+std::vector<std::vector<std::vector<torch::Tensor>>> random_pushes(int iterations, int quiet, double scale) {
+  torch::manual_seed(42);
+  std::vector<std::vector<std::vector<torch::Tensor>>> pushes(static_cast<size_t>(iterations + quiet));
+  for (int t = 0; t < iterations + quiet; ++t) {
+    for (int k = 0; k < Fixture::kWorkers; ++k) {
+      auto& ops = pushes[static_cast<size_t>(t)].emplace_back();
+      for (std::int64_t n : {2, 3}) ops.push_back(t < iterations ? torch::randn({n}) * scale : torch::zeros({n}));
+    }
+  }
+  return pushes;
+}
+
+// Synchronous PS: the workers get the same bits after every exchange, and error
+// feedback (on the pushes; relative answers) keeps the job on the float32 run's
+// track: once the gradients stop, the parameters settle at the float32 run's.
+TEST(CompressedExchange, SynchronousPsWorkersHoldTheSameBitsAndSettleOnFloat32) {
+  const Fixture f;
+  const Schedule schedule = f.schedule({.alpha = 0, .beta = 0});
+  const auto pushes = random_pushes(6, 6, 1.0);
+  const auto run = [&](const std::string& codec, std::vector<std::vector<torch::Tensor>>& layers) {
+    LayerOptimizer sgd(layers, {.kind = "sgd", .lr = 0.5});
+    return executor_exchanges(schedule, codec, layers, &sgd, pushes);
+  };
+  auto exact_layers = Fixture::server_layers();
+  const auto exact = run("none", exact_layers);
+  for (const std::string codec : {"fp16", "bf16", "int8"}) {
+    auto layers = Fixture::server_layers();
+    const auto received = run(codec, layers);
+    for (std::size_t t = 0; t < pushes.size(); ++t) {
+      for (std::size_t i = 0; i < 2; ++i) {
+        EXPECT_TRUE(torch::equal(received[0][t][i], received[1][t][i]))
+            << codec << " iteration " << t << " op " << i << ": " << received[0][t][i] << received[1][t][i];
+        EXPECT_TRUE(torch::allclose(received[0][t][i], exact[0][t][i], 0, 0.05)) << codec << " iteration " << t;
+      }
+      EXPECT_FALSE(t == 0 && torch::equal(received[0][t][1], exact[0][t][1])) << codec << ": not encoded at all?";
+    }
+    const std::size_t last = pushes.size() - 1;
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(torch::allclose(received[0][last][i], exact[0][last][i], 1e-5, 1e-5))
+          << codec << " op " << i << ": " << received[0][last][i] << exact[0][last][i];
+    }
+    // What the workers hold is the server's model.
+    EXPECT_TRUE(torch::allclose(received[0][last][0], layers[1][0], 1e-5, 1e-5)) << codec;
+  }
+}
+
+// ps-interleaved with α = β = 1: every worker ends each exchange at the centre
+// (w − 1·(w − r): r up to the rounding of that arithmetic), near the float32 run's.
+TEST(CompressedExchange, ElasticAveragingWorkersAgreeOnTheCentre) {
+  const Fixture f;
+  const Schedule schedule = f.schedule({.alpha = 1, .beta = 1});
+  auto pushes = random_pushes(4, 0, 0.1);
+  for (std::size_t t = 0; t < pushes.size(); ++t) {  // parameters near the start, as a worker's would be
+    for (auto& ops : pushes[t]) {
+      ops[0] += vec({4, 5});
+      ops[1] += vec({1, 2, 3});
+    }
+  }
+  const auto exact = executor_exchanges(schedule, "none", Fixture::server_layers(), nullptr, pushes);
+  const auto received = executor_exchanges(schedule, "int8", Fixture::server_layers(), nullptr, pushes);
+  for (std::size_t t = 0; t < pushes.size(); ++t) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(torch::allclose(received[0][t][i], received[1][t][i], 0, 1e-6)) << "iteration " << t << " op " << i;
+      EXPECT_TRUE(torch::allclose(received[0][t][i], exact[0][t][i], 0, 0.01)) << "iteration " << t;
+    }
+  }
+}
+
 TEST(Server, RejectsAnOperationThatSplitsALayer) {
   const Fixture f;
   Schedule schedule = f.schedule({.alpha = 0.1, .beta = 0.5});

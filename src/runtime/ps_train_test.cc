@@ -8,10 +8,14 @@
 //   reference is `flsgd --H 1`, computed by all-reduce instead of servers;
 // - with the defaults (T = 3, α = β/P) the workers' models differ — elastic
 //   averaging keeps them apart — so the comparisons above can fail;
+// - pushes and answers in int8 or fp16 (Note [Compressed exchanges]) learn as
+//   float32 does, and ps's workers still end with the same bits;
 // - a killed server or worker fails the job promptly, naming it, and leaves no
 //   process behind.
 // (ps_train_slow_test.cc: the cnn learns Fashion-MNIST with ps-interleaved.)
 #include <cmath>
+#include <numeric>
+#include <sstream>
 
 #include "runtime/train_test_util.h"
 
@@ -84,6 +88,46 @@ TEST_F(PsTrainTest, InterleavedWithFullElasticityIsPerStepModelAveraging) {
 TEST_F(PsTrainTest, ElasticAveragingKeepsTheWorkersApart) {
   const auto ps = train("psi-default", {"--strategy", "ps-interleaved", "--servers", "1"}, 2);
   EXPECT_GT(max_difference(ps[0], ps[1]), 1e-4);
+}
+
+// Note [Compressed exchanges] (runtime/parameter_server.h), for real: the mlp on
+// Fashion-MNIST with 2 workers and 1 server, its pushes and answers in int8 or
+// fp16, learns as the float32 run does, and ps's workers end with the same bits.
+TEST_F(PsTrainTest, CompressedExchangesLearnLikeFloat32) {
+  // Rank 0's mean loss over its first 5 and its last 20 iterations.
+  const auto losses = [&](const std::string& name, std::vector<std::string> flags) {
+    const fs::path metrics = dir_ / (name + ".jsonl");
+    flags.insert(flags.end(), {"--metrics", metrics.string()});
+    const fs::path params = dir_ / (name + ".params");
+    std::vector<std::string> args{"train", "--model", "mlp", "--steps", "80", "--batch", "32", "--lr", "0.05",
+                                  "--nproc", "2", "--servers", "1", "--save-params", params.string(),
+                                  "--no-progress"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto [status, err] = weft(name, args);
+    EXPECT_EQ(status, 0) << err;
+    std::vector<double> loss;
+    std::istringstream lines(read_text(metrics));
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["rank"] == 0 && j.contains("loss")) loss.push_back(j["loss"]);
+    }
+    EXPECT_EQ(loss.size(), 80u) << name;
+    if (loss.size() < 25) return std::pair{0.0, 0.0};
+    const auto mean = [](auto a, auto b) { return std::accumulate(a, b, 0.0) / static_cast<double>(b - a); };
+    return std::pair{mean(loss.begin(), loss.begin() + 5), mean(loss.end() - 20, loss.end())};
+  };
+  const auto [first, exact] = losses("ps", {"--strategy", "ps"});
+  EXPECT_LT(exact, 0.7 * first) << "float32 ps: " << first << " -> " << exact;
+  for (const std::string codec : {"int8", "fp16"}) {
+    const auto [start, last] = losses("ps-" + codec, {"--strategy", "ps", "--compression", codec});
+    EXPECT_LT(last, 0.7 * start) << codec << ": " << start << " -> " << last;
+    EXPECT_LT(last, 1.1 * exact) << codec << ": " << last << " against float32's " << exact;
+    const fs::path params = dir_ / ("ps-" + codec + ".params");
+    EXPECT_EQ(read_floats(params.string() + ".rank0"), read_floats(params.string() + ".rank1")) << codec;
+  }
+  const auto [start, last] =
+      losses("psi-int8", {"--strategy", "ps-interleaved", "--T", "1", "--compression", "int8"});
+  EXPECT_LT(last, 0.7 * start) << "ps-interleaved int8: " << start << " -> " << last;
 }
 
 TEST_F(PsTrainTest, AKilledServerFailsTheJobByName) {

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -139,12 +140,25 @@ void require_servers(const Cluster& cluster) {
   }
 }
 
+// The encoding of every push and answer: an element-wise codec, or none. PowerSGD
+// needs its factors summed before Q is computed, which a point-to-point exchange
+// does not do (docs/compression.md). THROWS UsageError naming what is accepted.
+Encoding exchange_encoding(const StrategyOptions& options, std::string_view strategy) {
+  if (options.compression.codec == Encoding::Codec::kPowerSgd) {
+    throw UsageError(fmt::format("--compression {}: strategy {} exchanges with parameter servers point to point, "
+                                 "where weft compresses element-wise; accepted with {}: none, fp16, bf16, int8",
+                                 to_string(options.compression), strategy, strategy));
+  }
+  return options.compression;
+}
+
 // One push-update-pull of a whole group. It may leave once the backward of its
 // smallest layer ends, and the next forward needs the pulled parameters first at
 // that same layer: the group's input-side end.
-CommOp group_op(const Profile& profile, const std::vector<int>& group, int idx, int server) {
+CommOp group_op(const Profile& profile, const std::vector<int>& group, int idx, int server, Encoding encoding) {
   CommOp op;
   op.kind = OpKind::kParameterServer;
+  op.encoding = encoding;
   for (int l : group) {
     op.chunks.push_back({.layer = l, .offset = 0, .length = profile.layers[static_cast<size_t>(l)].bytes()});
   }
@@ -173,8 +187,9 @@ DispatchPolicy unlimited_credit(const Profile& profile) {
 
 }  // namespace
 
-Schedule make_ps(const Profile& profile, const Cluster& cluster, const StrategyOptions&) {
+Schedule make_ps(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) {
   require_servers(cluster);
+  const Encoding encoding = exchange_encoding(options, "ps");
   const LayerGroups groups = ps::fuse_layers(profile);
   const std::vector<int> server = ps::assign_servers(ps::group_bytes(profile, groups), cluster.servers);
 
@@ -185,7 +200,8 @@ Schedule make_ps(const Profile& profile, const Cluster& cluster, const StrategyO
   schedule.easgd = {.alpha = 0, .beta = 0};  // Note [What the server does]: averaged gradients, SGD
   std::vector<CommOp>& ops = schedule.iterations.emplace_back();
   for (int idx = 0; idx < static_cast<int>(groups.size()); ++idx) {
-    ops.push_back(group_op(profile, groups[static_cast<size_t>(idx)], idx, server[static_cast<size_t>(idx)]));
+    ops.push_back(
+        group_op(profile, groups[static_cast<size_t>(idx)], idx, server[static_cast<size_t>(idx)], encoding));
   }
   schedule.options_json = nlohmann::json{{"groups", groups.size()}}.dump();
   return schedule;
@@ -194,6 +210,7 @@ Schedule make_ps(const Profile& profile, const Cluster& cluster, const StrategyO
 Schedule make_ps_interleaved(const Profile& profile, const Cluster& cluster,
                              const StrategyOptions& options) {
   require_servers(cluster);
+  const Encoding encoding = exchange_encoding(options, "ps-interleaved");
   const int T = options.T;
   if (T < 1) throw UsageError(fmt::format("--T {}: expected an integer >= 1", T));
   const double beta = options.easgd_beta;
@@ -218,7 +235,8 @@ Schedule make_ps_interleaved(const Profile& profile, const Cluster& cluster,
   for (int t = 0; t < T; ++t) {
     std::vector<CommOp>& ops = schedule.iterations.emplace_back();
     for (int idx : ps::groups_in_iteration(static_cast<int>(groups.size()), t, T)) {
-      CommOp op = group_op(profile, groups[static_cast<size_t>(idx)], idx, server[static_cast<size_t>(idx)]);
+      CommOp op =
+          group_op(profile, groups[static_cast<size_t>(idx)], idx, server[static_cast<size_t>(idx)], encoding);
       op.release_offset = ps::release_offsets(profile, groups, slots, idx, P);
       ops.push_back(std::move(op));
     }

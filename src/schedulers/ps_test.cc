@@ -347,6 +347,32 @@ TEST(PsSchedule, BadOptionsNameTheirFlag) {
   EXPECT_THROW(make_ps(p, no_server, {}), UsageError);
 }
 
+// Note [Compressed exchanges] (runtime/parameter_server.h): the element-wise
+// codecs become every operation's encoding; PowerSGD is refused, naming what is
+// accepted.
+TEST(PsSchedule, CompressionIsEveryOperationsEncodingAndElementwiseOnly) {
+  const Profile p = nine_groups();
+  const Cluster c = ps_cluster(4, 1_Gbit);
+  StrategyOptions options;
+  options.compression = parse_encoding("int8", "--compression");
+  for (const Schedule& s : {make_ps(p, c, options), make_ps_interleaved(p, c, options),
+                            find_strategy("ps").make(p, c, options)}) {
+    for (const auto& ops : s.iterations) {
+      for (const CommOp& op : ops) EXPECT_EQ(to_string(op.encoding), "int8") << s.strategy;
+    }
+  }
+  options.compression = parse_encoding("powersgd:2", "--compression");
+  for (SchedulerFn make : {SchedulerFn(make_ps), SchedulerFn(make_ps_interleaved)}) {
+    try {
+      make(p, c, options);
+      ADD_FAILURE() << "powersgd:2 accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--compression powersgd:2"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("none, fp16, bf16, int8"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(PsSchedule, RegisteredInTheTable) {
   for (std::string_view name : {"ps", "ps-interleaved"}) {
     const StrategyInfo& info = find_strategy(name);
@@ -416,6 +442,43 @@ TEST(PsSimulation, SimultaneousPushesIntoOneServerTakePTimesOnePush) {
     // A server link P times faster removes the incast: it is the server's link.
     EXPECT_NEAR(push_seconds(P, P * B) / one, 1.0, 1e-6) << P << " workers, fat server";
   }
+}
+
+// A compressed push and answer move their wire bytes (schedule/wire_cost.h), and
+// pay the codec's compute as start-up; so the iteration is shorter.
+TEST(PsSimulation, CompressedExchangesMoveTheirWireBytes) {
+  const Bytes n = 4_MiB;
+  Profile p;
+  p.model = "one-layer";
+  p.layers.push_back({.name = "fc", .params = n / 4, .bytes_per_param = 4, .fp = 1e-3, .bp = 2e-3});
+  Cluster c = ps_cluster(1, 100_Mbit);
+  // Seconds of each push and of each pull, and the iteration, without start-ups.
+  const auto run = [&](const char* codec) {
+    StrategyOptions options;
+    options.compression = parse_encoding(codec, "--compression");
+    const Timeline t = simulate(make_ps(p, c, options), p, c, {.iterations = 2, .record_iterations = 1});
+    std::map<std::string, Seconds> seconds;
+    for (const Event& e : t.events) {
+      if (e.name.starts_with("push ") || e.name.starts_with("pull ")) seconds[e.name.substr(0, 4)] = e.end - e.start;
+    }
+    seconds["iteration"] = t.summary.iteration;
+    return seconds;
+  };
+  const auto none = run("none");
+  for (const char* codec : {"fp16", "int8"}) {
+    const auto encoded = run(codec);
+    const double wire = static_cast<double>(elementwise_wire_bytes(parse_encoding(codec, "x"), n / 4));
+    for (const char* direction : {"push", "pull"}) {
+      EXPECT_NEAR(encoded.at(direction) - c.latency, wire / c.bandwidth, 1e-9) << codec << " " << direction;
+      EXPECT_NEAR(none.at(direction) - c.latency, static_cast<double>(n) / c.bandwidth, 1e-9) << direction;
+    }
+    EXPECT_LT(encoded.at("iteration"), 0.6 * none.at("iteration")) << codec;
+  }
+  // The codec's compute is start-up time on each direction.
+  c.host.codec_cost["int8"] = 1e-8;
+  const auto costed = run("int8");
+  const double wire = static_cast<double>(elementwise_wire_bytes(parse_encoding("int8", "x"), n / 4));
+  EXPECT_NEAR(costed.at("push") - c.latency, wire / c.bandwidth + 1e-8 * static_cast<double>(n / 4), 1e-9);
 }
 
 TEST(PsSimulation, RandomSchedulesRunToTheEnd) {

@@ -39,11 +39,6 @@ const std::vector<StrategyInfo>& strategies() {
 Schedule StrategyInfo::make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const {
   Schedule schedule = scheduler(profile, cluster, options);
   if (!lossy(options.compression)) return schedule;
-  if (family == Family::kParameterServer) {
-    throw UsageError(fmt::format("--compression {}: strategy {} pushes to parameter servers, which this weft does "
-                                 "not compress yet; compression applies to the S-SGD and local SGD strategies",
-                                 to_string(options.compression), name));
-  }
   for (auto& ops : schedule.iterations) {
     for (CommOp& op : ops) op.encoding = options.compression;
   }

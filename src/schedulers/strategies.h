@@ -40,9 +40,9 @@ struct StrategyInfo {
   std::string_view summary;  // one line, for --help and the README table
   SchedulerFn scheduler;
 
-  // The strategy's schedule, its operations encoded as options.compression says.
-  // THROWS UsageError if the strategy is not synchronous and the encoding is lossy:
-  // parameter averages and PS exchanges are not compressed (docs/compression.md).
+  // The strategy's schedule, its operations encoded as options.compression says
+  // (docs/compression.md). THROWS UsageError as the scheduler does (the parameter
+  // servers' exchanges take the element-wise encodings only).
   Schedule make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const;
 };
 

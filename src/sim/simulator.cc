@@ -318,6 +318,7 @@ class Simulation {
   void end_start_delays(Seconds now);
   void start_collective(int seq, Seconds now);
   Flow encoded_flow(const Message& message) const;
+  Flow encoded_ps_flow(const Part& part, bool push) const;
   void on_collective_done(int seq, Seconds now);
   void launch_ps(int w, Message message, Seconds now);
   Channel& push_channel(const Part& part);
@@ -1074,11 +1075,32 @@ void Simulation::push_when_due(int p, Seconds now) {
   }
 }
 
+// A push or an answer moves its part's wire bytes (Note [Compressed exchanges] in
+// runtime/parameter_server.h), and each direction pays the codec's compute for
+// its values as start-up: one encode and the decodes, as for a collective
+// (schedule/wire_cost.h).
+Flow Simulation::encoded_ps_flow(const Part& part, bool push) const {
+  const int worker = worker_id(ps_messages_[static_cast<size_t>(part.message)].worker);
+  const CommOp& first = schedule_.ops(part.ops.front().iteration)[static_cast<size_t>(part.ops.front().index)];
+  WireCost cost{.bytes = part.bytes};
+  if (lossy(first.encoding)) {
+    std::vector<Chunk> chunks;
+    for (const OpRef& ref : part.ops) {
+      const auto& op = schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)];
+      chunks.insert(chunks.end(), op.chunks.begin(), op.chunks.end());
+    }
+    cost = wire_cost(first.encoding, chunks, profile_, host_);
+  }
+  Flow flow = push ? push_flow(cluster_, worker, part.server, cost.bytes)
+                   : pull_flow(cluster_, part.server, worker, cost.bytes);
+  flow.startup += cost.compute;
+  return flow;
+}
+
 void Simulation::start_push(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
-  part.flow = network_.start(push_flow(cluster_, worker_id(worker), part.server, part.bytes), now,
-                             message_stretch(worker));
+  part.flow = network_.start(encoded_ps_flow(part, /*push=*/true), now, message_stretch(worker));
   tag_flow(part.flow, {FlowTag::Kind::kPush, p});
 }
 
@@ -1137,8 +1159,7 @@ OpRef Simulation::next_op_of(int server, OpRef op) const {
 void Simulation::start_pull(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
-  part.flow = network_.start(pull_flow(cluster_, part.server, worker_id(worker), part.bytes), now,
-                             message_stretch(worker));
+  part.flow = network_.start(encoded_ps_flow(part, /*push=*/false), now, message_stretch(worker));
   tag_flow(part.flow, {FlowTag::Kind::kPull, p});
 }
 
