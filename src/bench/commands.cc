@@ -39,11 +39,17 @@ std::string planned_bandwidth(const Tools& tools, const Link& link, int servers)
 }
 
 // `servers` > 0: a parameter-server cluster, each server's link the workers'.
-// Also --profile, --network and --host.
-std::vector<std::string> cluster_flags(const Tools& tools, const Link& link, const LinkFiles& files, int servers) {
-  std::vector<std::string> flags{"--profile", files.profile, "--workers", std::to_string(tools.workers),
-                                 "--bandwidth", planned_bandwidth(tools, link, servers), "--network", files.network};
+// --profile, --network and, where the bench measured one, --host.
+std::vector<std::string> file_flags(const LinkFiles& files) {
+  std::vector<std::string> flags{"--profile", files.profile, "--network", files.network};
   if (!files.host.empty()) flags = concat(flags, {"--host", files.host});
+  return flags;
+}
+
+// file_flags too.
+std::vector<std::string> cluster_flags(const Tools& tools, const Link& link, const LinkFiles& files, int servers) {
+  std::vector<std::string> flags = concat(
+      file_flags(files), {"--workers", std::to_string(tools.workers), "--bandwidth", planned_bandwidth(tools, link, servers)});
   if (servers > 0) flags = concat(flags, {"--arch", "ps", "--servers", std::to_string(servers)});
   return flags;
 }
@@ -187,8 +193,7 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
                          "--outer-momentum", exact(training.outer_momentum)});
   }
   argv = concat(argv, strategy_flags(options));
-  argv = concat(argv, {"--profile", files.profile, "--network", files.network, "--metrics", metrics, "--no-progress"});
-  if (!files.host.empty()) argv = concat(argv, {"--host", files.host});
+  argv = concat(concat(argv, file_flags(files)), {"--metrics", metrics, "--no-progress"});
   if (link.emulated()) argv = concat(argv, {"--bandwidth", planned_bandwidth(tools, link, servers)});
   if (!trace.empty()) argv = concat(argv, {"--trace", trace});
   if (link.emulated()) return under_netem(tools, link, argv, servers);
