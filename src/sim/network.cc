@@ -94,6 +94,7 @@ Network::FlowId Network::start(Flow flow, Seconds now, Stretch stretch) {
     f.more_links = std::move(flow.links);
   }
   ++in_flight_;
+  if (clock_link_ >= 0) tick(now);
   now_ = now;
   // A flow without startup begins transferring at once, so that the rates of the
   // others change now rather than at a separate event.
@@ -121,10 +122,17 @@ const std::vector<Network::FlowId>& Network::advance(Seconds t) {
   // may start flows while it walks that list.
   free_ids_.insert(free_ids_.end(), finished_.begin(), finished_.end());
   finished_.clear();
+  if (clock_link_ >= 0) tick(t);
   now_ = t;
-  // `finish` is the expression next_event() is the minimum of, so the flow that
-  // defined it finishes exactly at t, whatever rounding `remaining` would carry.
-  if (t >= first_finish_) {  // else no transfer ends now: only startups do
+  // `finish` (or the clock's first tag) is what next_event() is the minimum of, so
+  // the flow that defined it finishes exactly at t, whatever the rounding.
+  if (t >= first_finish_ && clock_link_ >= 0) {
+    clock_ = std::max(clock_, by_tag_.begin()->first);
+    while (!by_tag_.empty() && by_tag_.begin()->first <= clock_) {
+      finished_.push_back(by_tag_.begin()->second);
+      by_tag_.erase(by_tag_.begin());
+    }
+  } else if (t >= first_finish_) {  // else no transfer ends now: only startups do
     for (const Transfer& x : transfers_) {
       if (x.finish <= t) finished_.push_back(x.id);
     }
@@ -173,7 +181,18 @@ void Network::set_stretch(FlowId id, Stretch stretch, Seconds now) {
   }
   FlowState& f = flows_[static_cast<size_t>(id)];
   if (stretch == f.stretch) return;
+  if (clock_link_ >= 0) tick(now);
   now_ = now;
+  if (f.phase == Phase::kTransfer && clock_link_ >= 0) {
+    Transfer& x = transfers_[f.position];
+    by_tag_.erase({x.tag, id});
+    x.tag = clock_ + std::max(0.0, x.tag - clock_) / x.stretch * stretch.transfer;
+    x.stretch = stretch.transfer;
+    by_tag_.emplace(x.tag, id);
+    f.stretch = stretch;
+    update_next_event();
+    return;
+  }
   Seconds& event = f.phase == Phase::kStartup ? f.startup_end : transfers_[f.position].finish;
   const Seconds old_event = event;
   if (f.phase == Phase::kStartup) {
@@ -208,10 +227,15 @@ Seconds Network::busy_time(int link, Seconds at) const {
 
 bool Network::begin_transfer(FlowId id) {
   FlowState& f = flows_[static_cast<size_t>(id)];
+  if (clock_link_ >= 0 && (f.n_links != 1 || f.links()[0] != clock_link_)) stop_clock();
   f.phase = Phase::kTransfer;
   f.position = transfers_.size();
   transfers_.push_back({.remaining = f.volume, .since = now_, .rate = 0, .progress = 0, .finish = kNever,
                         .weight = f.weight, .stretch = f.stretch.transfer, .id = id});
+  if (clock_link_ >= 0) {
+    transfers_.back().tag = clock_ + f.volume * f.stretch.transfer / f.weight;
+    by_tag_.emplace(transfers_.back().tag, id);
+  }
   if (f.n_links != 1) ++multi_link_transfers_;
   if (f.weight == std::floor(f.weight)) {
     weight_sum_ += f.weight;
@@ -243,10 +267,12 @@ bool Network::end_transfer(FlowId id) {
   } else {
     --inexact_weights_;
   }
+  if (clock_link_ >= 0) by_tag_.erase({transfers_[f.position].tag, id});
   // Swap-remove: O(1), and the order stays a deterministic function of the calls.
   transfers_[f.position] = transfers_.back();
   flows_[static_cast<size_t>(transfers_[f.position].id)].position = f.position;
   transfers_.pop_back();
+  if (transfers_.empty()) clock_link_ = -1;
   return shared;
 }
 
@@ -281,15 +307,23 @@ Seconds Network::compute_rates() {
   Seconds next = kNever;
   if (transfers_.empty()) return next;
   const int first_link = flows_[static_cast<size_t>(transfers_[0].id)].links()[0];
-  if (multi_link_transfers_ == 0 &&
-      links_[static_cast<size_t>(first_link)].transferring == static_cast<int>(transfers_.size())) {
-    // One link (every all-reduce flow): it is the only bottleneck and one share
-    // freezes every flow, as the general loop below would, in the same order.
-    double weights = weight_sum_;
-    if (inexact_weights_ > 0 || !weight_sum_exact_) {
-      weights = 0;
-      for (const Transfer& x : transfers_) weights += x.weight;
+  const bool one_link = multi_link_transfers_ == 0 &&
+      links_[static_cast<size_t>(first_link)].transferring == static_cast<int>(transfers_.size());
+  if (one_link && inexact_weights_ == 0 && weight_sum_exact_) {
+    if (clock_link_ != first_link) {
+      if (clock_link_ >= 0) stop_clock();
+      start_clock(first_link);
     }
+    clock_share_ = link_set_.capacity[static_cast<size_t>(first_link)] / weight_sum_;
+    first_finish_ = clock_finish(by_tag_.begin()->first);
+    return first_finish_;
+  }
+  if (clock_link_ >= 0) stop_clock();
+  if (one_link) {
+    // Fractional weights on one link: it is the only bottleneck and one share
+    // freezes every flow, as the general loop below would, in the same order.
+    double weights = 0;
+    for (const Transfer& x : transfers_) weights += x.weight;
     const double share = link_set_.capacity[static_cast<size_t>(first_link)] / weights;
     for (Transfer& x : transfers_) {
       bank(x.remaining, x.since, x.progress, now_);
@@ -380,8 +414,48 @@ Seconds Network::next_startup_end() const {
 void Network::update_next_event() {
   Seconds next = next_startup_end();
   first_finish_ = kNever;
-  for (const Transfer& x : transfers_) first_finish_ = std::min(first_finish_, x.finish);
+  if (clock_link_ >= 0) {
+    if (!by_tag_.empty()) first_finish_ = clock_finish(by_tag_.begin()->first);
+  } else {
+    for (const Transfer& x : transfers_) first_finish_ = std::min(first_finish_, x.finish);
+  }
   next_event_ = std::min(next, first_finish_);
+}
+
+// Note [One link, one clock]: the flows' bytes become tags, V starting from 0.
+void Network::start_clock(int link) {
+  clock_link_ = link;
+  clock_ = 0;
+  clock_since_ = now_;
+  by_tag_.clear();
+  for (Transfer& x : transfers_) {
+    bank(x.remaining, x.since, x.progress, now_);
+    x.tag = x.remaining * x.stretch / x.weight;
+    by_tag_.emplace(x.tag, x.id);
+  }
+}
+
+// The tags become bytes again, and each flow's rate and finish what the clock
+// gave them. REQUIRES: tick(now_) done.
+void Network::stop_clock() {
+  for (Transfer& x : transfers_) {
+    x.remaining = std::max(0.0, x.tag - clock_) * x.weight / x.stretch;
+    x.since = now_;
+    x.rate = clock_share_ * x.weight;
+    x.progress = progress_of(x.rate, x.stretch);
+    x.finish = clock_finish(x.tag);
+  }
+  clock_link_ = -1;
+  by_tag_.clear();
+}
+
+void Network::tick(Seconds t) {
+  clock_ += (t - clock_since_) * clock_share_;
+  clock_since_ = t;
+}
+
+Seconds Network::clock_finish(double tag) const {
+  return clock_since_ + std::max(0.0, tag - clock_) / clock_share_;
 }
 
 }  // namespace weft

@@ -15,9 +15,10 @@
 // events, and advances the network to each event in time order.
 //
 // Cost: an event touches only the flows in flight and the links they cross, so the
-// common case of one to three concurrent flows costs a few dozen operations; with
-// thousands in flight (a large credit), each event is one pass over a dense array
-// of them (Note [Transfers in one array]).
+// common case of one to three concurrent flows costs a few dozen operations. With
+// thousands in flight (a large credit) on one link, an event costs O(log n) (Note
+// [One link, one clock]); on several links, one pass over a dense array of them
+// (Note [Transfers in one array]).
 //
 // Note [Flows alone]
 // ------------------
@@ -29,13 +30,23 @@
 //
 // Note [Transfers in one array]
 // -----------------------------
-// Every event changes the rate of each flow sharing a link with the one that
-// began or ended, and banks the bytes each moved at its old rate; that work is
-// inherent to the model (the rounding of each flow's bytes left is part of its
-// result). So the transferring flows' changing state lives in one contiguous
-// array, in the order they began (swap-removed on finishing), and an event where
-// every flow crosses the same one link is a single pass over it whose weight sum
-// is kept as it goes whenever integral weights make the sum exact in any order.
+// Off the clock (Note [One link, one clock]), every event changes the rate of
+// each flow sharing a link with the one that began or ended, and banks the bytes
+// each moved at its old rate. So the transferring flows' changing state lives in
+// one contiguous array, in the order they began (swap-removed on finishing).
+//
+// Note [One link, one clock]
+// ---------------------------
+// Rule: while every transferring flow crosses one and the same link and the
+// weights are integers, the network keeps one virtual clock V instead of each
+// flow's bytes: V grows at the link's share per unit of weight (capacity over the
+// weights' sum), and a flow that begins at V0 with b bytes, weight w and stretch s
+// ends when V reaches its tag V0 + b·s/w. Flows are kept ordered by tag.
+// Invariant: a flow's bytes left are (tag − V)·w/s; leaving the clock (a flow on
+// another link, or a fractional weight) turns the tags back into bytes.
+// Why: a start or an end then changes one sum and one ordered set, O(log n),
+// instead of re-rating every flow in flight; the times differ from banking each
+// flow's bytes only in their last bits (a relative 1e-15).
 //
 // Thread-safety: not thread-safe; one Network per simulation.
 #pragma once
@@ -43,6 +54,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -105,7 +117,8 @@ class Network {
   // The current rate of a transferring flow, in bytes/s per link; 0 during startup.
   BytesPerSecond rate(FlowId id) const {
     const FlowState& f = flows_[static_cast<size_t>(id)];
-    return f.phase == Phase::kTransfer ? transfers_[f.position].rate : 0;
+    if (f.phase != Phase::kTransfer) return 0;
+    return clock_link_ >= 0 ? clock_share_ * f.weight : transfers_[f.position].rate;
   }
 
   // Seconds, up to `at`, during which at least one flow was transferring on `link`.
@@ -149,6 +162,7 @@ class Network {
     Seconds finish = kNever;  // at the current rate
     double weight = 1;
     double stretch = 1;       // stretch.transfer
+    double tag = 0;           // while the clock runs, instead of the above (Note [One link, one clock])
     FlowId id = 0;
     bool frozen = false;      // scratch for progressive filling
   };
@@ -176,6 +190,11 @@ class Network {
   Seconds compute_rates();  // returns the earliest finish among the transfers
   Seconds next_startup_end() const;
   void update_next_event();
+  // Note [One link, one clock].
+  void start_clock(int link);
+  void stop_clock();
+  void tick(Seconds t);  // moves V to time t at the current share
+  Seconds clock_finish(double tag) const;
 
   LinkSet link_set_;
   std::vector<LinkState> links_;
@@ -183,14 +202,21 @@ class Network {
   std::vector<FlowId> free_ids_;
   std::vector<FlowId> starting_;      // in kStartup
   std::vector<Transfer> transfers_;   // in kTransfer, by position
-  // Note [Transfers in one array]: transferring flows crossing other than one
-  // link; those whose weight is not an integer; the integral weights' sum, exact
+  // Note [One link, one clock] needs to know: transferring flows crossing other
+  // than one link; those whose weight is not an integer; the integral weights' sum, exact
   // (the same in any order of adding) while every partial sum stays below 2^53.
   static constexpr double kExactSum = 9007199254740992.0;  // 2^53
   int multi_link_transfers_ = 0;
   int inexact_weights_ = 0;
   double weight_sum_ = 0;
   bool weight_sum_exact_ = true;
+  // Note [One link, one clock]: the link (-1: no clock), V at clock_since_, its
+  // rate, and the transferring flows by (tag, id).
+  int clock_link_ = -1;
+  double clock_ = 0;
+  Seconds clock_since_ = 0;
+  double clock_share_ = 0;
+  std::set<std::pair<double, FlowId>> by_tag_;
   std::vector<FlowId> finished_;      // returned by advance()
   std::vector<FlowId> begun_;         // scratch: flows that began transferring in advance()
   std::vector<int> touched_links_;    // scratch for progressive filling

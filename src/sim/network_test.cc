@@ -249,6 +249,75 @@ TEST(Network, OneLinkSharesByWeightWhateverTheWeights) {
   }
 }
 
+// Note [One link, one clock]: the same flows, once with integral weights (the
+// clock) and once with every weight times 1.5 (the same shares, but fractional:
+// each flow's bytes banked), end at the same times to a relative 1e-12 — with
+// stretches changed mid-flight and, in half the trials, now and then a flow on a
+// second link, which stops the clock until the first link is alone again.
+TEST(Network, TheClockEndsFlowsWhenBankingBytesWould) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    struct Event {
+      Seconds at;
+      Flow flow;       // started at `at` (volume < 0: a stretch instead)
+      int target = 0;  // the stretch's flow, by order of start
+      Stretch stretch;
+    };
+    std::vector<Event> events;
+    const int n_flows = std::uniform_int_distribution(1, 40)(rng);
+    for (int f = 0; f < n_flows; ++f) {
+      Flow flow{.startup = std::uniform_int_distribution(0, 2)(rng) == 0 ? 0.5 : 0.0,
+                .volume = std::uniform_real_distribution(0.0, 20.0)(rng),
+                .links = {trial % 2 == 1 && f % 7 == 3 ? 1 : 0},
+                .weight = static_cast<double>(std::uniform_int_distribution(1, 3)(rng))};
+      events.push_back({std::uniform_real_distribution(0.0, 10.0)(rng), flow});
+    }
+    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.at < b.at; });
+    for (int k = 0; k < n_flows / 2; ++k) {
+      const int target = std::uniform_int_distribution(0, n_flows - 1)(rng);
+      const Seconds at = events[static_cast<size_t>(target)].at + std::uniform_real_distribution(0.0, 5.0)(rng);
+      events.push_back({at, Flow{.volume = -1}, target,
+                        Stretch(std::uniform_real_distribution(1.0, 3.0)(rng), std::uniform_real_distribution(1.0, 3.0)(rng))});
+    }
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.at < b.at; });
+
+    auto finishes = [&](double weight_scale) {
+      Network net(make_links({10, 4}));
+      std::vector<Network::FlowId> ids;            // by order of start
+      std::map<Network::FlowId, int> live;         // id -> order of start
+      std::vector<Seconds> done(static_cast<size_t>(n_flows), -1);
+      size_t next = 0;
+      while (next < events.size() || net.next_event() != Network::kNever) {
+        if (next < events.size() && events[next].at <= net.next_event()) {
+          const Event& e = events[next++];
+          if (e.flow.volume >= 0) {
+            Flow flow = e.flow;
+            flow.weight *= weight_scale;
+            ids.push_back(net.start(flow, e.at));
+            live[ids.back()] = static_cast<int>(ids.size()) - 1;
+          } else if (static_cast<size_t>(e.target) < ids.size() && net.in_flight(ids[static_cast<size_t>(e.target)]) &&
+                     live.at(ids[static_cast<size_t>(e.target)]) == e.target) {
+            net.set_stretch(ids[static_cast<size_t>(e.target)], e.stretch, e.at);
+          }
+          continue;
+        }
+        const Seconds t = net.next_event();
+        for (Network::FlowId id : net.advance(t)) {
+          done[static_cast<size_t>(live.at(id))] = t;
+          live.erase(id);
+        }
+      }
+      return done;
+    };
+    const std::vector<Seconds> clock = finishes(1);
+    const std::vector<Seconds> banked = finishes(1.5);
+    for (int f = 0; f < n_flows; ++f) {
+      ASSERT_NEAR(clock[static_cast<size_t>(f)], banked[static_cast<size_t>(f)], 1e-12 * (1 + banked[static_cast<size_t>(f)]))
+          << "trial " << trial << " flow " << f;
+    }
+  }
+}
+
 // Property, on random flows over random links: at every event the rates are
 // feasible and weighted max-min fair (every flow crosses a saturated link on which
 // no flow moves more per unit of its weight), and each flow's rate integrated over
