@@ -48,7 +48,7 @@ WRAPPER_OPTIONS = {
     "failure_timeout": 60.0,         # seconds; as `weft train --failure-timeout`
     "allow": ("ssgd",),              # strategy="auto": the families it may choose from
     "verbose": True,                 # rank 0 says what it runs, on stderr
-    "outer_optimizer": "none",       # local SGD: none or nesterov (docs/local-sgd.md)
+    "outer_optimizer": "none",       # local SGD, EASGD: none or nesterov (docs/local-sgd.md)
     "outer_lr": 1.0,
     "outer_momentum": 0.0,
 }
@@ -121,10 +121,10 @@ class DataParallel(nn.Module):
         if not set(allow) <= set(FAMILIES):
             raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}")
         self._outer = _C.outer_options(str(o["outer_optimizer"]), float(o["outer_lr"]), float(o["outer_momentum"]))
-        if o["outer_optimizer"] != "none" and known.get(strategy) != "local_sgd":
+        if o["outer_optimizer"] != "none" and known.get(strategy) != "local_sgd" and strategy != "ps-interleaved":
             raise ValueError(f"outer_optimizer={o['outer_optimizer']!r}: only the local SGD strategies "
-                             f"({', '.join(s for s, f in known.items() if f == 'local_sgd')}) average parameters; "
-                             f"strategy={strategy!r} does not")
+                             f"({', '.join(s for s, f in known.items() if f == 'local_sgd')}) and EASGD's centre "
+                             f"(ps-interleaved) have an outer step; strategy={strategy!r} has none")
         if str(schedule_options["compression"]).startswith("powersgd") and strategy != "auto" \
                 and known[strategy] == "ps":
             raise ValueError(f"compression={schedule_options['compression']!r}: strategy={strategy!r} exchanges "
@@ -374,7 +374,7 @@ class DataParallel(nn.Module):
         params = [ps for _, ps in layers]
         mirror = Mirror(self._optimizer, params)
         optimizer = _C.LayerOptimizer(params, mirror.options)
-        _C.serve(self._job, plan, params, optimizer, self.workers, int(self._options["steps"]))
+        _C.serve(self._job, plan, params, optimizer, self.workers, int(self._options["steps"]), self._outer)
         sys.exit(0)
 
     # -- checkpoints (docs/checkpoints.md) ----------------------------------

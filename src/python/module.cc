@@ -426,10 +426,13 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("iterations_done", [](PyEngine& e) { return (*e).iterations_done(); });
 
   m.def("serve", [](std::shared_ptr<Job> job, std::shared_ptr<SharedSchedule> plan, Layers layers,
-                    runtime::LayerOptimizer& optimizer, int workers, std::int64_t iterations) {
+                    runtime::LayerOptimizer& optimizer, int workers, std::int64_t iterations,
+                    runtime::OuterOptions outer) {
     py::gil_scoped_release release;
+    std::unique_ptr<runtime::OuterOptimizer> centre;  // EASGD's (ServerOptions::outer)
+    if (outer.enabled() && plan->schedule.easgd.beta > 0) centre = std::make_unique<runtime::OuterOptimizer>(layers, outer);
     runtime::run_server({.schedule = &plan->schedule, .layers = std::move(layers), .optimizer = &optimizer,
-                         .group = job->group.collectives, .workers = workers,
+                         .outer = centre.get(), .group = job->group.collectives, .workers = workers,
                          .server = job->group.rank - workers, .iterations = iterations});
   });
 

@@ -5,7 +5,9 @@
 // - one Nesterov outer step, by hand: flsgd with H = 2 averages once in 2
 //   iterations; from the initial parameters x0 and the plain average A of that run
 //   the outer step gives x0 − lr·(1 + momentum)·(x0 − A);
-// - "eval_agreed" is the evaluation of the mean of the ranks' parameters.
+// - "eval_agreed" is the evaluation of the mean of the ranks' parameters;
+// - EASGD's centre (ps-interleaved) steps by the outer optimizer: lr 1 and
+//   momentum 0 is the plain move, and one Nesterov step is the hand-computed one.
 #include <nlohmann/json.hpp>
 
 #include "runtime/data.h"
@@ -147,6 +149,60 @@ TEST_F(OuterOptimizerTrain, AfterAWholeAverageTheAgreedModelIsRankZerosOwn) {
   ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
   EXPECT_EQ(rank(params, 0), rank(params, 1));
   EXPECT_EQ(line["eval"], line["eval_agreed"]);
+}
+
+// With α = β = 1 and T = 1 one exchange moves the centre from x0 to the workers'
+// mean A (the plain run), and with Nesterov to x0 − lr·(1 + momentum)·(x0 − A),
+// where every worker lands.
+TEST_F(OuterOptimizerTrain, TheEasgdCentreStepsByTheOuterOptimizer) {
+  // ps-interleaved (2 workers, 1 server) for `steps`; each worker's parameters.
+  const auto train_easgd = [&](const std::string& name, int steps, const std::vector<std::string>& flags) {
+    const fs::path params = dir_ / name;
+    std::vector<std::string> args{"train", "--model", "mlp", "--synthetic", "--strategy", "ps-interleaved",
+                                  "--servers", "1", "--nproc", "2", "--steps", std::to_string(steps), "--batch",
+                                  "8", "--lr", "0.05", "--seed", std::to_string(kSeed), "--save-params",
+                                  params.string(), "--no-progress", "--failure-timeout", "30"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto [status, err] = weft(name, args);
+    EXPECT_EQ(status, 0) << err;
+    return std::vector<std::vector<float>>{rank(params, 0), rank(params, 1)};
+  };
+  const auto plain = train_easgd("psi-plain", 20, {});
+  const auto unit = train_easgd("psi-unit", 20, {"--outer-optimizer", "nesterov", "--outer-lr", "1",
+                                                       "--outer-momentum", "0"});
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(plain[r].size(), unit[r].size());
+    double worst = 0;
+    for (size_t i = 0; i < plain[r].size(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::abs(plain[r][i] - unit[r][i])));
+    }
+    EXPECT_LE(worst, 1e-5) << "rank " << r;
+  }
+
+  constexpr double kOuterLr = 0.7, kMomentum = 0.9;
+  const std::vector<std::string> full{"--T", "1", "--easgd-alpha", "1", "--easgd-beta", "1"};
+  const auto average = train_easgd("psi-one-plain", 1, full);
+  std::vector<std::string> nesterov = full;
+  nesterov.insert(nesterov.end(), {"--outer-optimizer", "nesterov", "--outer-lr", fmt::format("{}", kOuterLr),
+                                   "--outer-momentum", fmt::format("{}", kMomentum)});
+  const auto stepped = train_easgd("psi-one-outer", 1, nesterov);
+  auto model = weft::runtime::make_model("mlp", kSeed);
+  std::vector<std::vector<torch::Tensor>> layers;
+  for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
+  const torch::Tensor x0 = weft::runtime::flat_parameters(layers).contiguous();
+  ASSERT_EQ(static_cast<std::int64_t>(average[0].size()), x0.numel());
+  ASSERT_EQ(stepped[0].size(), average[0].size());
+  const float* initial = x0.data_ptr<float>();
+  double worst = 0, moved = 0;
+  for (size_t i = 0; i < average[0].size(); ++i) {
+    const double g = static_cast<double>(initial[i]) - average[0][i];  // the pseudo-gradient
+    for (int r = 0; r < 2; ++r) {  // α = 1: each worker lands on the centre, up to x − (x − c)'s rounding
+      worst = std::max(worst, std::abs(initial[i] - kOuterLr * (1 + kMomentum) * g - stepped[r][i]));
+    }
+    moved = std::max(moved, std::abs(static_cast<double>(stepped[0][i]) - average[0][i]));
+  }
+  EXPECT_LE(worst, 1e-6);
+  EXPECT_GT(moved, 1e-4) << "the outer step did not move the centre off the mean";
 }
 
 }  // namespace

@@ -351,6 +351,7 @@ class Server {
     if (schedule_.easgd.beta > 0) {
       torch::Tensor centre = pack_parameters(layers_, e.layers);
       move_centre(centre, mean, schedule_.easgd.beta);
+      if (o_.outer != nullptr) step_outer(e.layers, centre);
       unpack(centre, layers_, e.layers, /*gradients=*/false);
       e.answer = centre;
     } else {
@@ -385,6 +386,18 @@ class Server {
   }
 
   const WireFormat& format_of(const CommOp& op) const { return *formats_.at(to_string(op.encoding)); }
+
+  // ServerOptions::outer: `moved` (the layers packed, as move_centre left them) is
+  // the target of each layer's outer step, and becomes the stepped centre.
+  void step_outer(const std::vector<int>& layers, torch::Tensor& moved) {
+    std::int64_t offset = 0;
+    for (int l : layers) {
+      const std::int64_t n = o_.outer->agreed().flat(l).numel();
+      o_.outer->step({.layer = l, .offset = 0, .length = n * static_cast<Bytes>(sizeof(float))},
+                     moved.narrow(0, offset, n));
+      offset += n;
+    }
+  }
 
   const ServerOptions& o_;
   const Schedule& schedule_;

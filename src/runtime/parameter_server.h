@@ -65,6 +65,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/optimizer.h"
+#include "runtime/outer_optimizer.h"
 #include "runtime/recorder.h"
 #include "schedule/schedule.h"
 
@@ -95,6 +96,10 @@ struct ServerOptions {
   // as LayeredModel::layer_parameters(l). The server updates its own layers.
   std::vector<std::vector<torch::Tensor>> layers;
   LayerOptimizer* optimizer = nullptr;  // over `layers`; used when easgd.beta == 0
+  // Optional, EASGD only: the centre's move (move_centre) is a pseudo-gradient
+  // stepped by this outer optimizer over `layers` (runtime/outer_optimizer.h);
+  // with lr 1 and momentum 0 that is the plain move, up to rounding.
+  OuterOptimizer* outer = nullptr;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   int workers = 1;            // P; this server is rank P + server
   int server = 0;

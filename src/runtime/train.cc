@@ -48,9 +48,10 @@ void validate(const TrainOptions& o) {
     throw UsageError(fmt::format("--failure-timeout {}: expected a number of seconds > 0", o.failure_timeout));
   }
   validate(OuterOptions{.kind = o.outer_optimizer, .lr = o.outer_lr, .momentum = o.outer_momentum});
-  if (o.outer_optimizer != "none" && info.family != Family::kLocalSgd) {
+  if (o.outer_optimizer != "none" && !info.has_outer_step()) {
     throw UsageError(fmt::format("--outer-optimizer {}: only the local SGD strategies (flsgd, plsgd, dreamddp, "
-                                 "dreamddp-opt) average parameters; --strategy {} does not",
+                                 "dreamddp-opt) and EASGD's centre (ps-interleaved) have an outer step; "
+                                 "--strategy {} has none",
                                  o.outer_optimizer, o.strategy));
   }
   // Note [Compressed exchanges] (runtime/parameter_server.h): checkpoints do not

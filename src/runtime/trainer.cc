@@ -501,7 +501,11 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   std::vector<std::vector<torch::Tensor>> layers;
   for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
   LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
-  const TrainState state{.model = model.get(), .optimizer = &optimizer};
+  std::unique_ptr<OuterOptimizer> outer;  // EASGD's centre (ServerOptions::outer)
+  const OuterOptions outer_options{.kind = options.outer_optimizer, .lr = options.outer_lr,
+                                   .momentum = options.outer_momentum};
+  if (outer_options.enabled() && schedule.easgd.beta > 0) outer = std::make_unique<OuterOptimizer>(layers, outer_options);
+  const TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get()};
   const json job = job_identity(options, workers);
   std::int64_t first = 0;
   if (options.resume) {
@@ -513,7 +517,8 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
   const std::int64_t steps = std::stoll(string_of(group.store->get(kStepsKey)));
   std::int64_t previous_checkpoint = first;
-  run_server({.schedule = &schedule, .layers = layers, .optimizer = &optimizer, .group = group.collectives,
+  run_server({.schedule = &schedule, .layers = layers, .optimizer = &optimizer, .outer = outer.get(),
+              .group = group.collectives,
               .workers = workers, .server = server, .iterations = steps, .recorder = &recorder,
               .first_iteration = first, .after_iteration = [&](std::int64_t done) {
                 if (!checkpoint_due(options, done, steps)) return;
@@ -570,8 +575,10 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   LayerOptimizer optimizer(layers, optimizer_options);
   const OuterOptions outer_options{.kind = options.outer_optimizer, .lr = options.outer_lr,
                                    .momentum = options.outer_momentum};
-  std::unique_ptr<OuterOptimizer> outer;
-  if (outer_options.enabled()) outer = std::make_unique<OuterOptimizer>(layers, outer_options);
+  std::unique_ptr<OuterOptimizer> outer;  // local SGD's (EASGD's is the servers')
+  if (outer_options.enabled() && info.family == Family::kLocalSgd) {
+    outer = std::make_unique<OuterOptimizer>(layers, outer_options);
+  }
 
   TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get(), .data = data.get()};
   const json job = job_identity(options, workers);
@@ -693,6 +700,12 @@ json job_identity(const TrainOptions& options, int workers) {
     job["T"] = so.T;
     job["easgd_beta"] = so.easgd_beta;
     if (so.easgd_alpha) job["easgd_alpha"] = *so.easgd_alpha;  // else beta / workers
+    // Only where there is one: checkpoints from before stay resumable.
+    if (options.outer_optimizer != "none") {
+      job["outer_optimizer"] = options.outer_optimizer;
+      job["outer_lr"] = options.outer_lr;
+      job["outer_momentum"] = options.outer_momentum;
+    }
   }
   if (info.family == Family::kLocalSgd) {
     job["H"] = options.strategy_options.H;

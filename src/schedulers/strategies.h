@@ -44,6 +44,9 @@ struct StrategyInfo {
   // (docs/compression.md). THROWS UsageError as the scheduler does (the parameter
   // servers' exchanges take the element-wise encodings only).
   Schedule make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const;
+  // Whether an outer optimizer (docs/local-sgd.md) can step its synchronisations:
+  // local SGD's parameter averages and EASGD's centre (ps-interleaved).
+  bool has_outer_step() const { return family == Family::kLocalSgd || name == "ps-interleaved"; }
 };
 
 // Every strategy, in the order tables print them.
