@@ -59,13 +59,6 @@ TEST_F(Compression, ABadValueExitsTwoNamingTheAcceptedOnes) {
   const Ran ps = weft("simulate --model resnet18 -P 4 --arch ps --strategy ps --compression powersgd:2");
   EXPECT_EQ(ps.status, 2) << ps.output;
   EXPECT_NE(ps.output.find("accepted with ps: none, fp16, bf16, int8"), std::string::npos) << ps.output;
-#ifdef WEFT_HAVE_RUNTIME
-  // Checkpoints do not hold a compressed server's state (docs/compression.md).
-  const Ran checkpoint = weft("train --model mlp --synthetic --steps 1 --strategy ps --servers 1 --compression int8 "
-                              "--checkpoint " + file("ckpt"));
-  EXPECT_EQ(checkpoint.status, 2) << checkpoint.output;
-  EXPECT_NE(checkpoint.output.find("accepts --compression none only"), std::string::npos) << checkpoint.output;
-#endif
 }
 
 TEST_F(Compression, ParameterServerExchangesSimulateFasterCompressed) {

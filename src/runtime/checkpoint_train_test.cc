@@ -1,7 +1,7 @@
 // Checkpoints of `weft train` as real processes (WEFT_BINARY; docs/checkpoints.md):
 // a job stopped and resumed ends bit-identical to one never interrupted — stopped
-// at its end, and SIGKILLed mid-run; compressed too — and a checkpoint of another
-// job is refused.
+// at its end, and SIGKILLed mid-run; compressed too, parameter servers too — and a
+// checkpoint of another job is refused.
 #include <signal.h>
 
 #include <fmt/ranges.h>
@@ -91,6 +91,23 @@ TEST_F(Checkpoints, ParameterServerResumedEndsBitIdentical) {
 
 TEST_F(Checkpoints, ElasticParameterServerResumedEndsBitIdentical) {
   expect_resume_is_exact("ps-interleaved", 16, {"--servers", "1", "--T", "2"}, 3);
+}
+
+// Compressed exchanges (Note [Compressed exchanges], parameter_server.h): each
+// worker's error feedback and answered values r, and the server's r, are in the
+// checkpoint; a checkpoint of another codec is refused.
+TEST_F(Checkpoints, CompressedParameterServerResumedEndsBitIdentical) {
+  expect_resume_is_exact("ps", 16, {"--servers", "1", "--compression", "int8"}, 3);
+  const fs::path params = dir_ / "other";
+  auto [status, err] = weft("other-codec", train_args("ps", 16, params, {"--servers", "1", "--compression", "fp16",
+                                                                          "--checkpoint", (dir_ / "ps-ckpt").string(),
+                                                                          "--resume"}));
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(err.find("it is of compression \"int8\", this job's is \"fp16\""), std::string::npos) << err;
+}
+
+TEST_F(Checkpoints, CompressedElasticParameterServerResumedEndsBitIdentical) {
+  expect_resume_is_exact("ps-interleaved", 16, {"--servers", "1", "--T", "2", "--compression", "bf16"}, 3);
 }
 
 // SIGKILL of a worker mid-run: the manifest names a complete checkpoint, and the

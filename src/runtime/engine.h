@@ -258,7 +258,8 @@ class Engine {
   int iterations_done() const { return iteration_; }
 
   // What the executors carry between messages (codecs' error feedback and
-  // factors, the agreed values compressed parameter averages start from), named
+  // factors, the agreed values compressed parameter averages start from, the
+  // compressed parameter-server exchanges' answered values and feedback), named
   // "<kind>/<entry>" (e.g. "average-gradients/int8/feedback/3"), for a checkpoint
   // (docs/checkpoints.md). REQUIRES: drained, or no iteration started yet.
   std::map<std::string, torch::Tensor> state() const;

@@ -4,6 +4,8 @@
 #include <deque>
 #include <map>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -79,6 +81,8 @@ void unpack(const torch::Tensor& flat, std::vector<std::vector<torch::Tensor>>& 
   }
 }
 
+using State = std::map<std::string, torch::Tensor>;
+
 // Flat float32 values per layer, as pack_parameters packs them (Note [Compressed
 // exchanges]: the answered values r, the pushes' error feedback).
 class LayerValues {
@@ -86,6 +90,24 @@ class LayerValues {
   // Sets layer l to `values` (copied).
   void set(int l, const torch::Tensor& values) { values_[l] = values.clone(); }
   bool has(int l) const { return values_.contains(l); }
+  // Adds each layer's values to `out` as "<prefix><layer>" (not copied).
+  void save(std::string_view prefix, State& out) const {
+    for (const auto& [l, v] : values_) out[fmt::format("{}{}", prefix, l)] = v;
+  }
+  // Sets each layer from `state`'s "<prefix><layer>" and removes that entry.
+  // THROWS std::invalid_argument naming an entry that is missing or of another size.
+  void load(std::string_view prefix, State& state) {
+    for (auto& [l, v] : values_) {
+      const std::string name = fmt::format("{}{}", prefix, l);
+      const auto found = state.find(name);
+      if (found == state.end() || !found->second.sizes().equals(v.sizes()) ||
+          found->second.scalar_type() != v.scalar_type()) {
+        throw std::invalid_argument(fmt::format("parameter-server state {}: missing, or of another size", name));
+      }
+      v.copy_(found->second);
+      state.erase(found);
+    }
+  }
   // The values of `which`, concatenated.
   torch::Tensor gather(const std::vector<int>& which) const {
     std::vector<torch::Tensor> parts;
@@ -105,6 +127,16 @@ class LayerValues {
  private:
   std::map<int, torch::Tensor> values_;
 };
+
+// THROWS std::invalid_argument naming the first of `left` (entries that no
+// LayerValues::load took), if any.
+void expect_none_left(const State& left) {
+  if (!left.empty()) {
+    throw std::invalid_argument(fmt::format("parameter-server state {}: not an entry this job's exchanges keep "
+                                            "(reference/<layer> and feedback/<layer> of their compressed layers)",
+                                            left.begin()->first));
+  }
+}
 
 // r + dec(wire): the one arithmetic the server and every worker do on an answer
 // (Note [Compressed exchanges]), so that all get the same bits.
@@ -195,6 +227,19 @@ class ParameterServerExchange : public OpExecutor {
   std::string describe(const Schedule& schedule, const Message& message) const override {
     return fmt::format("{}{}", kExchangeEventPrefix, single_op(schedule, message).server);
   }
+  // Note [Compressed exchanges]: "reference/<layer>" and "feedback/<layer>".
+  State state() const override {
+    State out;
+    reference_.save("reference/", out);
+    feedback_.save("feedback/", out);
+    return out;
+  }
+  void load_state(const State& state) override {
+    State left = state;
+    reference_.load("reference/", left);
+    feedback_.load("feedback/", left);
+    expect_none_left(left);
+  }
 
  private:
   bool elastic() const { return easgd_.beta > 0; }
@@ -260,6 +305,11 @@ class Server {
         }
       }
     }
+    if (o_.first_iteration > 0) {  // resumed: r as the checkpoint holds it
+      State left = o_.state;
+      reference_.load("reference/", left);
+      expect_none_left(left);
+    }
   }
 
   void run() {
@@ -276,7 +326,11 @@ class Server {
         for (int p = 0; p < o_.workers; ++p) wait(e, e.sends[static_cast<size_t>(p)], p, "answer");
       }
       posted_.pop_front();
-      if (o_.after_iteration) o_.after_iteration(t + 1);
+      if (o_.after_iteration) {
+        State state;
+        reference_.save("reference/", state);
+        o_.after_iteration(t + 1, state);
+      }
     }
   }
 

@@ -48,6 +48,9 @@
 // Why: error feedback per destination would send each worker other bytes and the
 // workers' models would drift apart; relative to r, what an answer loses (v − r
 // after it) is carried by the next answer, with no buffer of its own.
+// Checkpoints: e and r are all a compressed exchange carries from one iteration to
+// the next. A worker's are its executor's state ("reference/<layer>",
+// "feedback/<layer>"), a server's r is ServerOptions::state (docs/checkpoints.md).
 //
 // Thread-safety: the executor is used by the engine's communication thread; it
 // owns one more thread that waits for its exchanges. run_server runs on the
@@ -56,7 +59,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -107,17 +112,25 @@ struct ServerOptions {
   Recorder* recorder = nullptr; // optional
   // The first iteration served: a job resumed from a checkpoint (docs/checkpoints.md).
   std::int64_t first_iteration = 0;
+  // What the server carries between exchanges besides `layers` and `optimizer`:
+  // for its compressed operations, r per layer, "reference/<layer>" (Note
+  // [Compressed exchanges]). Read when first_iteration > 0: the state after_iteration
+  // passed when the checkpoint was taken; every entry must be there.
+  std::map<std::string, torch::Tensor> state;
   // Optional: called with t + 1 once every exchange of iteration t is answered and
   // its sends have completed — the server's layers and optimizer are then its state
-  // after t + 1 iterations (where a checkpoint is taken).
-  std::function<void(std::int64_t done)> after_iteration;
+  // after t + 1 iterations (where a checkpoint is taken), and `state` the rest of it
+  // (the server's own tensors: valid, and not to be modified, during the call).
+  std::function<void(std::int64_t done, const std::map<std::string, torch::Tensor>& state)> after_iteration;
 };
 
 // Serves every exchange of `server` for iterations first_iteration..iterations−1,
 // then returns.
 // THROWS std::runtime_error naming the server, the worker, the iteration and the
 // operation when an exchange fails (a worker died, or did not push within the
-// group's timeout); std::logic_error if an operation does not carry whole layers.
+// group's timeout); std::logic_error if an operation does not carry whole layers;
+// std::invalid_argument naming an entry of options.state that is missing, of
+// another size, or not one the server keeps.
 void run_server(const ServerOptions& options);
 
 }  // namespace weft::runtime

@@ -54,13 +54,6 @@ void validate(const TrainOptions& o) {
                                  "--strategy {} has none",
                                  o.outer_optimizer, o.strategy));
   }
-  // Note [Compressed exchanges] (runtime/parameter_server.h): checkpoints do not
-  // hold the answered values r and the pushes' error feedback.
-  if (!o.checkpoint.empty() && info.family == Family::kParameterServer && lossy(o.strategy_options.compression)) {
-    throw UsageError(fmt::format("--checkpoint: checkpoints do not hold a compressed parameter server's state; "
-                                 "--strategy {} with --checkpoint accepts --compression none only (not {})",
-                                 o.strategy, to_string(o.strategy_options.compression)));
-  }
   check_checkpoint_options(o);
   for (const auto& [flag, file] : {std::pair{"--metrics", o.metrics}, std::pair{"--trace", o.trace},
                                    std::pair{"--save-params", o.save_params}}) {

@@ -378,20 +378,27 @@ class ProgressLine {
 // killed at any instant therefore leaves a manifest naming complete files. The
 // store, not the process group: no collective may be issued beside the engine.
 
-// The training state a worker checkpoints: what run_worker trains with.
+// Where a checkpoint keeps the engine's state (Engine::state), and a parameter
+// server its exchanges' (ServerOptions::state), named as the workers' engines name
+// theirs: "codec/parameter-server/reference/3" on either side.
+const std::string kEngineEntries = "codec/";
+const std::string kServerEntries = kEngineEntries + std::string(to_string(OpKind::kParameterServer)) + "/";
+
+// The training state a rank checkpoints: what run_worker trains with, or serve serves with.
 struct TrainState {
   LayeredModel* model = nullptr;
   LayerOptimizer* optimizer = nullptr;
   OuterOptimizer* outer = nullptr;  // optional
   DataSource* data = nullptr;  // none on a parameter server
-  Engine* engine = nullptr;  // its codecs' state, "codec/..." (set once the engine exists)
+  Engine* engine = nullptr;  // its codecs' state (set once the engine exists)
+  const std::map<std::string, torch::Tensor>* exchanges = nullptr;  // a server's (ServerOptions::after_iteration)
 };
 
-// The checkpoint's entries of the engine's state (Engine::state), without "codec/".
-std::map<std::string, torch::Tensor> engine_entries(const RankCheckpoint& c) {
+// The checkpoint's entries under `prefix` (kEngineEntries, kServerEntries), without it.
+std::map<std::string, torch::Tensor> entries_under(const RankCheckpoint& c, const std::string& prefix) {
   std::map<std::string, torch::Tensor> out;
   for (const auto& [name, tensor] : c.tensors) {
-    if (name.starts_with("codec/")) out[name.substr(6)] = tensor;
+    if (name.starts_with(prefix)) out[name.substr(prefix.size())] = tensor;
   }
   return out;
 }
@@ -410,7 +417,10 @@ RankCheckpoint capture(const TrainState& s, std::int64_t iteration) {
     }
   }
   if (s.engine != nullptr) {
-    for (auto& [name, tensor] : s.engine->state()) c.tensors["codec/" + name] = tensor;
+    for (auto& [name, tensor] : s.engine->state()) c.tensors[kEngineEntries + name] = tensor;
+  }
+  if (s.exchanges != nullptr) {
+    for (const auto& [name, tensor] : *s.exchanges) c.tensors[kServerEntries + name] = tensor;
   }
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   c.tensors["rng/torch"] = generator.get_state();
@@ -493,8 +503,8 @@ void restore_engine(Engine& engine, const std::map<std::string, torch::Tensor>& 
 }
 
 // Parameter server `server` of a job with `workers` workers
-// (runtime/parameter_server.h). It checkpoints its layers and optimizer as a
-// worker does, in its own file (Note [Checkpoint commit]).
+// (runtime/parameter_server.h). It checkpoints its layers, optimizer and
+// exchanges' state as a worker does, in its own file (Note [Checkpoint commit]).
 int serve(const TrainOptions& options, const Group& group, int workers, int server) {
   auto model = make_model(options.model, options.seed);  // the workers' initial parameters
   const Schedule schedule = make_schedule(options, shared_plan(options, *model, group, workers), workers);
@@ -508,23 +518,32 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   const TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get()};
   const json job = job_identity(options, workers);
   std::int64_t first = 0;
+  std::map<std::string, torch::Tensor> exchanges;  // the checkpoint's (ServerOptions::state)
   if (options.resume) {
     first = resumed_iteration(options, group, job);
-    restore(state, load_rank_checkpoint(options.checkpoint, job, group.rank, first), options.checkpoint);
+    const RankCheckpoint checkpoint = load_rank_checkpoint(options.checkpoint, job, group.rank, first);
+    restore(state, checkpoint, options.checkpoint);
+    exchanges = entries_under(checkpoint, kServerEntries);
   }
 
   group.collectives->barrier()->wait();  // the workers' common time origin
   Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
   const std::int64_t steps = std::stoll(string_of(group.store->get(kStepsKey)));
   std::int64_t previous_checkpoint = first;
-  run_server({.schedule = &schedule, .layers = layers, .optimizer = &optimizer, .outer = outer.get(),
-              .group = group.collectives,
-              .workers = workers, .server = server, .iterations = steps, .recorder = &recorder,
-              .first_iteration = first, .after_iteration = [&](std::int64_t done) {
-                if (!checkpoint_due(options, done, steps)) return;
-                write_checkpoint(options, group, job, state, done, previous_checkpoint);
-                previous_checkpoint = done;
-              }});
+  try {
+    run_server({.schedule = &schedule, .layers = layers, .optimizer = &optimizer, .outer = outer.get(),
+                .group = group.collectives, .workers = workers, .server = server, .iterations = steps,
+                .recorder = &recorder, .first_iteration = first, .state = std::move(exchanges),
+                .after_iteration = [&](std::int64_t done, const std::map<std::string, torch::Tensor>& now) {
+                  if (!checkpoint_due(options, done, steps)) return;
+                  TrainState with_exchanges = state;
+                  with_exchanges.exchanges = &now;
+                  write_checkpoint(options, group, job, with_exchanges, done, previous_checkpoint);
+                  previous_checkpoint = done;
+                }});
+  } catch (const std::invalid_argument& e) {  // run_server's only one: a checkpoint's state does not fit
+    throw UsageError(fmt::format("--resume {}: {}", options.checkpoint.string(), e.what()));
+  }
   if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
   return 0;
 }
@@ -588,7 +607,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
     first = resumed_iteration(options, group, job);
     const RankCheckpoint checkpoint = load_rank_checkpoint(options.checkpoint, job, group.rank, first);
     restore(state, checkpoint, options.checkpoint);
-    engine_state = engine_entries(checkpoint);
+    engine_state = entries_under(checkpoint, kEngineEntries);
   }
 
   // The agreed model: local SGD's workers differ between averages, so each
