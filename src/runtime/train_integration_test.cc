@@ -190,11 +190,10 @@ TEST_F(TrainTest, ProfilingSeveralProcessesTimesMoreIterationsByDefault) {
   EXPECT_NE(ranks[0]->stderr_text().find("iteration 201/201"), std::string::npos) << ranks[0]->stderr_text();
 }
 
-// `--interference` (Note [Measuring interference]): a second phase beside an
-// all-reduce stream on its own group, another beside a stream of transfers from
-// rank to rank, a third beside pairs of small ones (Note
-// [Measuring collectives at once]), then a fourth in step that times the skews
-// (Note [Measuring skew]); both groups' processes end with the job.
+// `--interference` (Note [Measuring the cores]): an all-reduce stream on its own
+// group, timed for CPU while the processes wait and then beside a second
+// profiling phase, then a phase in step that times the skews and the core wait
+// (Note [Measuring skew]); the processes end with the job.
 TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   const fs::path out = dir_ / "slowdown.json";
   const fs::path host_file = dir_ / "host.json";
