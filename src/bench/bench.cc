@@ -280,16 +280,14 @@ LinkResult Bench::profile_network(const Link& link) {
   Host host = load_host(host_file);
   host.description += fmt::format("; over {}", link.name);
   save_host(host, host_file);
-  say(fmt::format("{}: forward {} + backward {} per iteration; host: compute +{:.0f}% beside messages, all-reduces "
-                  "+{:.0f}% beside compute ({})",
+  say(fmt::format("{}: forward {} + backward {} per iteration; host: {} cores per {} workers, {:.2f} of a core per "
+                  "message ({})",
                   link.name, format_duration(linked.forward_time()), format_duration(linked.backward_time()),
-                  100 * host.compute_slowdown, 100 * host.comm_slowdown, relative(host_file)));
+                  host.cores, host.processes, host.comm_cores, relative(host_file)));
   if (o_.verbose) {
-    say(fmt::format("{}: host: transfers +{:.0f}% beside compute, skew {} ({} back to back, drift {:.3f} s/s), start "
-                    "delay {}, a second collective +{:.0f}% ({:.0f}% while waiting)",
-                    link.name, 100 * host.point_to_point_slowdown(), format_duration(host.skew),
-                    format_duration(host.back_to_back_skew), host.drift, format_duration(host.start_delay),
-                    100 * host.pair_slowdown, 100 * host.pair_slowdown_while(false)));
+    say(fmt::format("{}: host: message weight {:.2f}, core wait {}, skew {} ({} back to back, drift {:.3f} s/s)",
+                    link.name, host.comm_weight, format_duration(host.core_wait), format_duration(host.skew),
+                    format_duration(host.back_to_back_skew), host.drift));
   }
   return {.link = link.name, .bandwidth = link.bandwidth, .a = fit.a, .b = fit.b, .network = relative(file),
           .profile = relative(profile_file), .host = relative(host_file)};

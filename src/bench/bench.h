@@ -45,8 +45,8 @@
 // Note [Interference per link]
 // Rule: each link gets its own profile and host, measured over that link by
 // `weft profile --interference --host` (runtime/layer_profiler.h): its layers,
-// timed by the workers inside their namespaces, and how compute and the link's
-// traffic slow each other and skew the workers (docs/cost-model.md §7.3). The
+// timed by the workers inside their namespaces, the share of a core the link's
+// traffic keeps busy and the workers' skew (docs/cost-model.md §7.3). The
 // link's predictions, simulated trace and training runs all read those two
 // files (profile-LINK.json, host-LINK.json). Why: on shared cores a layer beside
 // a message runs slower, and so does the message, by amounts that depend on the

@@ -152,7 +152,10 @@ Host host_of(const std::string& host_file, const std::string& profile_file) {
       fmt::print(stderr, "weft: warning: {} carries host fields of the older format; --host {} is used instead\n",
                  profile_file, host_file);
     }
-    return load_host(host_file);
+    std::string warning;
+    Host host = load_host(host_file, &warning);
+    if (!warning.empty()) fmt::print(stderr, "weft: warning: {}\n", warning);
+    return host;
   }
   if (!in_profile) return {};
   fmt::print(stderr,

@@ -93,9 +93,10 @@ void print_table(const Plan& plan, const Profile& profile) {
              c.fitted ? fmt::format(" (fitted a={} b={:.3g}s/B)", format_duration(c.fitted->a), c.fitted->b)
                       : "");
   const Host& h = c.host;
-  if (h.compute_slowdown > 0 || h.comm_slowdown > 0) {
-    fmt::print("interference (--host): layers +{:.0f}% while communicating, messages +{:.0f}% while computing\n",
-               100 * h.compute_slowdown, 100 * h.comm_slowdown);
+  if (h.cores > 0 && h.processes > 0) {
+    fmt::print("cores (--host): {} per {} workers, shared with messages that keep {:.2f} of a core busy each "
+               "(weight {:.2f}); a collective waits {} for a core while all are taken\n",
+               h.cores, h.processes, h.comm_cores, h.comm_weight, format_duration(h.core_wait));
   }
   if ((h.skew > 0 || h.back_to_back_skew > 0 || h.drift > 0) && c.arch == Arch::kAllReduce) {
     fmt::print("skew (--host): each collective starts {} after its data is ready and {} after it is launched, {} "

@@ -67,28 +67,16 @@ void print_host(const Host& host) {
   const auto line = [](std::string_view name, std::string value, std::string_view meaning) {
     fmt::print("  {:<22} {:>9}  {}\n", name, value, meaning);
   };
-  const auto percent = [](double f) { return fmt::format("{:.0f}%", 100 * f); };
   if (host.processes > 0) {
     line("processes, cores", fmt::format("{}, {}", host.processes, host.cores),
          "workers that shared this machine's cores as the layers were timed");
   }
-  line("compute_slowdown", percent(host.compute_slowdown), "longer compute while its worker all-reduces");
-  line("comm_slowdown", percent(host.comm_slowdown), "longer all-reduces while the workers compute");
-  if (host.transfer_slowdown) {
-    line("transfer_slowdown", percent(*host.transfer_slowdown), "longer transfers while the workers compute");
-  }
+  line("comm_cores", fmt::format("{:.2f}", host.comm_cores), "of a core a message in flight keeps busy per worker");
+  line("comm_weight", fmt::format("{:.2f}", host.comm_weight), "a message's weight against a layer's 1 for the cores");
+  line("core_wait_s", format_duration(host.core_wait), "a collective's wait for a core while all are taken");
   line("skew_s", format_duration(host.skew), "the last worker's lateness at a collective after compute");
   line("back_to_back_skew_s", format_duration(host.back_to_back_skew), "the same, right after another collective");
   line("drift", fmt::format("{:.3f}", host.drift), "further lateness per second computed apart (s/s)");
-  line("start_delay_s", format_duration(host.start_delay), "a collective's wait for a core beside the layers");
-  const auto pair = [](double p) {
-    return fmt::format("of one's time added by a second collective ({})",
-                       collectives_run_in_turn(p) ? "they run in turn" : "they run at once");
-  };
-  line("pair_slowdown", percent(host.pair_slowdown), pair(host.pair_slowdown));
-  if (host.waiting_pair_slowdown) {
-    line("waiting_pair_slowdown", percent(*host.waiting_pair_slowdown), pair(*host.waiting_pair_slowdown) + ", waiting");
-  }
   for (const auto& [codec, seconds] : host.codec_cost) {
     line("codec " + codec, fmt::format("{:.2g} s", seconds),
          codec == "powersgd" ? "to encode and decode per rows·cols·rank" : "to encode and decode per value");

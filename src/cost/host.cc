@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "units/files.h"
@@ -12,9 +13,41 @@
 
 namespace weft {
 
-double Host::pair_slowdown_while(bool computing) const {
-  const double waiting = waiting_pair_slowdown.value_or(pair_slowdown);
-  return computing ? std::max(pair_slowdown, waiting) : waiting;
+CoreShares core_shares(const Host& host, int computing, int messages) {
+  if (host.cores <= 0 || host.processes <= 0) return {};
+  const double cores = host.cores;
+  const double asked = host.comm_cores;
+  const double weight = host.comm_weight;
+  // Progressive filling: every share grows with its weight until it has what it
+  // asked for (a layer one core, a message comm_cores) or the cores run out. A
+  // layer is filled at level 1, a message at asked / weight.
+  double layer = 1;
+  double message = asked;
+  if (computing + messages * asked > cores) {
+    const double level = cores / (computing + messages * weight);  // none filled
+    if (level <= std::min(1.0, asked / weight)) {
+      layer = level;
+      message = weight * level;
+    } else if (asked / weight < 1) {
+      layer = (cores - messages * asked) / computing;  // the messages filled first
+    } else {
+      message = (cores - computing) / messages;  // the layers filled first
+    }
+  }
+  const double profiled = std::min(1.0, cores / host.processes);
+  return {.compute = computing > 0 ? profiled / layer : 1, .message = asked > 0 ? asked / message : 1};
+}
+
+bool cores_taken(const Host& host, int computing, int messages) {
+  return host.cores > 0 && host.processes > 0 && computing + messages * host.comm_cores >= host.cores;
+}
+
+double comm_weight_of(const Host& host, double compute_slowdown) {
+  if (host.cores <= 0 || host.processes <= 0) return 1;
+  const double per_worker = static_cast<double>(host.cores) / host.processes;
+  const double layer = std::min(1.0, per_worker) / (1 + compute_slowdown);
+  const double message = per_worker - layer;  // the rest of the cores
+  return message > 0 ? message / layer : 1;
 }
 
 namespace {
@@ -31,36 +64,48 @@ struct Number {
   const char* expected;
   double max;
 };
-struct OptionalNumber {
-  const char* name;
-  std::optional<double> Host::*value;
-  const char* expected;
-};
 struct Count {
   const char* name;
   int Host::*value;
 };
 
-constexpr const char* kSlowdown = "a number >= 0 (0: compute and communication do not slow each other)";
 constexpr const char* kSkew = "seconds >= 0 (0: the workers reach every collective together)";
-constexpr const char* kPair = "a number >= 0 (0: collectives issued together run at once)";
 
 constexpr Number kNumbers[] = {
-    {"compute_slowdown", &Host::compute_slowdown, kSlowdown, limits::kMaxFactor},
-    {"comm_slowdown", &Host::comm_slowdown, kSlowdown, limits::kMaxFactor},
+    {"comm_cores", &Host::comm_cores, "a fraction of a core in [0, 1] (0: messages need no core)", 1},
+    {"comm_weight", &Host::comm_weight, "a weight > 0 (1: a message shares the cores as a layer does)",
+     limits::kMaxFactor},
+    {"core_wait_s", &Host::core_wait, "seconds >= 0 (0: a message finds a core at once)", limits::kMaxSeconds},
     {"skew_s", &Host::skew, kSkew, limits::kMaxSeconds},
     {"back_to_back_skew_s", &Host::back_to_back_skew, kSkew, limits::kMaxSeconds},
     {"drift", &Host::drift, "a number >= 0 (0: the workers do not drift apart as they compute)", limits::kMaxFactor},
-    {"start_delay_s", &Host::start_delay,
-     "seconds >= 0 (0: collectives start as soon beside the layers as without)", limits::kMaxSeconds},
-    {"pair_slowdown", &Host::pair_slowdown, kPair, limits::kMaxFactor},
-};
-constexpr OptionalNumber kOptionalNumbers[] = {
-    {"transfer_slowdown", &Host::transfer_slowdown, kSlowdown},
-    {"waiting_pair_slowdown", &Host::waiting_pair_slowdown, kPair},
 };
 constexpr Count kCounts[] = {{"processes", &Host::processes}, {"cores", &Host::cores}};
 constexpr const char* kCodecCost = "codec_cost_s";
+
+// Note [Older host fields]
+// ------------------------
+// Rule: a host file or profile of the per-effect format (compute_slowdown,
+// comm_slowdown, transfer_slowdown, start_delay_s, pair_slowdown,
+// waiting_pair_slowdown) loads with the comm_cores and comm_weight under which
+// core_shares reproduces its compute_slowdown and comm_slowdown with all
+// `processes` workers computing beside a message each, and start_delay_s as
+// core_wait_s; the other fields are dropped, with one warning. Why: old benches replay (src/cli/replay_test.cc)
+// and old files plan as near as the new model allows, without a second model.
+constexpr const char* kOlderFields[] = {"compute_slowdown", "comm_slowdown", "transfer_slowdown",
+                                        "start_delay_s", "pair_slowdown", "waiting_pair_slowdown"};
+constexpr const char* kOlderStartDelay = "start_delay_s";
+
+// Note [Older host fields]: the cores full, a layer has a = profiled / (1 +
+// compute_slowdown) of them and a message b = cores / processes − a, which is
+// 1 + comm_slowdown times less than its comm_cores.
+void map_older_fields(double compute_slowdown, double comm_slowdown, Host& host) {
+  if (host.processes <= 0 || host.cores <= 0) return;
+  const double per_worker = static_cast<double>(host.cores) / host.processes;
+  const double message = std::max(0.0, per_worker - std::min(1.0, per_worker) / (1 + compute_slowdown));
+  host.comm_cores = std::min(1.0, message * (1 + comm_slowdown));
+  host.comm_weight = comm_weight_of(host, compute_slowdown);
+}
 
 [[noreturn]] void bad(std::string_view origin, std::string_view field, std::string_view value,
                       std::string_view expected) {
@@ -72,7 +117,8 @@ void check(std::string_view origin, const char* field, double value, const char*
 }
 
 // Reads the fields present in `root` into `host`; says whether there were any.
-bool read_fields(const json& root, std::string_view origin, Host& host) {
+// The older fields found go to *older.
+bool read_fields(const json& root, std::string_view origin, Host& host, std::vector<std::string>* older) {
   bool any = false;
   const auto number = [&](const char* field, const char* expected) -> std::optional<double> {
     const auto it = root.find(field);
@@ -82,9 +128,6 @@ bool read_fields(const json& root, std::string_view origin, Host& host) {
     return it->get<double>();
   };
   for (const Number& f : kNumbers) {
-    if (const auto v = number(f.name, f.expected)) host.*f.value = *v;
-  }
-  for (const OptionalNumber& f : kOptionalNumbers) {
     if (const auto v = number(f.name, f.expected)) host.*f.value = *v;
   }
   for (const Count& f : kCounts) {
@@ -104,16 +147,37 @@ bool read_fields(const json& root, std::string_view origin, Host& host) {
     host.codec_cost = costs->get<std::map<std::string, double>>();
     any = true;
   }
+  // Note [Older host fields]
+  std::map<std::string, double> older_values;
+  for (const char* field : kOlderFields) {
+    const auto v = number(field, "a number >= 0");
+    if (!v) continue;
+    check(origin, field, *v, "a number >= 0", limits::kMaxFactor);
+    older->push_back(field);
+    older_values[field] = *v;
+  }
+  if (older_values.contains(kOlderStartDelay) && !root.contains("core_wait_s")) {
+    host.core_wait = older_values[kOlderStartDelay];
+  }
+  if (older_values.contains("compute_slowdown") && !root.contains("comm_cores")) {
+    map_older_fields(older_values["compute_slowdown"], older_values["comm_slowdown"], host);
+  }
   return any;
+}
+
+std::string older_warning(std::string_view origin, const std::vector<std::string>& older) {
+  return fmt::format(
+      "{}: the host fields {} are of the older format: compute_slowdown, comm_slowdown and start_delay_s are read as "
+      "comm_cores, comm_weight and core_wait_s, the rest dropped; "
+      "`weft profile --host FILE` measures the new ones (docs/formats.md §6.7)",
+      origin, fmt::join(older, ", "));
 }
 
 }  // namespace
 
 void validate(const Host& host, std::string_view origin) {
   for (const Number& f : kNumbers) check(origin, f.name, host.*f.value, f.expected, f.max);
-  for (const OptionalNumber& f : kOptionalNumbers) {
-    if (host.*f.value) check(origin, f.name, *(host.*f.value), f.expected, limits::kMaxFactor);
-  }
+  if (!(host.comm_weight > 0)) bad(origin, "comm_weight", fmt::format("{}", host.comm_weight), "a weight > 0");
   for (const Count& f : kCounts) {
     if (host.*f.value < 0 || host.*f.value > limits::kMaxWorkers) {
       bad(origin, f.name, fmt::format("{}", host.*f.value),
@@ -125,7 +189,7 @@ void validate(const Host& host, std::string_view origin) {
   }
 }
 
-Host parse_host(std::string_view json_text, std::string_view origin) {
+Host parse_host(std::string_view json_text, std::string_view origin, std::string* warning) {
   const json root = parse_json(json_text, origin, "a host description as in docs/formats.md §6.7");
   if (!root.is_object()) {
     throw UsageError(fmt::format("{}: the top level is a JSON {}; expected an object with \"format\": \"{}\"",
@@ -138,13 +202,16 @@ Host parse_host(std::string_view json_text, std::string_view origin) {
   }
   Host host;
   if (const auto d = root.find("description"); d != root.end() && d->is_string()) host.description = *d;
-  read_fields(root, origin, host);
+  std::vector<std::string> older;
+  read_fields(root, origin, host, &older);
   validate(host, origin);
+  if (warning && !older.empty()) *warning = older_warning(origin, older);
   return host;
 }
 
-Host load_host(const std::filesystem::path& file) {
-  return parse_host(read_input(file, "the host description (a file `weft profile --host` wrote)"), file.string());
+Host load_host(const std::filesystem::path& file, std::string* warning) {
+  return parse_host(read_input(file, "the host description (a file `weft profile --host` wrote)"), file.string(),
+                    warning);
 }
 
 std::string to_json(const Host& host) {
@@ -153,9 +220,6 @@ std::string to_json(const Host& host) {
   root["description"] = host.description;
   for (const Count& f : kCounts) root[f.name] = host.*f.value;
   for (const Number& f : kNumbers) root[f.name] = host.*f.value;
-  for (const OptionalNumber& f : kOptionalNumbers) {
-    if (host.*f.value) root[f.name] = *(host.*f.value);
-  }
   if (!host.codec_cost.empty()) root[kCodecCost] = host.codec_cost;
   return root.dump(2) + "\n";
 }
@@ -173,7 +237,8 @@ std::optional<Host> host_in_profile(std::string_view profile_json, std::string_v
   const json root = parse_json(profile_json, origin, "a profile object as in docs/formats.md §6.1");
   if (!root.is_object()) return std::nullopt;
   Host host;
-  if (!read_fields(root, origin, host)) return std::nullopt;
+  std::vector<std::string> older;
+  if (!read_fields(root, origin, host, &older)) return std::nullopt;
   validate(host, origin);
   return host;
 }
@@ -185,13 +250,6 @@ Host median_host(const std::vector<Host>& hosts) {
     std::vector<double> values;
     for (const Host& h : hosts) values.push_back(h.*f.value);
     merged.*f.value = median(values);
-  }
-  for (const OptionalNumber& f : kOptionalNumbers) {
-    std::vector<double> values;
-    for (const Host& h : hosts) {
-      if (h.*f.value) values.push_back(*(h.*f.value));
-    }
-    if (!values.empty()) merged.*f.value = median(values);
   }
   return merged;
 }

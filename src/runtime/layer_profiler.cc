@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <ctime>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -126,26 +127,16 @@ Profile profile_model(const LayerProfilerOptions& options) {
 
 namespace {
 
-// What each round of a CollectiveStream does.
-enum class StreamKind {
-  kAllReduce,  // one all-reduce per size, all at once
-  kExchange,   // one buffer of the first size to the next rank, one from the previous, at once
-};
-
 // Rounds of collectives back to back on their own Gloo group, opened under `name`
-// (one no other group of the job has used), until stop(), each round timed (Notes
-// [Measuring interference] and [Measuring collectives at once]). Round k issues
-// what `kind` says for the sizes of rounds[k % rounds.size()] and ends when they
-// all have. A collective error ends the stream, wakes wait_for() and is rethrown
+// (one no other group of the job has used), until stop(), each round timed (Note
+// [Measuring the cores]). Round k all-reduces one buffer of each size of
+// rounds[k % rounds.size()] at once and ends when they all have. A collective error ends the stream, wakes wait_for() and is rethrown
 // by stop().
 class CollectiveStream {
  public:
-  CollectiveStream(const Group& group, const std::string& name, std::vector<std::vector<Bytes>> rounds,
-                   StreamKind kind = StreamKind::kAllReduce)
+  CollectiveStream(const Group& group, const std::string& name, std::vector<std::vector<Bytes>> rounds)
       : collectives_(open_subgroup(group, name, kRuntimeCollectiveThreads)),
-        rank_(group.rank),
-        world_(group.world),
-        thread_([this, rounds = std::move(rounds), kind] { run(rounds, kind); }) {}
+        thread_([this, rounds = std::move(rounds)] { run(rounds); }) {}
   CollectiveStream(const CollectiveStream&) = delete;
   CollectiveStream& operator=(const CollectiveStream&) = delete;
   ~CollectiveStream() {
@@ -157,19 +148,6 @@ class CollectiveStream {
   void wait_for(std::size_t count) {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return timed_.size() >= count || ended_; });
-  }
-
-  // The times of the rounds of kind `kind` (an index into the rounds given) that
-  // started at or after `from` and ended by `to`.
-  std::vector<Seconds> seconds_between(Clock::time_point from, Clock::time_point to, std::size_t kind = 0) const {
-    std::lock_guard lock(mutex_);
-    std::vector<Seconds> out;
-    for (const Round& round : timed_) {
-      if (round.kind == kind && round.start >= from && round.end <= to) {
-        out.push_back(std::chrono::duration<double>(round.end - round.start).count());
-      }
-    }
-    return out;
   }
 
   void stop() {
@@ -184,46 +162,30 @@ class CollectiveStream {
     Clock::time_point start, end;
   };
 
-  void run(const std::vector<std::vector<Bytes>>& rounds, StreamKind stream_kind) {
+  void run(const std::vector<std::vector<Bytes>>& rounds) {
     try {
       // Per round, one buffer per all-reduce (zeros, so sums stay finite), and
       // last in the first buffer a flag: every rank stops after the same round.
-      // An exchange round sends its first buffer and receives into the second,
-      // then all-reduces the flag alone, after its time is taken.
-      const bool exchange = stream_kind == StreamKind::kExchange;
       std::vector<std::vector<torch::Tensor>> buffers;
       for (const std::vector<Bytes>& sizes : rounds) {
         auto& round = buffers.emplace_back();
-        for (std::size_t i = 0; i < (exchange ? 2 : sizes.size()); ++i) {
-          const Bytes bytes = exchange ? sizes.at(0) : sizes[i];
-          round.push_back(torch::zeros({std::max<Bytes>(bytes / 4, 1) + (i == 0 && !exchange ? 1 : 0)}));
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          round.push_back(torch::zeros({std::max<Bytes>(sizes[i] / 4, 1) + (i == 0 ? 1 : 0)}));
         }
       }
-      torch::Tensor exchange_flag = torch::zeros({1});
       for (std::size_t k = 0;; ++k) {
         const std::size_t kind = k % rounds.size();
         std::vector<torch::Tensor>& round = buffers[kind];
-        float* flag =
-            exchange ? exchange_flag.data_ptr<float>() : round[0].data_ptr<float>() + (round[0].numel() - 1);
+        float* flag = round[0].data_ptr<float>() + (round[0].numel() - 1);
         *flag = stop_ ? 1 : 0;
         const auto start = Clock::now();
         std::vector<c10::intrusive_ptr<c10d::Work>> works;
-        if (exchange) {
-          std::vector<torch::Tensor> out{round[0]}, in{round[1]};
-          works.push_back(collectives_->send(out, (rank_ + 1) % world_, /*tag=*/0));
-          works.push_back(collectives_->recv(in, (rank_ + world_ - 1) % world_, /*tag=*/0));
-        } else {
-          for (torch::Tensor& buffer : round) {
-            std::vector<torch::Tensor> one{buffer};
-            works.push_back(collectives_->allreduce(one));
-          }
+        for (torch::Tensor& buffer : round) {
+          std::vector<torch::Tensor> one{buffer};
+          works.push_back(collectives_->allreduce(one));
         }
         for (const auto& work : works) work->wait();
         const auto end = Clock::now();
-        if (exchange) {
-          std::vector<torch::Tensor> one{exchange_flag};
-          collectives_->allreduce(one)->wait();
-        }
         const bool last = *flag > 0;
         {
           std::lock_guard lock(mutex_);
@@ -241,8 +203,6 @@ class CollectiveStream {
   }
 
   c10::intrusive_ptr<c10d::ProcessGroup> collectives_;
-  int rank_;
-  int world_;
   std::atomic<bool> stop_ = false;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
@@ -274,101 +234,39 @@ Profile profile_phase(const Group& group, LayerProfilerOptions options, const st
 
 constexpr std::size_t kQuietRounds = 10;  // after one that warms the connections up
 
-// The times of a stream's first kQuietRounds rounds after the first, while this
-// rank only waits for them.
-std::vector<Seconds> quiet_rounds(CollectiveStream& stream) {
-  stream.wait_for(1 + kQuietRounds);
-  const std::vector<Seconds> quiet = stream.seconds_between({}, Clock::now());
-  if (quiet.size() < 1 + kQuietRounds) stream.stop();  // the stream failed: says why
-  return {quiet.begin() + 1, quiet.end()};
+// This process's CPU time so far, all threads.
+Seconds process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-// The times of the stream's rounds (of its first kind) while this rank profiles
-// the phase `name` with `options`, then stops the stream; the phase's profile
-// goes to *profiled where given. THROWS std::runtime_error when no round fits in
-// the phase (`round` says what a round is).
-std::vector<Seconds> rounds_while_profiling(const Group& group, CollectiveStream& stream,
-                                            const LayerProfilerOptions& options, const std::string& name,
-                                            std::string_view round, Profile* profiled = nullptr) {
-  std::pair<Clock::time_point, Clock::time_point> timing;
-  Profile phase = profile_phase(group, options, name, &timing);
-  stream.stop();
-  std::vector<Seconds> rounds = stream.seconds_between(timing.first, timing.second);
-  if (rounds.empty()) {
-    throw std::runtime_error(fmt::format(
-        "rank {}: measuring interference: no {} ran within the {} timed iterations; raise --iterations",
-        group.rank, round, options.iterations));
-  }
-  if (profiled) *profiled = std::move(phase);
-  return rounds;
-}
-
-// Note [Measuring interference]: how much slower this rank computes while
-// all-reducing, and all-reduces while computing. Returns the options it timed
-// the layers with while all-reducing.
-LayerProfilerOptions measure_interference(const Group& group, const LayerProfilerOptions& options, const Profile& mine,
-                                          Host& host) {
+// Note [Measuring the cores]: comm_cores from a buffer of the model's size
+// all-reduced back to back while this rank only waits, then comm_weight from
+// the layers timed beside that stream. REQUIRES: host.processes and host.cores.
+void measure_comm_cores(const Group& group, const LayerProfilerOptions& options, const Profile& mine, Host& host) {
   constexpr double kAllReducesTimedLoaded = 10;
   constexpr Seconds kTimedLoadedAtLeast = 0.5;  // mlp computes 40 iterations in ~15 ms
   CollectiveStream stream(group, "stream", {{mine.total_bytes()}});
-  const std::vector<Seconds> alone = quiet_rounds(stream);
-  // The timed iterations must hold whole all-reduces, which take longer while
-  // computing: at least ten quiet all-reduces' worth and half a second, whatever
-  // --iterations says, or a model that computes fast beside a long all-reduce
-  // would time none.
+  stream.wait_for(1);  // warms the connections up
+  const Seconds cpu = process_cpu_seconds();
+  const auto start = Clock::now();
+  stream.wait_for(1 + kQuietRounds);
+  const Seconds used = process_cpu_seconds() - cpu;
+  const Seconds wall = since(start);
+  host.comm_cores = wall > 0 ? std::clamp(used / wall, 0.0, 1.0) : 0;
+  // The timed iterations must last at least ten quiet all-reduces and half a
+  // second, whatever --iterations says.
   LayerProfilerOptions loaded_options = options;
   const Seconds quiet = mine.forward_time() + mine.backward_time();
   if (quiet > 0) {
-    const Seconds at_least = std::max(kTimedLoadedAtLeast, kAllReducesTimedLoaded * median(alone));
+    const Seconds at_least = std::max(kTimedLoadedAtLeast, kAllReducesTimedLoaded * wall / kQuietRounds);
     loaded_options.iterations = std::max(options.iterations, static_cast<int>(std::ceil(at_least / quiet)));
   }
-  Profile loaded;
-  const std::vector<Seconds> loaded_all_reduces =
-      rounds_while_profiling(group, stream, loaded_options, "weft/profiled-communicating", "all-reduce", &loaded);
-  const Seconds communicating = loaded.forward_time() + loaded.backward_time();
-  host.compute_slowdown = quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0;
-  host.comm_slowdown = std::max(0.0, median(loaded_all_reduces) / median(alone) - 1);
-  return loaded_options;
-}
-
-// Note [Measuring interference]: the same for point-to-point transfers, each rank
-// sending a buffer of the model's size to the next while receiving one from the
-// previous, timed with `loaded` (measure_interference's options). Sets
-// host.transfer_slowdown.
-void measure_transfer_slowdown(const Group& group, const LayerProfilerOptions& loaded, const Profile& mine,
-                               Host& host) {
-  CollectiveStream stream(group, "transfers", {{mine.total_bytes()}}, StreamKind::kExchange);
-  const std::vector<Seconds> alone = quiet_rounds(stream);
-  const std::vector<Seconds> beside_layers =
-      rounds_while_profiling(group, stream, loaded, "weft/profiled-transferring", "transfer");
-  host.transfer_slowdown = std::max(0.0, median(beside_layers) / median(alone) - 1);
-}
-
-// Note [Measuring collectives at once]: one small all-reduce, and two issued
-// together, while this rank computes; the medians, averaged over the ranks so
-// that every rank has the same.
-struct PairTimes {
-  Seconds single = 0;
-  Seconds pair = 0;
-};
-constexpr Bytes kStartUpBytes = 256;  // all start-up: its bytes take 0.2 ms even behind 20 Mbit/s
-PairTimes time_pairs(const Group& group, const LayerProfilerOptions& options) {
-  CollectiveStream stream(group, "pairs", {{kStartUpBytes}, {kStartUpBytes, kStartUpBytes}});
-  std::pair<Clock::time_point, Clock::time_point> timing;
-  profile_phase(group, options, "weft/profiled-pairing", &timing);
+  const Profile loaded = profile_phase(group, loaded_options, "weft/profiled-communicating");
   stream.stop();
-  const std::vector<Seconds> alone = stream.seconds_between(timing.first, timing.second, 0);
-  const std::vector<Seconds> together = stream.seconds_between(timing.first, timing.second, 1);
-  if (alone.empty() || together.empty()) {
-    throw std::runtime_error(fmt::format(
-        "rank {}: measuring collectives at once: no pair of all-reduces ran within the {} timed iterations; "
-        "raise --iterations",
-        group.rank, options.iterations));
-  }
-  std::vector<torch::Tensor> medians{torch::tensor({median(alone), median(together)}, torch::kDouble)};
-  group.collectives->allreduce(medians)->wait();
-  const auto sums = medians[0].accessor<double, 1>();
-  return {.single = sums[0] / group.world, .pair = sums[1] / group.world};
+  const Seconds communicating = loaded.forward_time() + loaded.backward_time();
+  host.comm_weight = comm_weight_of(host, quiet > 0 ? std::max(0.0, communicating / quiet - 1) : 0);
 }
 
 // The bytes of the model's median layer, of those with parameters (0 if none).
@@ -383,10 +281,9 @@ Bytes median_layer_bytes(const Profile& profile) {
 // Note [Measuring skew]: how much later than the average process the last one
 // reaches a collective, the processes training in step, and how much further it
 // falls behind when they compute several iterations apart, and how much later a
-// collective issued as they compute ends, and how two small ones issued together
-// end while they wait; sets host.skew, host.back_to_back_skew, host.drift,
-// host.start_delay and host.waiting_pair_slowdown. REQUIRES: host.comm_slowdown measured (Note
-// [Measuring interference]): the start delay is what its stretch leaves.
+// collective issued as they compute ends than the shared cores explain; sets
+// host.skew, host.back_to_back_skew, host.drift and host.core_wait. REQUIRES:
+// host's cores measured (Note [Measuring the cores]).
 void measure_skew(const Group& group, const LayerProfilerOptions& options, const Profile& mine, Host& host) {
   const std::shared_ptr<LayeredModel> model = make_model(options.model, options.seed);
   const Batch batch =
@@ -410,13 +307,10 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, const
   std::vector<torch::Tensor> token{torch::zeros({1})};
   // [0][rank][i]: from the rank's issue of timed iteration i's collective aside
   // during the backward to its end there; [1][rank][i]: the same for the i-th
-  // one issued while the processes wait; [2] and [3]: a round of one small
-  // all-reduce aside and of two issued together, while they wait (Note
-  // [Measuring collectives at once]).
-  enum AsideRound { kComputing, kWaiting, kSmallAlone, kSmallPair, kAsideRounds };
+  // one issued while the processes wait.
+  enum AsideRound { kComputing, kWaiting, kAsideRounds };
   std::vector<torch::Tensor> aside_times{
       torch::zeros({kAsideRounds, group.world, options.iterations}, torch::kDouble)};
-  std::vector<torch::Tensor> small{torch::zeros({kStartUpBytes / 4})}, other_small{torch::zeros({kStartUpBytes / 4})};
   auto my_aside_times = aside_times[0].accessor<double, 3>();
   auto left = Clock::now();
   int m = -1;  // the meeting being timed; -1 while warming up
@@ -470,19 +364,9 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, const
   // meeting measures: Note [Measuring skew]).
   for (int i = 0; i < options.iterations; ++i) {
     group.collectives->allreduce(token)->wait();
-    auto issued = Clock::now();
+    const auto issued = Clock::now();
     aside->allreduce(aside_buffer)->wait();
     my_aside_times[kWaiting][group.rank][i] = since(issued);
-    group.collectives->allreduce(token)->wait();
-    issued = Clock::now();
-    aside->allreduce(small)->wait();
-    my_aside_times[kSmallAlone][group.rank][i] = since(issued);
-    group.collectives->allreduce(token)->wait();
-    issued = Clock::now();
-    const c10::intrusive_ptr<c10d::Work> first = aside->allreduce(small);
-    aside->allreduce(other_small)->wait();
-    first->wait();
-    my_aside_times[kSmallPair][group.rank][i] = since(issued);
   }
   group.collectives->allreduce(times)->wait();  // every rank's rows, on every rank
   group.collectives->allreduce(aside_times)->wait();
@@ -522,21 +406,11 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, const
     aside_computing.push_back(least_over_ranks([&](int r) { return all_aside[kComputing][r][i]; }));
     aside_waiting.push_back(least_over_ranks([&](int r) { return all_aside[kWaiting][r][i]; }));
   }
-  // As time_pairs does: each rank's median, averaged over the ranks.
-  const auto mean_of_medians = [&](AsideRound round) {
-    Seconds sum = 0;
-    for (int r = 0; r < group.world; ++r) {
-      std::vector<Seconds> rounds(options.iterations);
-      for (int i = 0; i < options.iterations; ++i) rounds[static_cast<size_t>(i)] = all_aside[round][r][i];
-      sum += median(std::move(rounds));
-    }
-    return sum / group.world;
-  };
   host.skew = median(from_compute);
   host.back_to_back_skew = median(back_to_back);
-  host.start_delay = start_delay(median(aside_computing), median(aside_waiting), host.comm_slowdown);
-  host.waiting_pair_slowdown =
-      pair_slowdown(mean_of_medians(kSmallAlone), mean_of_medians(kSmallPair), host.back_to_back_skew);
+  // Beside the layers the collective also advances slower, by the shared cores.
+  const double stretch = core_shares(host, host.processes, host.processes).message;
+  host.core_wait = std::max(0.0, median(aside_computing) - median(aside_waiting) * stretch);
   const Seconds longer = computed_apart / apart - computed_in_step / static_cast<double>(from_compute.size());
   if (longer > 0) host.drift = std::max(0.0, (median(from_apart) - host.skew) / longer);
 }
@@ -562,13 +436,11 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
   Profile mine = profile_phase(group, options, "weft/profiled");
   Host mine_host;
   if (job.interference) {
-    // The pairs are timed for as long as the model's all-reduces were, which is
-    // at least ten small pairs' worth.
-    const LayerProfilerOptions loaded = measure_interference(group, options, mine, mine_host);
-    measure_transfer_slowdown(group, loaded, mine, mine_host);
-    const PairTimes pairs = time_pairs(group, loaded);
+    // Provisional: every process on this machine, as rank 0 counts them below.
+    mine_host.processes = group.world;
+    mine_host.cores = available_cores();
+    measure_comm_cores(group, options, mine, mine_host);
     measure_skew(group, options, mine, mine_host);
-    mine_host.pair_slowdown = pair_slowdown(pairs.single, pairs.pair, mine_host.back_to_back_skew);
   }
   const auto put = [&](const std::string& key, const std::string& text) {
     group.store->set(fmt::format("weft/{}/{}", key, group.rank), std::vector<std::uint8_t>(text.begin(), text.end()));
@@ -608,15 +480,6 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
 bool in_a_job(std::optional<int> nproc) { return is_launched_worker() || (has_worker_env() && !nproc); }
 
 }  // namespace
-
-double pair_slowdown(Seconds single, Seconds pair, Seconds back_to_back_skew) {
-  const Seconds own = single > back_to_back_skew ? single - back_to_back_skew : single;
-  return own > 0 ? std::clamp((pair - single) / own, 0.0, 1.0) : 0;
-}
-
-Seconds start_delay(Seconds computing, Seconds waiting, double comm_slowdown) {
-  return std::max(0.0, computing - waiting * (1 + comm_slowdown));
-}
 
 int profiled_processes(std::optional<int> nproc) {
   return in_a_job(nproc) ? read_worker_env().world : nproc.value_or(1);

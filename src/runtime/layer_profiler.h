@@ -30,37 +30,26 @@
 // process still loading LibTorch, or already done, leaves its cores to the
 // others, which then measure too fast.
 //
-// Note [Measuring interference]
-// With ModelProfileJob::interference, on Gloo groups of their own (so their
-// collectives never interleave with the barriers), under the job's links:
-// - a buffer of the model's size all-reduced back to back, alone, then while
-//   profiling again for at least ten such all-reduces and half a second:
-//   compute_slowdown = compute beside them / compute alone − 1, comm_slowdown =
-//   median all-reduce beside the layers / alone − 1;
-// - the same with each rank sending that buffer to the next: transfer_slowdown.
-// Each is at least 0. A flag summed with the data stops every rank's stream at
-// once, so all run the same number of collectives.
-//
-// Note [Measuring collectives at once]
-// Then, beside the layers, a stream alternating one all-reduce of 256 bytes with
-// two issued together (start-ups, not bytes, even at 20 Mbit/s), each round timed
-// from issue to its last end. One round takes back_to_back_skew + a; two that
-// overlap as long, two in turn back_to_back_skew + 2a. So pair_slowdown = (pair −
-// single) / (single − back_to_back_skew), clamped to [0, 1]: 0 at once, 1 in
-// turn. waiting_pair_slowdown is the same, timed while the processes wait. Why
-// both: how collectives share the cores depends on what else runs on them.
+// Note [Measuring the cores]
+// With ModelProfileJob::interference, on a Gloo group of its own, under the
+// job's links, a buffer of the model's size all-reduced back to back: while the
+// processes only wait, comm_cores = this process's CPU time over the wall time
+// of ten rounds, within [0, 1] (the share of a core a message keeps busy); then
+// the layers timed again beside it, and comm_weight the weight under which the
+// shared cores give that slowdown (cost/host.h's comm_weight_of). A flag summed
+// with the data stops every rank's stream at once.
 //
 // Note [Measuring skew]
-// Last, the processes train in step as S-SGD does (forward, an all-reduce of one
+// Then the processes train in step as S-SGD does (forward, an all-reduce of one
 // float, backward, two more back to back) and time their waits in each. The last
 // to arrive waits least, so per all-reduce the mean wait less the least is how
 // much later than the average process the last one came: `skew` (its median after
 // compute), `back_to_back_skew` (after another collective). A collective of the
 // median layer's size, issued as each backward starts and again while all wait,
-// gives start_delay = computing − waiting · (1 + comm_slowdown), at least 0.
-// Computing 5 iterations apart before each meeting gives `drift`: the extra skew
-// per second computed apart. Every rank computes these from every rank's waits,
-// so all agree.
+// gives core_wait = computing − waiting · (its stretch by the shared cores), at
+// least 0. Computing 5 iterations apart before each meeting gives `drift`: the
+// extra skew per second computed apart. Every rank computes these from every
+// rank's waits, so all agree.
 //
 // Thread-safety: sets LibTorch's global intra-op thread count; run one at a time.
 #pragma once
@@ -105,7 +94,7 @@ struct LayerProfilerOptions {
 struct ModelProfileJob {
   LayerProfilerOptions profiler;
   std::optional<int> nproc;
-  bool interference = false;  // Notes [Measuring interference] to [Measuring skew]; 2 or more processes
+  bool interference = false;  // Notes [Measuring the cores] and [Measuring skew]; 2 or more processes
   Seconds failure_timeout = 60;  // as TrainOptions::failure_timeout
   CorePlacement cores = CorePlacement::kAuto;  // as TrainOptions::cores
   // Gets the profile and the host it was measured on: processes and cores where
@@ -118,19 +107,6 @@ int run_model_profile(const ModelProfileJob& job);
 // this process is one of (launched by weft, or started by hand with the torchrun
 // variables), else nproc, else 1. THROWS UsageError for invalid job variables.
 int profiled_processes(std::optional<int> nproc);
-
-// Note [Measuring collectives at once]: (pair − single) / (single −
-// back_to_back_skew), within [0, 1]; over `single` alone where the skew is not
-// less than it, and 0 where single is not positive. Beyond 1 is noise: the skew,
-// timed in another phase, can be nearly all of a round (2 processes on 2 cores
-// measured 20.9), and in turn is the most the simulator models.
-double pair_slowdown(Seconds single, Seconds pair, Seconds back_to_back_skew);
-
-// Note [Measuring skew]: how much later than Note [Interference]'s stretch a
-// collective ends that took `computing` while its processes computed and
-// `waiting` while they waited: computing − waiting · (1 + comm_slowdown), at
-// least 0.
-Seconds start_delay(Seconds computing, Seconds waiting, double comm_slowdown);
 
 // Builds `options.model` and a synthetic batch of its shape and measures it.
 // THROWS UsageError for an unknown model, a batch, warmup, iterations or threads

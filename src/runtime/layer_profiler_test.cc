@@ -57,35 +57,3 @@ TEST(LayerProfiler, BadOptionsNameTheFlag) {
 
 }  // namespace
 }  // namespace weft::runtime
-
-namespace weft::runtime {
-namespace {
-
-// Note [Measuring collectives at once]: both rounds wait once for the last rank
-// (the back-to-back skew); what the second collective adds is measured against
-// one collective's own time.
-TEST(PairSlowdown, IsTheSecondCollectivesExtraTimeOverOnesOwn) {
-  // 1.5 ms waiting for the last rank, 5 ms of start-up each.
-  EXPECT_DOUBLE_EQ(pair_slowdown(6.5e-3, 11.5e-3, 1.5e-3), 1.0);  // paid one after the other
-  EXPECT_DOUBLE_EQ(pair_slowdown(6.5e-3, 6.5e-3, 1.5e-3), 0.0);   // overlapping
-  EXPECT_NEAR(pair_slowdown(6.5e-3, 9.0e-3, 1.5e-3), 0.5, 1e-12);
-  // The plain ratio (9.75 / 6.5 = 1.5) would sit on the midpoint of 1x and 2x.
-  EXPECT_NEAR(pair_slowdown(6.5e-3, 9.75e-3, 1.5e-3), 0.65, 1e-12);
-  EXPECT_DOUBLE_EQ(pair_slowdown(6.5e-3, 6.0e-3, 1.5e-3), 0.0);  // a faster pair is noise
-  EXPECT_DOUBLE_EQ(pair_slowdown(1e-3, 2e-3, 3e-3), 1.0);        // skew above single: over single
-  EXPECT_DOUBLE_EQ(pair_slowdown(6.5e-3, 9e-3, 6.4e-3), 1.0);    // a skew of nearly all the round: at most 1
-  EXPECT_DOUBLE_EQ(pair_slowdown(0, 2e-3, 0), 0.0);
-}
-
-// Note [Measuring skew]: the simulator stretches a collective launched while its
-// workers compute by 1 + comm_slowdown and starts it start_delay later; the
-// delay is what the stretch leaves of the measured difference.
-TEST(StartDelay, IsWhatTheStretchLeavesOfTheTimeComputing) {
-  EXPECT_NEAR(start_delay(14.4e-3, 8.0e-3, 0.2), 4.8e-3, 1e-12);  // 14.4 = 4.8 + 8.0 · 1.2
-  EXPECT_NEAR(start_delay(14.4e-3, 8.0e-3, 0), 6.4e-3, 1e-12);    // no stretch: all of it
-  EXPECT_DOUBLE_EQ(start_delay(3e-3, 2e-3, 0.9), 0.0);            // the stretch more than covers it
-  EXPECT_DOUBLE_EQ(start_delay(0, 0, 0), 0.0);
-}
-
-}  // namespace
-}  // namespace weft::runtime

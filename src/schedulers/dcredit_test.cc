@@ -378,14 +378,14 @@ TEST(DcreditTest, ScheduleCarriesThePlanAndItsOptions) {
     if (trial % 2 == 1) {  // Note [A collective's lateness in plans]
       h.skew = late(rng);
       h.back_to_back_skew = late(rng);
-      h.start_delay = late(rng);
+      h.core_wait = late(rng);  // not priced: it depends on the cores being taken
     }
     const Bytes sp = random_partition(rng);
     const Schedule s = make_dcredit(p, cluster, {.partition = sp});
     validate(s, p, cluster.workers);
     EXPECT_EQ(s.dispatch.kind, DispatchPolicy::Kind::kWindows);
     const WindowPlan plan = fastest_window_plan(p, partition_blocks(p, sp), [&](Bytes n) {
-      return std::max(h.skew, h.back_to_back_skew) + h.start_delay + allreduce_time(cluster, n);
+      return std::max(h.skew, h.back_to_back_skew) + allreduce_time(cluster, n);
     });
     EXPECT_EQ(s.dispatch.windows, plan.budgets);
     const auto options = nlohmann::json::parse(s.options_json);

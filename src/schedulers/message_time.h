@@ -19,19 +19,18 @@ using MessageTime = std::function<Seconds(Bytes)>;
 // ---------------------------------------
 // A collective starts when its last worker reaches it: `skew` after its data is
 // ready on the average worker, and no earlier than `back_to_back_skew` after it
-// was launched (when it queued for the channel); launched while the workers
-// compute, `start_delay` later still, while its steps wait for a core (Notes
-// [Skew] and [Start delay] in sim/simulator.cc). Each collective pays that once,
-// whatever its size. A plan that prices a message at its time alone on the
-// channel sees only the fit's start-up, and splits where each extra collective
-// pays the lateness too. So the planners price a message at allreduce_time()
-// plus max(skew, back_to_back_skew) + start_delay: what the simulator charges a
-// message launched during the backward, exactly where the two skews are equal
-// (the last message, launched after the backward, pays no start delay; the
-// plans do not tell the two apart). A host without them prices messages as
-// before.
+// was launched (when it queued for the channel) (Note [Skew] in
+// sim/simulator.cc). Each collective pays that once, whatever its size. A plan
+// that prices a message at its time alone on the channel sees only the fit's
+// start-up, and splits where each extra collective pays the lateness too. So the
+// planners price a message at allreduce_time() plus max(skew,
+// back_to_back_skew), exactly what the simulator charges where the two skews
+// are equal. The host's core_wait is left out: it holds only while the cores
+// are all taken, which a plan does not know (and priced in, the stored benches
+// replay worse: src/cli/replay_test.cc). A host without skews prices messages
+// as before.
 inline MessageTime collective_time(const Cluster& cluster) {
-  const Seconds late = std::max(cluster.host.skew, cluster.host.back_to_back_skew) + cluster.host.start_delay;
+  const Seconds late = std::max(cluster.host.skew, cluster.host.back_to_back_skew);
   return [time = AllReduceTime(cluster), late](Bytes n) { return late + time(n); };
 }
 

@@ -30,30 +30,19 @@ namespace weft {
 // per iteration instead of 2L. Anything that changes a layer's pace mid-segment
 // (the Notes below) makes a segment one layer long.
 
-// Note [Interference]
-// --------------------
-// Rule (docs/cost-model.md §7.3): while a worker has a message on the network, or
-// a collective waiting for a core (Note [Start delay]), its layers take
-// (1 + compute_slowdown) times their time; while any worker of a collective
-// computes, the collective advances (1 + comm_slowdown) times slower, a
-// point-to-point transfer (1 + point_to_point_slowdown()) times. Invariant: with
-// both factors 0 nothing is re-timed. Mechanics: a layer in progress is re-timed
-// when its worker's first message starts or last one ends (the work left is kept,
-// a generation count makes the old end stale), and its releases are made after
-// its worker has started or stopped what follows, so that the next event sees
-// whether the worker computes. Why: where the same cores compute and move the
-// bytes (TCP, Gloo's copies and sums) each slows the other.
-
 // Note [Shared cores]
 // -------------------
-// Rule (docs/cost-model.md §7.3): the profile's layers were timed with the host's
-// `processes` workers computing on its `cores` cores; while n of a machine's workers
-// compute, a layer takes max(cores, n) / max(cores, processes) of its time — never
-// faster than a core of its own, exactly its time when as many compute as were
-// profiled. Symmetric workers always compute in step (n = min(P, processes)), so
-// the factor only moves workers that the schedule puts apart (ps-interleaved).
-// Why: a worker waiting for the network leaves its core to the others. The
-// servers' own compute is not counted.
+// Rule (docs/cost-model.md §7.3): each machine's `cores` are shared weighted
+// max-min fairly among its computing workers (one core asked each, weight 1)
+// and its messages in flight (comm_cores asked each at comm_weight, one per
+// worker of a collective, one per push or answer on the network); core_shares
+// (cost/host.h) turns that into how slowly layers and messages advance. Invariant: the shares change only when a
+// worker starts or stops computing or a message starts or ends, so a layer in
+// progress is re-timed then (the work left is kept, a generation count makes
+// the old end stale), and every flow of the machine re-stretched; a collective
+// advances at its slowest machine's pace. Why: where the same cores compute and
+// move the bytes (TCP, Gloo's copies and sums) each slows the other, and a
+// worker waiting for the network leaves its core to the others.
 
 // Note [Skew]
 // ------------
@@ -63,23 +52,14 @@ namespace weft {
 // after it was launched; and never before the collective launched before it (the
 // late worker issues them in order). The skew grows by `drift` times the compute
 // beyond half an iteration a worker did since the workers were last held together
-// (local SGD's periods). The push that completes a parameter server's exchange
-// leaves `skew` after its launch (no start delay, no drift: transfers need no core
-// per step and the workers meet at every exchange). The wait uses no bytes and no
-// cores; the trace shows it inside the collective, as a measured trace does. Why:
-// the simulated workers are in step (one stands for all, Note [Symmetric
-// all-reduce workers]) where real ones sharing cores are not.
-
-// Note [Start delay]
-// ------------------
-// Rule (docs/cost-model.md §7.3): a collective launched while any of its workers
-// computes starts `start_delay` after its last worker reached it (after the skew
-// of Note [Skew]), or as soon as the workers all stop computing if that is sooner.
-// While it waits it counts among its workers' messages for Note [Interference]'s
-// compute_slowdown. Why: each step of a ring needs a core on every worker, and
-// while they compute the cores are the layers'; `weft profile --host` times the delay on a
-// collective of the median layer's size issued as the backward starts (Note
-// [Measuring skew], runtime/layer_profiler.h).
+// (local SGD's periods), and a collective launched while its cores are all
+// taken (cores_taken, cost/host.h) starts `core_wait` later still: the
+// scheduler wakes its steps late. The push that completes a parameter server's exchange
+// leaves `skew` after its launch (no drift: the workers meet at every exchange).
+// The wait uses no bytes and no cores; the trace shows it inside the
+// collective, as a measured trace does. Why: the simulated workers are in step
+// (one stands for all, Note [Symmetric all-reduce workers]) where real ones
+// sharing cores are not.
 
 // Note [Collectives in flight]
 // ----------------------------
@@ -87,16 +67,11 @@ namespace weft {
 // FittedAllReduce::concurrent collectives move at once; one due beyond that waits,
 // in issue order, for the first to end, and the moving ones share the link in
 // proportion to their bytes (allreduce_flow's weights: each ring step moves n/P
-// bytes in turn). Where the host says collectives run in turn
-// (collectives_run_in_turn(pair_slowdown_while(computing))) one moves at a time;
-// otherwise while k move each one's start-up advances 1 + pair_slowdown · (k − 1)
-// times slower. pair_slowdown holds while some worker computes,
-// waiting_pair_slowdown while none does. The α–β model, for other transports,
-// keeps plain fair sharing and no limit. Why: Gloo runs each collective of a
-// group on one of its few threads, to its end, and start-ups overlap only where a
-// core is free. Messages in a lossy encoding move one at a time under any model:
-// the runtime runs them one after another on their codec's thread
-// (runtime/codecs.h).
+// bytes in turn), and the cores (Note [Shared cores]). The α–β model, for other
+// transports, keeps plain fair sharing and no limit. Why: Gloo runs each
+// collective of a group on one of its few threads, to its end. Messages in a
+// lossy encoding move one at a time under any model: the runtime runs them one
+// after another on their codec's thread (runtime/codecs.h).
 
 // Note [Parameter-server transport]
 // ----------------------------------
@@ -131,7 +106,6 @@ enum class EventKind : std::uint8_t {
   kBackwardEnd,  // `op` = {iteration, layer}: release that layer's ops without offset
   kRelease,      // `op`: its release offset has passed
   kCollectiveDue,  // `op.iteration`: the collective of that sequence number may start (Note [Skew])
-  kCoreWait,       // `op.iteration`: that collective's last worker has reached it; it waits for a core
   kPushDue,        // `op.iteration`: the part whose push may now leave (Note [Skew])
 };
 
@@ -205,10 +179,7 @@ class Simulation {
     std::unordered_map<std::int64_t, Ready> ready_at;
     Seconds in_step_since = 0;  // Note [Skew]: it last started a forward that needed communication
     std::vector<bool> comm_lane_busy;
-    // Note [Interference]
-    int messages_in_flight = 0;
-    bool messages_stretched = false;  // as computing was when its messages were last stretched
-    bool holds_core = false;          // Note [Shared cores]: counted in computing_on_machine_
+    bool holds_core = false;  // Note [Shared cores]: counted in its machine's `computing`
     std::uint64_t generation = 0;  // of the kSegmentDone that ends the current segment
     struct {                       // the layer of a one-layer segment
       int iteration = 0;
@@ -228,11 +199,6 @@ class Simulation {
     Seconds start = 0;
     std::vector<int> lane;  // per simulated worker
     Network::FlowId flow = -1;  // once started
-    // Note [Start delay]: when its last worker reached it (Note [Skew]), and
-    // whether it has been due since.
-    Seconds reached = 0;
-    bool due_passed = false;
-    bool contends = false;  // waiting out start_delay: counted in its workers' messages_in_flight
   };
 
   // ---- parameter server ----
@@ -289,20 +255,17 @@ class Simulation {
   void layer_done(int w, int iteration, int layer, bool forward, Seconds start, Seconds end);
   void start_layer(int w, Seconds now);
   void end_layer(int w, Seconds now);
-  double compute_stretch(int w) const;
   void retime_layer(int w, double before, double after, Seconds now);
-  void count_in_flight(int w, int delta, Seconds now);
-  void contend_for_core(int seq, bool contends, Seconds now);
+  // Note [Shared cores]
   int machine_of(int w) const { return w / machine_workers_; }
-  double core_share(int machine) const;
-  void share_cores(int w, Seconds now);
-  bool anyone_computing() const;
+  double compute_stretch(int w) const { return machines_[static_cast<size_t>(machine_of(w))].shares.compute; }
+  double message_stretch(int w) const { return machines_[static_cast<size_t>(machine_of(w))].shares.message; }
+  double collective_stretch() const;
+  void count_computing(int w, Seconds now);
+  void count_in_flight(int w, int delta, Seconds now);
+  void reshare(int machine, Seconds now);
   bool room_for_collective(int seq) const;
   bool encoded(int seq) const;
-  Stretch collective_stretch() const;
-  double message_stretch(int w) const;
-  void restretch_messages(int w, Seconds now);
-  void restretch_collectives(Seconds now);
   void start_held_collectives(Seconds now);
   void on_iteration_start(int w, int iteration, Seconds now);
   void schedule_releases(int w, int iteration, int layer, Seconds backward_end);
@@ -314,8 +277,6 @@ class Simulation {
 
   void launch_collective(int w, Message message, Seconds now);
   Seconds skew_due(int seq, Collective& c, Seconds launched);
-  void on_collective_due(int seq, Seconds now);
-  void end_start_delays(Seconds now);
   void start_collective(int seq, Seconds now);
   Flow encoded_flow(const Message& message) const;
   Flow encoded_ps_flow(const Part& part, bool push) const;
@@ -355,12 +316,18 @@ class Simulation {
   int iterations_;
   int workers_;      // P
   int sim_workers_;  // P, or 1 under Note [Symmetric all-reduce workers]
-  // Note [Shared cores]: workers per machine, its cores, and how many compute now.
+  // Note [Shared cores]: workers per machine; each machine's computing workers
+  // and messages in flight (a simulated worker counting for those it stands for),
+  // and the shares they have.
+  struct Machine {
+    int computing = 0;
+    int messages = 0;
+    CoreShares shares;
+  };
   int machine_workers_;
-  int cores_;
-  bool shares_cores_;
-  std::vector<int> computing_on_machine_;
-  bool one_layer_segments_;  // Note [Interference], Note [Shared cores]
+  int stands_for_;  // workers of its machine each simulated worker stands for
+  std::vector<Machine> machines_;
+  bool one_layer_segments_;  // Note [Shared cores]
   bool skewed_;              // Note [Skew]: some skew, and collectives to delay
   Seconds half_iteration_;   // Note [Skew]: the compute over which `skew` was measured
   int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
@@ -375,13 +342,9 @@ class Simulation {
   std::vector<FlowTag> flow_tags_;
 
   std::deque<Collective> collectives_;
-  // The stretch of every collective flow in flight, when known (Note [Restretch
-  // only on change]).
-  std::optional<Stretch> collectives_stretch_;
   int collective_base_ = 0;
   Seconds last_due_ = 0;  // Note [Skew]
   bool announced_ = false;  // Note [Skew]: rank 0 announces each collective
-  std::deque<int> not_due_;  // Note [Start delay]: sequence numbers, in issue order
   // Note [Collectives in flight]
   int transport_limit_ = 0;  // collectives the transport runs at once; 0 = any number
   int collectives_moving_ = 0;
@@ -417,13 +380,9 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       layers_(profile.size()),
       workers_(cluster.workers),
       machine_workers_(std::max(1, cluster.host.processes)),
-      cores_(cluster.host.cores),
-      shares_cores_(cluster.host.cores > 0 && cluster.host.processes > cluster.host.cores),
-      one_layer_segments_(cluster.host.compute_slowdown > 0 || cluster.host.comm_slowdown > 0 ||
-                          cluster.host.point_to_point_slowdown() > 0 || shares_cores_ ||
-                          cluster.host.start_delay > 0 ||
-                          cluster.host.pair_slowdown_while(true) != cluster.host.pair_slowdown_while(false)),
-      skewed_((cluster.host.skew > 0 || cluster.host.back_to_back_skew > 0 || cluster.host.drift > 0 || cluster.host.start_delay > 0) &&
+      one_layer_segments_(cluster.host.cores > 0 && cluster.host.processes > 0),
+      skewed_((cluster.host.skew > 0 || cluster.host.back_to_back_skew > 0 || cluster.host.drift > 0 ||
+               cluster.host.core_wait > 0) &&
               cluster.arch == Arch::kAllReduce),
       half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
       index_(validated_index(schedule, profile, cluster.workers)),
@@ -442,7 +401,9 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
   measure_end_ = iterations_ >= period ? iterations_ / period * period : iterations_;
 
   sim_workers_ = symmetric_workers(schedule, cluster) ? 1 : workers_;
-  computing_on_machine_.assign(static_cast<size_t>((sim_workers_ + machine_workers_ - 1) / machine_workers_), 0);
+  stands_for_ = sim_workers_ == 1 ? std::min(workers_, machine_workers_) : 1;
+  machines_.resize(static_cast<size_t>((sim_workers_ + machine_workers_ - 1) / machine_workers_));
+  for (Machine& m : machines_) m.shares = core_shares(host_, 0, 0);
 
   for (int i = 0; i < period; ++i) {
     const auto& ops = schedule.iterations[static_cast<size_t>(i)];
@@ -517,9 +478,7 @@ Timeline Simulation::run() {
         w.computing = false;
         if (one_layer_segments_) end_layer(e.worker, e.time);
         try_start(e.worker, e.time);
-        restretch_messages(e.worker, e.time);  // if it stays idle
-        share_cores(e.worker, e.time);         // likewise
-        if (!anyone_computing()) end_start_delays(e.time);
+        count_computing(e.worker, e.time);  // if it stays idle
         break;
       }
       case EventKind::kBackwardEnd:
@@ -531,10 +490,7 @@ Timeline Simulation::run() {
         pump(e.worker, e.time);
         break;
       case EventKind::kCollectiveDue:
-        on_collective_due(e.op.iteration, e.time);
-        break;
-      case EventKind::kCoreWait:
-        contend_for_core(e.op.iteration, true, e.time);
+        start_collective(e.op.iteration, e.time);
         break;
       case EventKind::kPushDue:
         start_push(e.op.iteration, e.time);
@@ -599,10 +555,9 @@ void Simulation::try_start(int wi, Seconds now) {
   }
   w.computing = true;
   push_event(time, wi, EventKind::kSegmentDone, {}, ++w.generation);
-  restretch_messages(wi, now);
 }
 
-// A segment of one layer (Note [Interference]).
+// A segment of one layer (Note [Shared cores]).
 void Simulation::start_layer(int wi, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
   const bool forward = w.step < layers_;
@@ -614,9 +569,8 @@ void Simulation::start_layer(int wi, Seconds now) {
     ++w.iteration;
   }
   w.computing = true;
-  share_cores(wi, now);
+  count_computing(wi, now);
   push_event(now + w.running.work_left * compute_stretch(wi), wi, EventKind::kSegmentDone, {}, ++w.generation);
-  restretch_messages(wi, now);
 }
 
 void Simulation::end_layer(int wi, Seconds now) {
@@ -639,11 +593,6 @@ void Simulation::layer_done(int wi, int t, int layer, bool forward, Seconds star
   if (!forward) schedule_releases(wi, t, layer, end);
 }
 
-double Simulation::compute_stretch(int wi) const {
-  const Worker& w = workers_state_[static_cast<size_t>(wi)];
-  return (w.messages_in_flight > 0 ? 1 + host_.compute_slowdown : 1) * core_share(machine_of(wi));
-}
-
 // A layer in progress whose rate changes from 1/before to 1/after of its profiled
 // time: the work left is kept, its new end queued, the old one made stale.
 void Simulation::retime_layer(int wi, double before, double after, Seconds now) {
@@ -654,107 +603,67 @@ void Simulation::retime_layer(int wi, double before, double after, Seconds now) 
   push_event(now + r.work_left * after, wi, EventKind::kSegmentDone, {}, ++w.generation);
 }
 
-// A worker's messages on the network change by `delta`; a layer in progress is
-// re-timed when that changes its rate.
-void Simulation::count_in_flight(int wi, int delta, Seconds now) {
+// Note [Shared cores]: worker wi may have started or stopped computing.
+void Simulation::count_computing(int wi, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
-  const double before = compute_stretch(wi);
-  w.messages_in_flight += delta;
-  const double after = compute_stretch(wi);
-  if (one_layer_segments_ && w.computing && before != after) retime_layer(wi, before, after, now);
-}
-
-// Note [Shared cores]
-double Simulation::core_share(int machine) const {
-  if (!shares_cores_) return 1;
-  const int computing = sim_workers_ == 1 ? std::min(workers_, machine_workers_)
-                                          : computing_on_machine_[static_cast<size_t>(machine)];
-  return static_cast<double>(std::max(cores_, computing)) / std::max(cores_, machine_workers_);
-}
-
-// Worker wi may have started or stopped computing: the layers in progress on its
-// machine follow.
-void Simulation::share_cores(int wi, Seconds now) {
-  Worker& w = workers_state_[static_cast<size_t>(wi)];
-  if (!shares_cores_ || sim_workers_ == 1 || w.computing == w.holds_core) return;
-  const int machine = machine_of(wi);
-  const double before = core_share(machine);
-  computing_on_machine_[static_cast<size_t>(machine)] += w.computing ? 1 : -1;
+  if (w.computing == w.holds_core) return;
   w.holds_core = w.computing;
-  const double after = core_share(machine);
-  if (before == after) return;
-  const int first = machine * machine_workers_;
-  for (int v = first; v < std::min(sim_workers_, first + machine_workers_); ++v) {
-    const Worker& other = workers_state_[static_cast<size_t>(v)];
-    if (v == wi || !other.holds_core) continue;
-    const double messaging = other.messages_in_flight > 0 ? 1 + host_.compute_slowdown : 1;
-    retime_layer(v, messaging * before, messaging * after, now);
+  machines_[static_cast<size_t>(machine_of(wi))].computing += w.computing ? stands_for_ : -stands_for_;
+  reshare(machine_of(wi), now);
+}
+
+// Note [Shared cores]: worker wi's messages on the network change by `delta`.
+void Simulation::count_in_flight(int wi, int delta, Seconds now) {
+  machines_[static_cast<size_t>(machine_of(wi))].messages += delta * stands_for_;
+  reshare(machine_of(wi), now);
+}
+
+// Note [Shared cores]: the machine's shares follow its counts; its layers in
+// progress are re-timed and its flows re-stretched where they change.
+void Simulation::reshare(int machine, Seconds now) {
+  Machine& m = machines_[static_cast<size_t>(machine)];
+  const CoreShares before = m.shares;
+  m.shares = core_shares(host_, m.computing, m.messages);
+  if (m.shares.compute != before.compute) {
+    const int first = machine * machine_workers_;
+    for (int v = first; v < std::min(sim_workers_, first + machine_workers_); ++v) {
+      const Worker& w = workers_state_[static_cast<size_t>(v)];
+      if (w.holds_core) retime_layer(v, before.compute, m.shares.compute, now);
+    }
+  }
+  if (m.shares.message == before.message) return;
+  if (cluster_.arch == Arch::kAllReduce) {
+    const double stretch = collective_stretch();
+    for (const Collective& c : collectives_) {
+      // A flow that ended at `now` may not have been handled yet; one held has none.
+      if (!c.done && network_.in_flight(c.flow)) network_.set_stretch(c.flow, stretch, now);
+    }
+    return;
+  }
+  for (const Part& part : parts_) {
+    const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
+    if (network_.in_flight(part.flow) && machine_of(worker) == machine) {
+      network_.set_stretch(part.flow, m.shares.message, now);
+    }
   }
 }
 
-bool Simulation::anyone_computing() const {
-  return std::any_of(workers_state_.begin(), workers_state_.end(), [](const Worker& w) { return w.computing; });
+// A collective moves at the pace of its slowest machine.
+double Simulation::collective_stretch() const {
+  double stretch = 1;
+  for (const Machine& m : machines_) stretch = std::max(stretch, m.shares.message);
+  return stretch;
 }
 
-// Note [Collectives in flight]: whether one more collective may move now — the
-// transport's limit, or one at a time where the pairs timed as now (beside the
-// layers, or while the workers wait) run in turn.
+// Note [Collectives in flight]: whether one more collective may move now.
 bool Simulation::room_for_collective(int seq) const {
   if (encoded_moving_ > 0 && encoded(seq)) return false;
-  const bool in_turn = collectives_run_in_turn(host_.pair_slowdown_while(anyone_computing()));
-  const int limit = in_turn ? 1 : transport_limit_;
-  return limit == 0 || collectives_moving_ < limit;
+  return transport_limit_ == 0 || collectives_moving_ < transport_limit_;
 }
 
 bool Simulation::encoded(int seq) const {
   const Message& m = collectives_[static_cast<size_t>(seq - collective_base_)].messages[0];
   return lossy(schedule_.ops(m.ops.front().iteration)[static_cast<size_t>(m.ops.front().index)].encoding);
-}
-
-Stretch Simulation::collective_stretch() const {
-  const bool computing = anyone_computing();
-  const double beside_compute = computing ? 1 + host_.comm_slowdown : 1;
-  // Note [Collectives in flight]: each start-up moving beside another's adds
-  // the pair slowdown to the time of all.
-  const double beside_collectives =
-      1 + host_.pair_slowdown_while(computing) * std::max(0, collectives_moving_ - 1);
-  return {beside_compute * beside_collectives, beside_compute};
-}
-
-double Simulation::message_stretch(int wi) const {
-  return workers_state_[static_cast<size_t>(wi)].computing ? 1 + host_.point_to_point_slowdown() : 1;
-}
-
-// Worker wi may have started or stopped computing: its messages follow.
-void Simulation::restretch_messages(int wi, Seconds now) {
-  Worker& w = workers_state_[static_cast<size_t>(wi)];
-  if (w.computing == w.messages_stretched) return;
-  w.messages_stretched = w.computing;
-  if (cluster_.arch == Arch::kAllReduce) {
-    restretch_collectives(now);
-    start_held_collectives(now);  // if the limit now lets more run at once
-    return;
-  }
-  if (host_.point_to_point_slowdown() == 0) return;
-  for (const Part& part : parts_) {
-    if (network_.in_flight(part.flow) && ps_messages_[static_cast<size_t>(part.message)].worker == wi) {
-      network_.set_stretch(part.flow, message_stretch(wi), now);
-    }
-  }
-}
-
-// Note [Restretch only on change]: every collective flow in flight carries
-// `collectives_stretch_` (set here, and by start_collective when it agrees), so when
-// the stretch is unchanged the walk, which would change nothing, is skipped: a
-// large model has thousands of collectives and this runs at each start and end.
-void Simulation::restretch_collectives(Seconds now) {
-  const Stretch stretch = collective_stretch();
-  if (collectives_stretch_ == stretch) return;
-  collectives_stretch_ = stretch;
-  for (const Collective& c : collectives_) {
-    // A flow that ended at `now` may not have been handled yet; one held has none.
-    if (!c.done && network_.in_flight(c.flow)) network_.set_stretch(c.flow, stretch, now);
-  }
 }
 
 // Note [Collectives in flight]: those held start, in issue order, while there is room.
@@ -854,10 +763,9 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
   }
   const Seconds due = skew_due(seq, c, now);
   if (due > now) {
-    not_due_.push_back(seq);
     push_event(due, 0, EventKind::kCollectiveDue, {.iteration = seq, .index = 0});
   } else {
-    on_collective_due(seq, now);
+    start_collective(seq, now);
   }
 }
 
@@ -876,53 +784,12 @@ Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
       ready_at.erase(it);
     }
   }
-  c.reached = due;
-  // Note [Start delay]
-  const auto simulated = workers_state_.begin();
-  if (std::any_of(simulated, simulated + sim_workers_, [](const Worker& w) { return w.computing; })) {
-    due += host_.start_delay;
-    // Queued before the collective's due event, so it comes first at equal times.
-    if (host_.start_delay > 0) push_event(c.reached, 0, EventKind::kCoreWait, {.iteration = seq, .index = 0});
+  if (std::any_of(machines_.begin(), machines_.end(),
+                  [&](const Machine& m) { return cores_taken(host_, m.computing, m.messages); })) {
+    due += host_.core_wait;
   }
   last_due_ = std::max(last_due_, due);
   return last_due_;
-}
-
-void Simulation::on_collective_due(int seq, Seconds now) {
-  // Brought forward by end_start_delays, it may have ended, and left
-  // collectives_, before the due time it had first.
-  if (seq < collective_base_) return;
-  Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
-  if (c.due_passed) return;  // brought forward by end_start_delays
-  c.due_passed = true;
-  std::erase(not_due_, seq);
-  contend_for_core(seq, false, now);
-  start_collective(seq, now);
-}
-
-// Note [Start delay]: a collective waiting for a core takes the layers' share
-// of it as one on the network does (Note [Interference]), from when its last
-// worker reaches it until it starts.
-void Simulation::contend_for_core(int seq, bool contends, Seconds now) {
-  if (seq < collective_base_) return;  // ended already (on_collective_due)
-  Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
-  if (c.contends == contends) return;
-  c.contends = contends;
-  for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, contends ? +1 : -1, now);
-}
-
-// Note [Start delay]: the workers have all stopped computing, so the collectives
-// waiting for a core have one; each starts once its last worker has reached it,
-// in issue order. All are due anew, in that order.
-void Simulation::end_start_delays(Seconds now) {
-  if (not_due_.empty() || host_.start_delay <= 0) return;
-  Seconds due = now;
-  for (int seq : not_due_) {
-    Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
-    due = std::max(due, c.reached);
-    push_event(due, 0, EventKind::kCollectiveDue, {.iteration = seq, .index = 0});
-  }
-  last_due_ = due;
 }
 
 // A collective moves its message's wire bytes, after encoding it and before
@@ -948,12 +815,9 @@ void Simulation::start_collective(int seq, Seconds now) {
   }
   ++collectives_moving_;
   encoded_moving_ += encoded(seq) ? 1 : 0;
-  restretch_collectives(now);
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, +1, now);
-  const Stretch stretch = collective_stretch();
-  if (collectives_stretch_ != stretch) collectives_stretch_.reset();  // the next restretch walks
-  c.flow = network_.start(encoded_flow(c.messages[0]), now, stretch);
+  c.flow = network_.start(encoded_flow(c.messages[0]), now, collective_stretch());
   tag_flow(c.flow, {FlowTag::Kind::kCollective, seq});
 }
 
@@ -962,7 +826,6 @@ void Simulation::on_collective_done(int seq, Seconds now) {
   c.done = true;
   --collectives_moving_;
   encoded_moving_ -= encoded(seq) ? 1 : 0;
-  restretch_collectives(now);
   start_held_collectives(now);
   const bool record_it = recording(c.messages[0].ops.front().iteration);
   for (int v = 0; v < sim_workers_; ++v) {
@@ -1002,7 +865,6 @@ void Simulation::launch_ps(int wi, Message message, Seconds now) {
   m.worker = wi;
   m.message = std::move(message);
   m.parts_left = 0;
-  count_in_flight(wi, +1, now);  // from the first push to the last pull
   if (recording(m.message.ops.front().iteration)) m.lane = take_lane(wi);
 
   // One push per server the message touches, in order of first appearance.
@@ -1100,6 +962,7 @@ Flow Simulation::encoded_ps_flow(const Part& part, bool push) const {
 void Simulation::start_push(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
+  count_in_flight(worker, +1, now);
   part.flow = network_.start(encoded_ps_flow(part, /*push=*/true), now, message_stretch(worker));
   tag_flow(part.flow, {FlowTag::Kind::kPush, p});
 }
@@ -1110,8 +973,9 @@ void Simulation::start_push(int p, Seconds now) {
 void Simulation::on_push_done(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   part.flow = -1;
-  next_in_turn(push_channel(part), &Simulation::push_when_due, now);
   const PsMessage& m = ps_messages_[static_cast<size_t>(part.message)];
+  count_in_flight(m.worker, -1, now);
+  next_in_turn(push_channel(part), &Simulation::push_when_due, now);
   if (recording(part.ops.front().iteration)) {
     record(m.worker, lane_name(m.lane), fmt::format("push {} to server {}", describe(m.message), part.server),
            part.start, now, Message{part.ops, part.bytes});
@@ -1159,6 +1023,7 @@ OpRef Simulation::next_op_of(int server, OpRef op) const {
 void Simulation::start_pull(int p, Seconds now) {
   Part& part = parts_[static_cast<size_t>(p)];
   const int worker = ps_messages_[static_cast<size_t>(part.message)].worker;
+  count_in_flight(worker, +1, now);
   part.flow = network_.start(encoded_ps_flow(part, /*push=*/false), now, message_stretch(worker));
   tag_flow(part.flow, {FlowTag::Kind::kPull, p});
 }
@@ -1169,6 +1034,7 @@ void Simulation::on_pull_done(int p, Seconds now) {
   const int index = part.message;
   PsMessage& m = ps_messages_[static_cast<size_t>(index)];
   const int wi = m.worker;
+  count_in_flight(wi, -1, now);
   if (recording(part.ops.front().iteration)) {
     record(wi, lane_name(m.lane), fmt::format("pull {} from server {}", describe(m.message), part.server),
            part.start, now, Message{part.ops, part.bytes});
@@ -1176,7 +1042,6 @@ void Simulation::on_pull_done(int p, Seconds now) {
   next_in_turn(answer_channel(part), &Simulation::start_pull, now);
   const std::vector<OpRef> ops = std::move(part.ops);
   free_parts_.push_back(p);
-  if (m.parts_left == 1) count_in_flight(wi, -1, now);
   for (OpRef op : ops) complete_op(wi, op, now);
   if (--m.parts_left > 0) return;
   Worker& w = workers_state_[static_cast<size_t>(wi)];

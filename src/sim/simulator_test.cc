@@ -265,9 +265,7 @@ std::vector<Seconds> first_iteration_ends(const Schedule& s, const Profile& p, c
 
 // Note [Collectives in flight]: a measured transport runs two collectives at
 // once; under a credit for all four messages the last two wait for the first two
-// and pay their start-up after them. A host's pair_slowdown stretches the
-// start-ups of those moving together; where it says a pair of collectives runs in
-// turn, each waits for the one before.
+// and pay their start-up after them.
 TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
   Profile p = make_profile({{1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000},
                                   {1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000}});
@@ -290,49 +288,6 @@ TEST(Simulate, CollectivesBeyondTheTransportsLimitWaitTheirTurn) {
   EXPECT_NEAR(two[1], pair, 1e-12);
   EXPECT_NEAR(two[2], 2 * pair, 1e-12);
   EXPECT_NEAR(two[3], 2 * pair, 1e-12);
-
-  c.host.pair_slowdown = 0.4;  // nearer to at once: the transport's two, their start-ups 1.4 times as long
-  const Seconds partial = 1.4 * f.startup + 2 * alone;
-  const std::vector<Seconds> at_once = ends(2);
-  ASSERT_EQ(at_once.size(), 4u);
-  for (int k = 0; k < 4; ++k) EXPECT_NEAR(at_once[k], (k / 2 + 1) * partial, 1e-12) << k;
-  c.host.pair_slowdown = 0.8;  // nearer to in turn: one at a time, also where the transport has no limit
-  for (int limit : {0, 2}) {
-    const std::vector<Seconds> in_turn = ends(limit);
-    ASSERT_EQ(in_turn.size(), 4u);
-    for (int k = 0; k < 4; ++k) EXPECT_NEAR(in_turn[k], (k + 1) * (f.startup + alone), 1e-12) << limit << " " << k;
-  }
-}
-
-// Collectives that move while no worker computes follow waiting_pair_slowdown,
-// those beside the layers pair_slowdown. Needed only by the next iteration's
-// barrier, these four move while the workers wait.
-TEST(Simulate, CollectivesMovingWhileTheWorkersWaitFollowTheWaitingPairs) {
-  Profile p = make_profile({{1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000},
-                                  {1e-3, 1e-3, 100'000}, {1e-3, 1e-3, 100'000}});
-  Cluster c = ring(4, 1_Gbit, 50_us);
-  c.fitted = FittedAllReduce{.a = 2e-3, .b = 1e-8, .concurrent = 2};
-  const Schedule s = leaving_together(p, true);
-  const Flow f = allreduce_flow(c, 400'000);
-  const Seconds alone = f.volume * c.fitted->b;
-  const Seconds partial = 1.4 * f.startup + 2 * alone;
-
-  c.host.pair_slowdown = 0.8;  // beside the layers, in turn; while waiting, at once
-  c.host.waiting_pair_slowdown = 0.4;
-  const std::vector<Seconds> at_once = first_iteration_ends(s, p, c);
-  ASSERT_EQ(at_once.size(), 4u);
-  for (int k = 0; k < 4; ++k) EXPECT_NEAR(at_once[k], (k / 2 + 1) * partial, 1e-12) << k;
-
-  c.host.pair_slowdown = 0;  // the other way round
-  c.host.waiting_pair_slowdown = 0.8;
-  const std::vector<Seconds> in_turn = first_iteration_ends(s, p, c);
-  ASSERT_EQ(in_turn.size(), 4u);
-  for (int k = 0; k < 4; ++k) EXPECT_NEAR(in_turn[k], (k + 1) * (f.startup + alone), 1e-12) << k;
-
-  c.host.waiting_pair_slowdown.reset();  // not measured: pair_slowdown holds throughout
-  const std::vector<Seconds> free = first_iteration_ends(s, p, c);
-  ASSERT_EQ(free.size(), 4u);
-  for (int k = 0; k < 4; ++k) EXPECT_NEAR(free[k], (k / 2 + 1) * (f.startup + 2 * alone), 1e-12) << k;
 }
 
 // (e) Windows fuse the highest-priority ready ops into one message.
@@ -454,81 +409,32 @@ TEST(Simulate, BackToBackSkewSeparatesAnnouncedCollectivesSentInARow) {
               first_end + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
-// Note [Start delay]: a collective launched while its workers compute (layer 1's,
-// during layer 0's backward) starts start_delay later; one launched as they stop
-// (layer 0's, at the backward's end) does not.
-TEST(Simulate, StartDelayHoldsCollectivesLaunchedWhileTheWorkersCompute) {
+// Note [Skew]: a collective launched while its cores are all taken (layer 1's,
+// during layer 0's backward, four workers computing on two cores) starts
+// core_wait later; one launched as they stop (layer 0's) does not. Its messages
+// take no core here, so nothing else changes.
+TEST(Simulate, CoreWaitHoldsCollectivesLaunchedWhileTheCoresAreTaken) {
   Profile p = make_profile({{1e-3, 10e-3, 10'000}, {1e-3, 1e-3, 25'000}});
   Cluster c = ring(4, 1_Gbit, 50_us);
-  c.host.start_delay = 2e-3;
+  c.host.processes = 4;
+  c.host.cores = 2;
+  c.host.core_wait = 2e-3;
   const Timeline t =
       simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
   const std::vector<std::pair<Seconds, Seconds>> comm = comm_spans(t);
   ASSERT_EQ(comm.size(), 2u);
   const Seconds iteration_start = comm[0].first - p.forward_time() - p.layers[1].bp;
   const Seconds compute_end = iteration_start + compute_of(p);
-  EXPECT_NEAR(comm[0].second, comm[0].first + c.host.start_delay + allreduce_time(c, p.layers[1].bytes()), 1e-12);
+  EXPECT_NEAR(comm[0].second, comm[0].first + c.host.core_wait + allreduce_time(c, p.layers[1].bytes()), 1e-12);
   ASSERT_LT(comm[0].second, compute_end);  // the message before is out of the way
   EXPECT_NEAR(comm[1].first, compute_end, 1e-12);
   EXPECT_NEAR(comm[1].second, compute_end + allreduce_time(c, p.layers[0].bytes()), 1e-12);
-  EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.layers[0].bytes()), 1e-12);
-}
-
-// Note [Start delay]: a collective waiting for a core takes the layers' share of
-// it as one on the network does: layer 0's backward, beside layer 1's collective
-// from its launch, runs 1 + compute_slowdown times slower through the delay too.
-TEST(Simulate, ACollectiveWaitingForACoreSlowsTheLayers) {
-  Profile p = make_profile({{1e-3, 10e-3, 10'000}, {1e-3, 1e-3, 25'000}});
-  Cluster c = ring(4, 1_Gbit, 50_us);
-  c.host.compute_slowdown = 0.5;
-  const Schedule s = one_period(per_layer_backward_order(p, false));
-  const auto backward_end = [&](Seconds start_delay) {
-    c.host.start_delay = start_delay;
-    const std::vector<std::pair<Seconds, Seconds>> comm =
-        comm_spans(simulate(s, p, c, {.iterations = 4, .record_iterations = 1}));
-    EXPECT_EQ(comm.size(), 2u);
-    return comm.back().first - comm.front().first;  // layer 0's collective leaves as the backward ends
-  };
-  const Seconds undelayed = backward_end(0);
-  const Seconds delay = 2e-3;
-  // The delay's 2 ms pass beside the layer at 1/1.5 of its speed, as the transfer did.
-  EXPECT_NEAR(backward_end(delay) - undelayed, delay * (1 - 1 / (1 + c.host.compute_slowdown)), 1e-12);
-}
-
-// Note [Start delay]: the wait is for a core, so it ends as the workers stop
-// computing: layer 1's collective, launched 0.5 ms before the backward ends,
-// starts as it ends rather than start_delay after its launch.
-TEST(Simulate, StartDelayEndsWhenTheWorkersStopComputing) {
-  Profile p = make_profile({{1e-3, 0.5e-3, 10'000}, {1e-3, 1e-3, 25'000}});
-  Cluster c = ring(4, 1_Gbit, 50_us);
-  c.host.start_delay = 2e-3;
-  c.fitted = FittedAllReduce{.a = 1e-3, .b = 1e-8, .concurrent = 1};
-  const Timeline t =
-      simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4, .record_iterations = 1});
-  const std::vector<std::pair<Seconds, Seconds>> comm = comm_spans(t);
-  ASSERT_EQ(comm.size(), 2u);
-  const Seconds compute_end = comm[0].first + p.layers[0].bp;
-  EXPECT_NEAR(comm[0].second, compute_end + allreduce_time(c, p.layers[1].bytes()), 1e-12);
-  EXPECT_NEAR(comm[1].second, comm[0].second + allreduce_time(c, p.layers[0].bytes()), 1e-12);
-}
-
-// Note [Start delay]: a collective brought forward as the workers stop computing
-// can end, and be gone, long before the due time it had first; that due time
-// then passes without effect (found by AddressSanitizer: it read the collective
-// after it was freed).
-TEST(Simulate, ACollectiveBroughtForwardEndsBeforeItsFirstDueTime) {
-  Profile p = make_profile({{1e-3, 0.5e-3, 10'000}, {1e-3, 1e-3, 25'000}});
-  Cluster c = ring(4, 1_Gbit, 50_us);
-  c.host.start_delay = 50e-3;  // far longer than either transfer, and than an iteration
-  const Timeline t =
-      simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 60, .record_iterations = 2});
-  const std::vector<std::pair<Seconds, Seconds>> comm = comm_spans(t);
-  ASSERT_EQ(comm.size(), 4u);
-  const Seconds compute_end = comm[0].first + p.layers[0].bp;
-  EXPECT_NEAR(comm[0].second, compute_end + allreduce_time(c, p.layers[1].bytes()), 1e-12);
-  EXPECT_LT(comm[1].second, comm[0].first + c.host.start_delay);  // both over before the first due time
-  EXPECT_NEAR(t.summary.iteration,
-              compute_of(p) + allreduce_time(c, p.layers[1].bytes()) + allreduce_time(c, p.layers[0].bytes()), 1e-12);
+  c.host.cores = 4;  // two workers a machine on four cores: never all taken
+  c.host.processes = 2;
+  EXPECT_NEAR(simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4}).summary.iteration,
+              simulate(one_period(per_layer_backward_order(p, false)), p, ring(4, 1_Gbit, 50_us), {.iterations = 4})
+                      .summary.iteration,
+              1e-12);
 }
 
 // Note [Skew]: the skew grows by `drift` for the compute beyond half an iteration
@@ -562,12 +468,14 @@ TEST(Simulate, RepresentativeWorkerEqualsFullSimulation) {
   for (int trial = 0; trial < 50; ++trial) {
     Profile p = random_profile(rng);
     Cluster c = random_ring(rng);
-    if (trial % 4 >= 2) c.host.compute_slowdown = 0.4;
-    if (trial % 4 == 3) c.host.comm_slowdown = 0.7;
+    if (trial % 4 >= 2) {  // Note [Shared cores]
+      c.host.processes = c.workers;
+      c.host.cores = std::max(1, c.workers / 2);
+      c.host.comm_cores = trial % 4 == 3 ? 0.6 : 0.1;
+    }
     if (trial % 5 >= 3) c.host.skew = 2e-3;
     if (trial % 5 == 4) c.host.back_to_back_skew = 1e-3;
     if (trial % 7 >= 4) c.host.drift = 0.2;
-    if (trial % 6 >= 4) c.host.start_delay = 1.5e-3;
     std::vector<CommOp> ops = per_layer_backward_order(p, trial % 2 == 0);
     DispatchPolicy dispatch;
     if (trial % 3 == 1) dispatch = {.kind = DispatchPolicy::Kind::kCredit, .credit = 1_MiB, .windows = {}};
@@ -771,65 +679,70 @@ TEST(Simulate, PeriodAveragesWholePeriods) {
   EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.total_bytes()) / 3, 1e-12);
 }
 
-// Note [Interference]: a layer takes (1 + κ) times its time
-// while its worker has a message in flight, re-timed when a message starts or ends
-// in the middle of it. wfbp on two layers: layer 1's message (m1 < bp0) runs during
-// the first part of layer 0's backward, which does m1/(1 + κ) of its work then and
-// the rest at full speed; layer 0's message follows, behind the barrier.
-TEST(Simulate, CommunicationSlowsTheLayersItOverlaps) {
+// Note [Shared cores]: four workers profiled on two cores, whose messages ask
+// 0.2 of a core each: beside a message each, a layer has (2 − 4·0.2)/4 = 0.3 of a
+// core where it was profiled with 0.5, so it takes s = 5/3 of its time while the
+// messages have theirs. wfbp on two layers: layer 1's message (m < bp0) runs
+// during the first part of layer 0's backward, which does m/s of its work then
+// and the rest at the profile's pace; layer 0's message follows.
+TEST(Simulate, MessagesTakeTheirCoresFromTheLayersTheyOverlap) {
   Profile p = make_profile({{1e-3, 2e-3, 10'000}, {1e-3, 2e-3, 10'000}});
   Cluster c = ring(4, 1_Gbit, 10_us);
-  c.host.compute_slowdown = 0.5;
+  c.host.processes = 4;
+  c.host.cores = 2;
+  c.host.comm_cores = 0.2;
   const Seconds m = allreduce_time(c, p.layers[0].bytes());
   ASSERT_LT(m, p.layers[0].bp);
   const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c,
                               {.iterations = 4, .record_iterations = 2});
-  const Seconds bp0 = p.layers[0].bp - m / 1.5 + m;  // m at 1/1.5 speed, the rest at full speed
+  const double s = 5.0 / 3;
+  const Seconds bp0 = p.layers[0].bp - m / s + m;
   EXPECT_NEAR(t.summary.iteration, p.forward_time() + p.layers[1].bp + bp0 + m, 1e-12);
   EXPECT_NEAR(t.summary.compute, compute_of(p), 1e-12);  // the profile's, unstretched
-  EXPECT_NEAR(t.summary.slowed_compute, compute_of(p) + m - m / 1.5, 1e-12);  // as run
-  c.host.compute_slowdown = 0;
-  EXPECT_NEAR(simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4}).summary.slowed_compute,
-              compute_of(p), 1e-12);
+  EXPECT_NEAR(t.summary.slowed_compute, compute_of(p) + m - m / s, 1e-12);  // as run
   const auto bp_layer0 = std::find_if(t.events.begin(), t.events.end(),
                                       [](const Event& e) { return e.name == "bp layer0"; });
   ASSERT_NE(bp_layer0, t.events.end());
   EXPECT_NEAR(bp_layer0->end - bp_layer0->start, bp0, 1e-12);
-  EXPECT_EQ(t.events.size(), 4u * 2 * 6);  // one event per layer and message, as with κ = 0
+  EXPECT_EQ(t.events.size(), 4u * 2 * 6);  // one event per layer and message, as on a host of no cores
+  c.host.comm_cores = 0;
+  EXPECT_NEAR(simulate(one_period(per_layer_backward_order(p, false)), p, c, {.iterations = 4}).summary.slowed_compute,
+              compute_of(p), 1e-12);
 }
 
-// Note [Interference], the other way: a message advances 1 + μ times slower while
-// its workers compute. wfbp on two layers, μ = 1: layer 1's message runs at half
-// speed until layer 0's backward ends (bp0/2 of its m1 done), then at full speed;
-// layer 0's message follows behind the barrier, alone on idle workers.
-TEST(Simulate, ComputationSlowsTheMessagesItOverlaps) {
-  Profile p = make_profile({{1e-3, 2e-3, 30'000}, {1e-3, 2e-3, 30'000}});
+// Note [Shared cores], where the cores run out: four workers on four cores whose
+// messages ask a whole core each share them evenly, so a layer and a message
+// overlapping both advance at half speed. wfbp on two layers: layer 1's message
+// (m < bp0) ends at 2m, having let layer 0's backward do m of its work, which
+// then ends at full speed, m later than alone; layer 0's message follows, alone
+// on idle workers.
+TEST(Simulate, LayersAndMessagesShareTheCoresEvenlyWhenTheyRunOut) {
+  Profile p = make_profile({{1e-3, 2e-3, 10'000}, {1e-3, 2e-3, 10'000}});
   Cluster c = ring(4, 1_Gbit, 10_us);
-  c.host.comm_slowdown = 1;
+  c.host.processes = 4;
+  c.host.cores = 4;
+  c.host.comm_cores = 1;
   const Seconds m = allreduce_time(c, p.layers[0].bytes());
-  const Seconds bp0 = p.layers[0].bp;
-  ASSERT_GT(m, bp0 / 2);
-  ASSERT_LT(m, bp0);
+  ASSERT_LT(m, p.layers[0].bp);
   const Timeline t = simulate(one_period(per_layer_backward_order(p, false)), p, c,
                               {.iterations = 4, .record_iterations = 2});
-  const Seconds m1_end = p.forward_time() + p.layers[1].bp + bp0 + (m - bp0 / 2);
-  EXPECT_NEAR(t.summary.iteration, m1_end + m, 1e-12);
-  EXPECT_NEAR(end_of_last_comm(t, 0), m1_end + m, 1e-12);
+  EXPECT_NEAR(t.summary.iteration, p.forward_time() + p.layers[1].bp + p.layers[0].bp + m + m, 1e-12);
+  EXPECT_NEAR(end_of_last_comm(t, 0), t.summary.iteration, 1e-12);
 }
 
-// Where no layer overlaps a message (ssgd's barrier), neither slowdown changes
-// anything; where they overlap, the iteration grows, by at most κ times the
-// compute when messages are not slowed.
-TEST(Simulate, SlowdownsStretchOnlyWhatOverlaps) {
+// Note [Shared cores]: where no layer overlaps a message (ssgd's barrier) and
+// the cores never run out (a parameter server's one message per worker beside
+// the others' layers), nothing changes; where they run out, the iteration grows.
+TEST(Simulate, SharedCoresStretchOnlyWhatOverlaps) {
   std::mt19937 rng(4);
   for (int trial = 0; trial < 100; ++trial) {
     Profile p = random_profile(rng);
     const Cluster c = random_ring(rng);
-    Host slowed;
-    slowed.compute_slowdown = std::uniform_real_distribution(0.0, 1.0)(rng);
-    if (trial % 2 == 1) slowed.comm_slowdown = std::uniform_real_distribution(0.0, 2.0)(rng);
+    Host shared;
+    shared.processes = shared.cores = c.workers;
+    shared.comm_cores = std::uniform_real_distribution(0.0, 1.0)(rng);
     const auto on = [&](Cluster cluster) {
-      cluster.host = slowed;
+      cluster.host = shared;
       return cluster;
     };
     const Schedule ssgd = one_period({whole_layers(p, all_layers(p))});
@@ -838,37 +751,8 @@ TEST(Simulate, SlowdownsStretchOnlyWhatOverlaps) {
     const Cluster server = parameter_server(c.workers, c.bandwidth, c.latency);
     EXPECT_NEAR(simulate(ps, p, on(server)).summary.iteration, simulate(ps, p, server).summary.iteration, 1e-9);
     const Schedule wfbp = one_period(per_layer_backward_order(p, trial % 4 < 2));
-    const Seconds fast = simulate(wfbp, p, c).summary.iteration;
-    const Seconds slow = simulate(wfbp, p, on(c)).summary.iteration;
-    EXPECT_GE(slow, fast - 1e-9) << "trial " << trial;
-    if (slowed.comm_slowdown == 0) {
-      EXPECT_LE(slow, fast + slowed.compute_slowdown * compute_of(p) + 1e-9) << "trial " << trial;
-    }
-  }
-}
-
-// Note [Interference]: a parameter server's transfers follow transfer_slowdown
-// where the host has it, comm_slowdown where not; collectives follow
-// comm_slowdown alone.
-TEST(Simulate, PointToPointTransfersFollowTheirOwnSlowdown) {
-  std::mt19937 rng(11);
-  for (int trial = 0; trial < 50; ++trial) {
-    Profile p = random_profile(rng);
-    const Cluster c = random_ring(rng);
-    const Cluster server = parameter_server(c.workers, c.bandwidth, c.latency);
-    std::vector<CommOp> per_layer;  // each layer pushed as its backward ends: beside the next ones
-    for (int l = p.size() - 1; l >= 0; --l) per_layer.push_back(ps_op(p, {l}));
-    const Schedule ps = one_period(per_layer);
-    const Schedule wfbp = one_period(per_layer_backward_order(p, false));
-    const double slowdown = std::uniform_real_distribution(0.1, 2.0)(rng);
-    const auto iteration = [&](const Schedule& s, Cluster cluster, double comm, std::optional<double> transfer) {
-      cluster.host.comm_slowdown = comm;
-      cluster.host.transfer_slowdown = transfer;
-      return simulate(s, p, cluster).summary.iteration;
-    };
-    EXPECT_NEAR(iteration(ps, server, slowdown, 0), iteration(ps, server, 0, std::nullopt), 1e-12) << trial;
-    EXPECT_NEAR(iteration(ps, server, 0, slowdown), iteration(ps, server, slowdown, std::nullopt), 1e-12) << trial;
-    EXPECT_NEAR(iteration(wfbp, c, slowdown, 0), iteration(wfbp, c, slowdown, std::nullopt), 1e-12) << trial;
+    EXPECT_GE(simulate(wfbp, p, on(c)).summary.iteration, simulate(wfbp, p, c).summary.iteration - 1e-9)
+        << "trial " << trial;
   }
 }
 
