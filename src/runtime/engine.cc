@@ -602,6 +602,19 @@ std::map<std::string, torch::Tensor> Engine::state() const {
   return out;
 }
 
+std::optional<torch::Tensor> Engine::agreed_parameters() const {
+  std::vector<torch::Tensor> layers;
+  for (int l = 0; l < static_cast<int>(options_.layers.size()); ++l) {
+    std::optional<torch::Tensor> layer;
+    for (const auto& executor : executors_) {
+      if (executor && (layer = executor->agreed(l))) break;
+    }
+    if (!layer) return std::nullopt;
+    layers.push_back(*layer);
+  }
+  return torch::cat(layers);
+}
+
 void Engine::load_state(const std::map<std::string, torch::Tensor>& state) {
   std::vector<std::map<std::string, torch::Tensor>> of_kind(executors_.size());
   for (const auto& [name, value] : state) {

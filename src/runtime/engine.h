@@ -121,6 +121,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -184,6 +185,10 @@ class OpExecutor {
   // Sets what state() returned. REQUIRES: no message in flight. THROWS
   // std::invalid_argument naming an entry this executor does not keep.
   virtual void load_state(const std::map<std::string, torch::Tensor>& state);
+  // Layer `layer`'s parameters as the workers agree on them, flat, where this
+  // executor holds such a value (EASGD: the servers' centre as last answered);
+  // none otherwise. REQUIRES: no message in flight.
+  virtual std::optional<torch::Tensor> agreed(int /*layer*/) const { return std::nullopt; }
 };
 
 struct EngineOptions {
@@ -267,6 +272,11 @@ class Engine {
   // REQUIRES: before the first iteration. THROWS std::invalid_argument naming an
   // entry this engine does not keep, or one of another size.
   void load_state(const std::map<std::string, torch::Tensor>& state);
+
+  // Every layer's agreed parameters (OpExecutor::agreed), flat in layer order;
+  // none unless an executor holds them for every layer (EASGD: before each
+  // layer's first answer of this run, it does not). REQUIRES: drained.
+  std::optional<torch::Tensor> agreed_parameters() const;
 
  private:
   struct Event;

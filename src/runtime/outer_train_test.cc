@@ -7,7 +7,8 @@
 //   the outer step gives x0 − lr·(1 + momentum)·(x0 − A);
 // - "eval_agreed" is the evaluation of the mean of the ranks' parameters;
 // - EASGD's centre (ps-interleaved) steps by the outer optimizer: lr 1 and
-//   momentum 0 is the plain move, and one Nesterov step is the hand-computed one.
+//   momentum 0 is the plain move, and one Nesterov step is the hand-computed one;
+//   its "eval_agreed" is the evaluation of the centre.
 #include <nlohmann/json.hpp>
 
 #include "runtime/data.h"
@@ -203,6 +204,35 @@ TEST_F(OuterOptimizerTrain, TheEasgdCentreStepsByTheOuterOptimizer) {
   }
   EXPECT_LE(worst, 1e-6);
   EXPECT_GT(moved, 1e-4) << "the outer step did not move the centre off the mean";
+}
+
+// ps-interleaved with T = 1, β = 1 and α = 0: the workers are never pulled, and
+// every exchange sets the centre to the mean of what they push, so after the last
+// one the centre is the mean of their final parameters; eval_agreed evaluates it.
+TEST_F(OuterOptimizerTrain, EvaluationOfTheEasgdCentre) {
+  const fs::path params = dir_ / "params";
+  const fs::path metrics = dir_ / "metrics.jsonl";
+  auto [status, err] = weft("run", {"train", "--model", "mlp", "--synthetic", "--strategy", "ps-interleaved",
+                                    "--servers", "1", "--T", "1", "--easgd-beta", "1", "--easgd-alpha", "0",
+                                    "--nproc", "2", "--steps", "7", "--batch", "8", "--lr", "0.05", "--seed",
+                                    std::to_string(kSeed), "--save-params", params.string(), "--eval-every", "100",
+                                    "--metrics", metrics.string(), "--no-progress", "--failure-timeout", "30"});
+  ASSERT_EQ(status, 0) << err;
+  const json line = last_evaluation(metrics);
+  ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
+  const auto a = rank(params, 0), b = rank(params, 1);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a == b) << "the workers agree; the test needs them to differ";
+  torch::Tensor mean = torch::empty({static_cast<std::int64_t>(a.size())});
+  for (size_t i = 0; i < a.size(); ++i) mean[static_cast<std::int64_t>(i)] = (a[i] + b[i]) / 2.0f;
+  auto model = weft::runtime::make_model("mlp", kSeed);
+  weft::runtime::load_flat_parameters(*model, mean);
+  auto data = weft::runtime::make_data({.model = "mlp", .synthetic = true, .rank = 0, .world = 2, .batch = 8,
+                                        .seed = kSeed});
+  const auto expected = weft::runtime::evaluate(*model, *data, 256);
+  EXPECT_DOUBLE_EQ(line["eval_agreed"]["accuracy"].get<double>(), expected.accuracy);
+  EXPECT_NEAR(line["eval_agreed"]["loss"].get<double>(), expected.loss, 1e-9);
+  EXPECT_NE(line["eval"]["loss"].get<double>(), line["eval_agreed"]["loss"].get<double>());
 }
 
 }  // namespace

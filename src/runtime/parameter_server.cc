@@ -166,15 +166,16 @@ class ParameterServerExchange : public OpExecutor {
     for (int t = 0; t < schedule.period; ++t) {
       const auto& ops = schedule.ops(t);
       for (std::size_t i = 0; i < ops.size(); ++i) {
-        if (!lossy(ops[i].encoding)) continue;
+        if (!lossy(ops[i].encoding) && !elastic()) continue;
         const int index = static_cast<int>(i);
         const std::vector<int> layers = whole_layers(ops[i], options.layers, t, index);
+        layers_of_[{t, index}] = layers;
+        if (!lossy(ops[i].encoding)) continue;
         for (int l : layers) {
           if (reference_.has(l)) continue;
           reference_.set(l, pack_parameters(options.layers, {l}));
           feedback_.set(l, torch::zeros_like(pack_parameters(options.layers, {l})));
         }
-        layers_of_[{t, index}] = layers;
       }
     }
   }
@@ -221,7 +222,20 @@ class ParameterServerExchange : public OpExecutor {
       result = advanced(reference_.gather(layers), *formats_.at(to_string(op.encoding)), result);
       reference_.scatter(layers, result);
     }
-    if (elastic()) result = elastic_pull(packed, result, easgd_.alpha);
+    if (elastic()) {
+      std::int64_t at = 0;
+      for (int l : layers_of(schedule, message.ops.front())) {
+        const std::int64_t n = layer_numel(l);
+        centre_.set(l, result.narrow(0, at, n));
+        at += n;
+      }
+      result = elastic_pull(packed, result, easgd_.alpha);
+    }
+  }
+
+  std::optional<torch::Tensor> agreed(int layer) const override {
+    if (!centre_.has(layer)) return std::nullopt;
+    return centre_.gather({layer});
   }
 
   std::string describe(const Schedule& schedule, const Message& message) const override {
@@ -246,6 +260,11 @@ class ParameterServerExchange : public OpExecutor {
   const std::vector<int>& layers_of(const Schedule& schedule, const OpRef& ref) const {
     return layers_of_.at({ref.iteration % schedule.period, ref.index});
   }
+  std::int64_t layer_numel(int layer) const {
+    std::int64_t n = 0;
+    for (const torch::Tensor& p : options_.layers[static_cast<size_t>(layer)]) n += p.numel();
+    return n;
+  }
 
   const EngineOptions& options_;
   const Easgd easgd_;
@@ -254,6 +273,9 @@ class ParameterServerExchange : public OpExecutor {
   std::map<std::pair<int, int>, std::vector<int>> layers_of_;  // (period iteration, op) -> whole layers
   LayerValues reference_;  // r: what the servers last answered
   LayerValues feedback_;   // this worker's pushes' error feedback
+  // EASGD: the centre the servers last answered, per layer answered in this run
+  // (what agreed() reports; not checkpointed: a resumed run starts without it).
+  LayerValues centre_;
   // The server answers a worker's exchanges in the order they were pushed, so
   // waiting in that order delays no completion noticeably.
   WorkWaiter waiter_;

@@ -610,15 +610,15 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
     engine_state = entries_under(checkpoint, kEngineEntries);
   }
 
-  // The agreed model: local SGD's workers differ between averages, so each
-  // evaluation also evaluates their mean (docs/local-sgd.md).
+  // The agreed model (docs/local-sgd.md): local SGD's workers differ between
+  // averages, so each evaluation also evaluates their mean; EASGD's workers are
+  // pulled towards the servers' centre, which rank 0 evaluates as last answered.
   const bool evaluate_agreed = options.eval_every > 0 && info.family == Family::kLocalSgd && workers > 1;
+  const bool evaluate_centre = options.eval_every > 0 && schedule.easgd.beta > 0;
   c10::intrusive_ptr<c10d::ProcessGroup> agreed_group;
   std::shared_ptr<LayeredModel> agreed_model;
-  if (evaluate_agreed) {
-    agreed_group = open_subgroup(group, "agreed", /*threads=*/1);
-    if (leader) agreed_model = make_model(options.model, options.seed);
-  }
+  if (evaluate_agreed) agreed_group = open_subgroup(group, "agreed", /*threads=*/1);
+  if ((evaluate_agreed || evaluate_centre) && leader) agreed_model = make_model(options.model, options.seed);
 
   MetricsFile metrics;
   if (leader) metrics = MetricsFile(options.metrics, /*truncate=*/!options.resume);
@@ -640,8 +640,14 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   }
   // Every worker calls it at the same iterations (the average is a collective);
   // rank 0 evaluates and writes the line.
-  auto eval_line = [&](std::int64_t t) {
+  auto eval_line = [&](std::int64_t t, const Engine& engine) {
     std::optional<EvalResult> on_agreed;
+    if (evaluate_centre && leader) {
+      if (const std::optional<torch::Tensor> centre = engine.agreed_parameters()) {
+        load_flat_parameters(*agreed_model, *centre);
+        on_agreed = evaluate(*agreed_model, *data, 256);
+      }
+    }
     // Note [The agreed model after a whole average].
     const bool own_is_agreed = evaluate_agreed && averaged_whole_model(schedule, static_cast<int>(t), layers);
     if (evaluate_agreed && !own_is_agreed) {
@@ -660,7 +666,8 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
     metrics.write(line);
     progress.message(fmt::format("evaluation after iteration {}: accuracy {:.4f}, loss {:.4f}{}", t, r.accuracy,
                                  r.loss,
-                                 on_agreed ? fmt::format(" (the workers' average: accuracy {:.4f}, loss {:.4f})",
+                                 on_agreed ? fmt::format(" ({}: accuracy {:.4f}, loss {:.4f})",
+                                                         evaluate_centre ? "the servers' centre" : "the workers' average",
                                                          on_agreed->accuracy, on_agreed->loss)
                                            : ""));
   };
@@ -693,12 +700,12 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
       if (options.eval_every > 0 && (t + 1) % options.eval_every == 0 && t + 1 < steps &&
           (leader || evaluate_agreed)) {
         engine.drain();
-        eval_line(t);
+        eval_line(t, engine);
       }
     }
     engine.finish();
+    if (options.eval_every > 0) eval_line(steps - 1, engine);
   }
-  if (options.eval_every > 0) eval_line(steps - 1);
   if (!options.save_params.empty()) save_parameters(*model, options.save_params, group.rank);
   if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
   return 0;

@@ -30,7 +30,9 @@
 // write per line, so lines never interleave); rank 0 adds {"rank", "iter",
 // "time_s", "eval": {"accuracy", "loss"}} after evaluating, and for local SGD on
 // several workers "eval_agreed": {"accuracy", "loss"}, the evaluation of the
-// workers' mean parameters (docs/local-sgd.md). "iter" counts from 0;
+// workers' mean parameters (for ps-interleaved: of the servers' centre as rank
+// 0 last received it, once every layer has been answered; docs/local-sgd.md).
+// "iter" counts from 0;
 // an evaluation's "iter" is the last iteration trained before it. "time_s" is
 // seconds since the start barrier; "iteration_s" is the wall time since the
 // previous iteration ended (the first: since the barrier).
