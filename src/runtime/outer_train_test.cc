@@ -48,6 +48,25 @@ json last_evaluation(const fs::path& metrics) {
   return line;
 }
 
+// `line`'s eval_agreed is the evaluation of the mean of ranks 0 and 1's saved
+// parameters (which must differ), and its eval is not.
+void expect_agreed_is_the_ranks_mean(const json& line, const fs::path& params) {
+  ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
+  const auto a = rank(params, 0), b = rank(params, 1);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a == b) << "the ranks agree; the test needs them to differ";
+  torch::Tensor mean = torch::empty({static_cast<std::int64_t>(a.size())});
+  for (size_t i = 0; i < a.size(); ++i) mean[static_cast<std::int64_t>(i)] = (a[i] + b[i]) / 2.0f;
+  auto model = weft::runtime::make_model("mlp", kSeed);
+  weft::runtime::load_flat_parameters(*model, mean);
+  auto data = weft::runtime::make_data({.model = "mlp", .synthetic = true, .rank = 0, .world = 2, .batch = 8,
+                                        .seed = kSeed});
+  const auto expected = weft::runtime::evaluate(*model, *data, 256);
+  EXPECT_DOUBLE_EQ(line["eval_agreed"]["accuracy"].get<double>(), expected.accuracy);
+  EXPECT_NEAR(line["eval_agreed"]["loss"].get<double>(), expected.loss, 1e-9);
+  EXPECT_NE(line["eval"]["loss"].get<double>(), line["eval_agreed"]["loss"].get<double>());
+}
+
 using OuterOptimizerTrain = TrainTest;
 
 TEST_F(OuterOptimizerTrain, LrOneMomentumZeroIsThePlainAverage) {
@@ -120,21 +139,7 @@ TEST_F(OuterOptimizerTrain, EvaluationOfTheAgreedModelIsThatOfTheRanksMean) {
   auto [status, err] = weft("run", train_args("flsgd", 5, 7, params, {"--eval-every", "100", "--metrics",
                                                                       metrics.string()}));
   ASSERT_EQ(status, 0) << err;
-  const json line = last_evaluation(metrics);
-  ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
-  const auto a = rank(params, 0), b = rank(params, 1);
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a == b) << "the ranks agree; the test needs them to differ";
-  torch::Tensor mean = torch::empty({static_cast<std::int64_t>(a.size())});
-  for (size_t i = 0; i < a.size(); ++i) mean[static_cast<std::int64_t>(i)] = (a[i] + b[i]) / 2.0f;
-  auto model = weft::runtime::make_model("mlp", kSeed);
-  weft::runtime::load_flat_parameters(*model, mean);
-  auto data = weft::runtime::make_data({.model = "mlp", .synthetic = true, .rank = 0, .world = 2, .batch = 8,
-                                        .seed = kSeed});
-  const auto expected = weft::runtime::evaluate(*model, *data, 256);
-  EXPECT_DOUBLE_EQ(line["eval_agreed"]["accuracy"].get<double>(), expected.accuracy);
-  EXPECT_NEAR(line["eval_agreed"]["loss"].get<double>(), expected.loss, 1e-9);
-  EXPECT_NE(line["eval"]["loss"].get<double>(), line["eval_agreed"]["loss"].get<double>());
+  expect_agreed_is_the_ranks_mean(last_evaluation(metrics), params);
 }
 
 // After 10 iterations of flsgd with H = 5 the last iteration averaged the whole
@@ -218,21 +223,7 @@ TEST_F(OuterOptimizerTrain, EvaluationOfTheEasgdCentre) {
                                     std::to_string(kSeed), "--save-params", params.string(), "--eval-every", "100",
                                     "--metrics", metrics.string(), "--no-progress", "--failure-timeout", "30"});
   ASSERT_EQ(status, 0) << err;
-  const json line = last_evaluation(metrics);
-  ASSERT_TRUE(line.contains("eval_agreed")) << line.dump();
-  const auto a = rank(params, 0), b = rank(params, 1);
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a == b) << "the workers agree; the test needs them to differ";
-  torch::Tensor mean = torch::empty({static_cast<std::int64_t>(a.size())});
-  for (size_t i = 0; i < a.size(); ++i) mean[static_cast<std::int64_t>(i)] = (a[i] + b[i]) / 2.0f;
-  auto model = weft::runtime::make_model("mlp", kSeed);
-  weft::runtime::load_flat_parameters(*model, mean);
-  auto data = weft::runtime::make_data({.model = "mlp", .synthetic = true, .rank = 0, .world = 2, .batch = 8,
-                                        .seed = kSeed});
-  const auto expected = weft::runtime::evaluate(*model, *data, 256);
-  EXPECT_DOUBLE_EQ(line["eval_agreed"]["accuracy"].get<double>(), expected.accuracy);
-  EXPECT_NEAR(line["eval_agreed"]["loss"].get<double>(), expected.loss, 1e-9);
-  EXPECT_NE(line["eval"]["loss"].get<double>(), line["eval_agreed"]["loss"].get<double>());
+  expect_agreed_is_the_ranks_mean(last_evaluation(metrics), params);
 }
 
 }  // namespace
