@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,24 @@ TEST_F(Compression, PlanAutoComparesEveryCodecAndSaysWhichAreLossy) {
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("trade accuracy for speed"), std::string::npos) << r.output;
+}
+
+// Parameter servers exchange fp16, bf16 and int8 but not powersgd: under auto
+// they are planned with each of those, and int8 beats float32 on a slow link.
+TEST_F(Compression, PlanAutoCompressesParameterServersElementWise) {
+  const Ran r = weft("plan --model resnet18 -P 4 --bandwidth 20Mbit --arch ps --servers 1 --strategy ps "
+                     "--strategy ps-interleaved --compression auto --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json plan = nlohmann::json::parse(r.output);
+  std::map<std::string, double> iteration;  // "strategy+codec" -> s
+  for (const auto& row : plan["strategies"]) {
+    iteration[row["name"].get<std::string>() + "+" + row.value("compression", "none")] = row["iteration_s"];
+  }
+  for (const char* row : {"ps+none", "ps+fp16", "ps+bf16", "ps+int8", "ps-interleaved+int8"}) {
+    EXPECT_TRUE(iteration.contains(row)) << row << "\n" << r.output;
+  }
+  for (const auto& [row, seconds] : iteration) EXPECT_EQ(row.find("powersgd"), std::string::npos) << row;
+  EXPECT_LT(iteration["ps+int8"], iteration["ps+none"]) << r.output;
 }
 
 #ifdef WEFT_HAVE_RUNTIME  // `weft train`: a build without LibTorch has none

@@ -71,11 +71,14 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
       options.compressions.empty() ? std::vector<Encoding>{options.strategy.compression} : options.compressions;
   for (const StrategyInfo* info : selected(cluster, options)) {
     std::vector<Encoding> encodings = compressions;
-    // Gradient and parameter averages are compressed; parameter servers are
-    // planned uncompressed among others, and with the codec when named alone
-    // (refused for powersgd: schedulers/ps.cc says why).
+    // Parameter servers exchange element-wise encodings only (schedulers/ps.cc
+    // says why): among others they are planned with those of the list, or
+    // uncompressed if none is; named alone with powersgd, they are refused.
     const bool named = !options.strategies.empty() && options.compressions.empty();
-    if (info->family == Family::kParameterServer && !named) encodings = {Encoding{}};
+    if (info->family == Family::kParameterServer && !named) {
+      std::erase_if(encodings, [](const Encoding& e) { return e.codec == Encoding::Codec::kPowerSgd; });
+      if (encodings.empty()) encodings = {Encoding{}};
+    }
     for (const Encoding& encoding : encodings) {
       PlanOptions with = options;
       with.strategy.compression = encoding;
