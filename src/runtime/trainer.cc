@@ -502,6 +502,15 @@ void restore_engine(Engine& engine, const std::map<std::string, torch::Tensor>& 
   }
 }
 
+// The job's outer optimizer (docs/local-sgd.md) over `layers`, where one was asked
+// for and this rank `steps` with it; else none.
+std::unique_ptr<OuterOptimizer> make_outer(const TrainOptions& options,
+                                           const std::vector<std::vector<torch::Tensor>>& layers, bool steps) {
+  const OuterOptions outer{.kind = options.outer_optimizer, .lr = options.outer_lr, .momentum = options.outer_momentum};
+  if (!outer.enabled() || !steps) return nullptr;
+  return std::make_unique<OuterOptimizer>(layers, outer);
+}
+
 // Parameter server `server` of a job with `workers` workers
 // (runtime/parameter_server.h). It checkpoints its layers, optimizer and
 // exchanges' state as a worker does, in its own file (Note [Checkpoint commit]).
@@ -511,10 +520,7 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   std::vector<std::vector<torch::Tensor>> layers;
   for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
   LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
-  std::unique_ptr<OuterOptimizer> outer;  // EASGD's centre (ServerOptions::outer)
-  const OuterOptions outer_options{.kind = options.outer_optimizer, .lr = options.outer_lr,
-                                   .momentum = options.outer_momentum};
-  if (outer_options.enabled() && schedule.easgd.beta > 0) outer = std::make_unique<OuterOptimizer>(layers, outer_options);
+  const auto outer = make_outer(options, layers, schedule.easgd.beta > 0);  // EASGD's centre (ServerOptions::outer)
   const TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get()};
   const json job = job_identity(options, workers);
   std::int64_t first = 0;
@@ -592,12 +598,8 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   OptimizerOptions optimizer_options{.kind = options.optimizer, .lr = options.lr};
   validate(optimizer_options);
   LayerOptimizer optimizer(layers, optimizer_options);
-  const OuterOptions outer_options{.kind = options.outer_optimizer, .lr = options.outer_lr,
-                                   .momentum = options.outer_momentum};
-  std::unique_ptr<OuterOptimizer> outer;  // local SGD's (EASGD's is the servers')
-  if (outer_options.enabled() && info.family == Family::kLocalSgd) {
-    outer = std::make_unique<OuterOptimizer>(layers, outer_options);
-  }
+  // Local SGD's (EASGD's is the servers').
+  const auto outer = make_outer(options, layers, info.family == Family::kLocalSgd);
 
   TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get(), .data = data.get()};
   const json job = job_identity(options, workers);
