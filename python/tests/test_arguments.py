@@ -54,8 +54,9 @@ def test_bad_compression_names_the_accepted_encodings():
     net = models.make_net()
     with pytest.raises(ValueError, match=r"--compression zip.*none, fp16, bf16, int8, powersgd:R"):
         weft.DataParallel(net, sgd(net), compression="zip")
-    with pytest.raises(ValueError, match=r"compression='powersgd:2': .*accepted with ps: none, fp16, bf16, int8"):
-        weft.DataParallel(net, sgd(net), strategy="ps", compression="powersgd:2", servers=1)
+    for low_rank in ("powersgd:2", "acpsgd:2"):
+        with pytest.raises(ValueError, match=rf"compression='{low_rank}': .*accepted with ps: none, fp16, bf16, int8"):
+            weft.DataParallel(net, sgd(net), strategy="ps", compression=low_rank, servers=1)
 
 
 def test_outer_optimizer_only_for_local_sgd_and_checked():

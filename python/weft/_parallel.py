@@ -125,7 +125,7 @@ class DataParallel(nn.Module):
             raise ValueError(f"outer_optimizer={o['outer_optimizer']!r}: only the local SGD strategies "
                              f"({', '.join(s for s, f in known.items() if f == 'local_sgd')}) and EASGD's centre "
                              f"(ps-interleaved) have an outer step; strategy={strategy!r} has none")
-        if str(schedule_options["compression"]).startswith("powersgd") and strategy != "auto" \
+        if str(schedule_options["compression"]).startswith(("powersgd", "acpsgd")) and strategy != "auto" \
                 and known[strategy] == "ps":
             raise ValueError(f"compression={schedule_options['compression']!r}: strategy={strategy!r} exchanges "
                              "with parameter servers point to point, where weft compresses element-wise; "

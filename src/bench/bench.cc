@@ -219,13 +219,14 @@ void Bench::probe_strategies() {
     throw UsageError(fmt::format("--strategies: weft train accepts none of {}", fmt::join(candidates, ", ")));
   }
   for (const std::string& s : strategies_) {
-    const bool compressible = find_strategy(s).family != Family::kParameterServer;
-    for (const std::string& e : o_.compression) {
-      if (compressible || e == "none") contenders_.push_back(weft_contender(s, e));
+    // Parameter servers take the element-wise encodings of the list, or none
+    // (schedulers/ps.cc says why), as the planner plans them.
+    std::vector<std::string> encodings = o_.compression;
+    if (find_strategy(s).family == Family::kParameterServer) {
+      std::erase_if(encodings, [](const std::string& e) { return low_rank(parse_encoding(e, "--compression")); });
+      if (encodings.empty()) encodings = {"none"};
     }
-    if (!compressible && std::find(o_.compression.begin(), o_.compression.end(), "none") == o_.compression.end()) {
-      contenders_.push_back(weft_contender(s, "none"));  // parameter servers are not compressed
-    }
+    for (const std::string& e : encodings) contenders_.push_back(weft_contender(s, e));
   }
   for (const std::string& p : o_.peers) contenders_.push_back(peer_contender(p));
 }
@@ -304,16 +305,19 @@ std::map<std::string, Prediction> Bench::predict(const Link& link, const LinkRes
       plan(link, network, allreduce.empty() ? std::vector<std::string>{"wfbp"} : allreduce, "");
   if (!ps.empty()) predictions.merge(plan(link, network, ps, "-ps"));
   // Each lossy encoding: the strategies run in it (plan_command adds wfbp and
-  // ddp, which predicts the peers with a hook).
-  std::map<std::string, std::vector<std::string>> encoded;
+  // ddp, which predicts the peers with a hook), the parameter-server ones apart.
+  std::map<std::string, std::vector<std::string>> encoded, encoded_ps;
   for (const Contender& c : contenders_) {
     if (c.encoding == "none") continue;
-    std::vector<std::string>& names = encoded[c.encoding];
+    std::vector<std::string>& names = (!c.peer() && uses_servers(c.strategy) ? encoded_ps : encoded)[c.encoding];
     if (!c.peer()) names.push_back(c.strategy);
   }
   for (const auto& [encoding, names] : encoded) {
     predictions.merge(plan(link, network, names.empty() ? std::vector<std::string>{"wfbp"} : names,
                            "-" + slug(encoding), encoding));
+  }
+  for (const auto& [encoding, names] : encoded_ps) {
+    predictions.merge(plan(link, network, names, "-ps-" + slug(encoding), encoding));
   }
   return predictions;
 }

@@ -16,7 +16,8 @@
 //     <out>/plan-<link>-ps.json for the parameter-server strategies;
 //  5. each strategy trained by P workers over the link (`weft train` with the same
 //     profile, fit and tuned options, so that it executes the schedule that was
-//     predicted), in each --compression encoding where it averages gradients →
+//     predicted), in each --compression encoding (a parameter-server strategy in
+//     each element-wise one, or none) →
 //     <out>/runs/<link>-<run>.jsonl, and each PyTorch peer (--peers) the same way;
 //     a parameter-server strategy with Training::servers servers beside the
 //     workers, each behind a link like a worker's;
@@ -113,7 +114,7 @@ struct BenchOptions {
   std::vector<Link> links;  // one round each; {"loopback", 0} when not emulating
   std::vector<std::string> strategies;  // empty: every strategy `weft train` accepts
   // Wire encodings (--compression): each all-reduce strategy runs in each; the
-  // parameter-server ones run uncompressed.
+  // parameter-server ones in each element-wise one (none if there is none).
   std::vector<std::string> compression = {"none"};
   // PyTorch peers (--peers: ddp, fp16, powersgd:R, postlocalsgd:H), run like weft's.
   std::vector<std::string> peers = {"ddp"};

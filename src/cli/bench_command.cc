@@ -256,7 +256,7 @@ void add_bench(CLI::App& app, int& exit_status) {
       ->capture_default_str();
   cmd->add_option("--out", f->out, "folder for bench.json, plots, traces, metrics and logs")->capture_default_str();
   cmd->add_option("--compression", f->compression,
-                  fmt::format("wire encodings: each S-SGD strategy runs in each ({}; docs/compression.md)",
+                  fmt::format("wire encodings: each strategy runs in each it takes ({}; docs/compression.md)",
                               kEncodingsAccepted))
       ->delimiter(',')
       ->capture_default_str();

@@ -50,16 +50,18 @@ TEST_F(Compression, ABadValueExitsTwoNamingTheAcceptedOnes) {
   commands.push_back("train --model mlp --synthetic --steps 1");
 #endif
   for (const std::string& command : commands) {
-    for (const std::string bad : {"fp8", "powersgd:0", "powersgd"}) {
+    for (const std::string bad : {"fp8", "powersgd:0", "powersgd", "acpsgd:x"}) {
       const Ran r = weft(command + " --compression " + bad);
       EXPECT_EQ(r.status, 2) << command << " --compression " << bad << "\n" << r.output;
-      EXPECT_NE(r.output.find("none, fp16, bf16, int8, powersgd:R"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("none, fp16, bf16, int8, powersgd:R, acpsgd:R"), std::string::npos) << r.output;
     }
   }
   // The parameter servers' exchanges take the element-wise codecs only.
-  const Ran ps = weft("simulate --model resnet18 -P 4 --arch ps --strategy ps --compression powersgd:2");
-  EXPECT_EQ(ps.status, 2) << ps.output;
-  EXPECT_NE(ps.output.find("accepted with ps: none, fp16, bf16, int8"), std::string::npos) << ps.output;
+  for (const std::string low_rank : {"powersgd:2", "acpsgd:2"}) {
+    const Ran ps = weft("simulate --model resnet18 -P 4 --arch ps --strategy ps --compression " + low_rank);
+    EXPECT_EQ(ps.status, 2) << ps.output;
+    EXPECT_NE(ps.output.find("accepted with ps: none, fp16, bf16, int8"), std::string::npos) << ps.output;
+  }
 }
 
 TEST_F(Compression, ParameterServerExchangesSimulateFasterCompressed) {
@@ -137,7 +139,7 @@ TEST_F(Compression, EveryCodecTrainsWithRanksBitIdentical) {
   train("plain", "");
   train("none", "--compression none");
   EXPECT_EQ(read(file("plain.rank0")), read(file("none.rank0")));
-  for (const std::string codec : {"fp16", "bf16", "int8", "powersgd:2"}) {
+  for (const std::string codec : {"fp16", "bf16", "int8", "powersgd:2", "acpsgd:2"}) {
     const std::string name = "c" + std::to_string(codec.size()) + codec.substr(0, 2);
     train(name, "--compression " + codec);
     const std::string rank0 = read(file(name + ".rank0"));

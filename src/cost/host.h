@@ -45,8 +45,8 @@ struct Host {
   Seconds back_to_back_skew = 0;
   double drift = 0;
   // What encoding and decoding cost one worker, by codec (docs/compression.md):
-  // fp16, bf16, int8 in seconds per float32 value, powersgd per rows·cols·R. A
-  // codec absent costs no compute.
+  // fp16, bf16, int8 in seconds per float32 value, powersgd and acpsgd per
+  // rows·cols·R. A codec absent costs no compute.
   std::map<std::string, double> codec_cost;
 
   bool operator==(const Host&) const = default;

@@ -73,10 +73,10 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
     std::vector<Encoding> encodings = compressions;
     // Parameter servers exchange element-wise encodings only (schedulers/ps.cc
     // says why): among others they are planned with those of the list, or
-    // uncompressed if none is; named alone with powersgd, they are refused.
+    // uncompressed if none is; named alone with a low-rank codec, they are refused.
     const bool named = !options.strategies.empty() && options.compressions.empty();
     if (info->family == Family::kParameterServer && !named) {
-      std::erase_if(encodings, [](const Encoding& e) { return e.codec == Encoding::Codec::kPowerSgd; });
+      std::erase_if(encodings, [](const Encoding& e) { return low_rank(e); });
       if (encodings.empty()) encodings = {Encoding{}};
     }
     for (const Encoding& encoding : encodings) {

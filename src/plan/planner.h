@@ -26,7 +26,7 @@ struct PlanOptions {
   // empty: once, with strategy.compression. The parameter-server strategies are
   // planned uncompressed (docs/compression.md) unless named in `strategies`: then
   // with strategy.compression, and plan() THROWS UsageError where they refuse it
-  // (powersgd).
+  // (the low-rank codecs).
   std::vector<Encoding> compressions;
 };
 

@@ -378,42 +378,68 @@ class RingCodec : public Codec {
 // PQᵀ and the error M − PQᵀ. Q is kept for the next step (warm start), starting
 // from the same seeded random matrix on every rank.
 
-class PowerSgdCodec : public Codec {
+// Note [Alternating factors]
+// ---------------------------
+// acpsgd (ACP-SGD: Zhang et al., ICDCS 2023) runs PowerSGD's power iteration one
+// half per message. Each matrix keeps the summed factor of its last message: kept
+// Q, it sends P = M·orth(Q) and decodes P̄·orth(Q)ᵀ, then keeps P̄; kept P, it sends
+// Q = Mᵀ·orth(P) and decodes orth(P)·Q̄ᵀ, then keeps Q̄. Either way the decoded
+// matrix is the mean M̄ projected on a rank-R space every rank holds alike, so
+// error feedback keeps what the projection missed, as in PowerSGD. Why: one sum per
+// message instead of two in turn, half the factors' bytes on average, and the
+// rest of the message (vectors) fits in the same sum in float32.
+class LowRankCodec : public Codec {
  public:
-  PowerSgdCodec(const CodecContext& c, int rank) : c_(c), rank_(rank), feedback_(*c.layers) {}
+  LowRankCodec(const CodecContext& c, const Encoding& encoding)
+      : c_(c), rank_(encoding.rank), alternate_(encoding.codec == Encoding::Codec::kAcpSgd), feedback_(*c.layers) {}
 
   OpExecutor::Started start(const std::vector<Chunk>& chunks, torch::Tensor packed) override {
     auto result = torch::empty_like(packed);
-    Future done = jobs_.add([this, chunks, packed, result]() mutable { average(chunks, packed, result); });
+    Future done = jobs_.add([this, chunks, packed, result]() mutable {
+      alternate_ ? average_alternating(chunks, packed, result) : average(chunks, packed, result);
+    });
     return {.done = std::move(done), .result = result};
   }
   void complete(torch::Tensor&) override {}
-  std::string describe() const override { return fmt::format("powersgd:{}", rank_); }
+  std::string describe() const override { return fmt::format("{}:{}", alternate_ ? "acpsgd" : "powersgd", rank_); }
   Bytes state_bytes() const override {
-    Bytes q = 0;
-    for (const auto& [key, t] : q_) q += static_cast<Bytes>(t.numel()) * 4;
-    return feedback_.bytes() + q;
+    Bytes factors = 0;
+    for (const auto& [key, f] : kept_) factors += static_cast<Bytes>(f.value.numel()) * 4;
+    return feedback_.bytes() + factors;
   }
   std::map<std::string, torch::Tensor> state() const override {
     std::map<std::string, torch::Tensor> out;
     feedback_.save(out);
-    for (const auto& [key, q] : q_) out[fmt::format("q/{}/{}", key.first, key.second)] = q;
+    for (const auto& [key, f] : kept_) out[fmt::format("{}/{}/{}", f.is_p ? "p" : "q", key.first, key.second)] = f.value;
     return out;
   }
   void load_state(const std::map<std::string, torch::Tensor>& state) override {
     for (const auto& [name, value] : state) {
       if (feedback_.load(name, value)) continue;
       int layer = -1, tensor = -1;
-      if (!parse_indices(name, "q/", {&layer, &tensor})) bad_entry(name, "powersgd keeps no such state");
+      const bool is_p = alternate_ && parse_indices(name, "p/", {&layer, &tensor});
+      if (!is_p && !parse_indices(name, "q/", {&layer, &tensor})) bad_entry(name, describe() + " keeps no such state");
       const auto& layers = *c_.layers;
       if (layer >= static_cast<int>(layers.size())) bad_entry(name, "no such layer");
       const auto& tensors = layers[static_cast<size_t>(layer)];
       if (tensor >= static_cast<int>(tensors.size())) bad_entry(name, "no such tensor");
       const torch::Tensor& t = tensors[static_cast<size_t>(tensor)];
       const std::int64_t rows = t.dim() >= 2 ? t.size(0) : t.numel(), cols = t.dim() >= 2 ? t.numel() / rows : 1;
-      const std::vector<std::int64_t> shape{cols, std::min({static_cast<std::int64_t>(rank_), rows, cols})};
+      const std::vector<std::int64_t> shape{is_p ? rows : cols, std::min({static_cast<std::int64_t>(rank_), rows, cols})};
       if (value.scalar_type() != torch::kFloat32 || value.sizes().vec() != shape) bad_entry(name, "another shape");
-      q_[{layer, tensor}] = value.clone();
+      kept_[{layer, tensor}] = {.value = value.clone(), .is_p = is_p};
+    }
+  }
+
+  // Gram-Schmidt on the columns of p, in place (as PyTorch's hook).
+  static void orthogonalize(torch::Tensor& p) {
+    for (std::int64_t i = 0; i < p.size(1); ++i) {
+      torch::Tensor col = p.select(1, i);
+      col.div_(col.norm() + 1e-8);
+      if (i + 1 < p.size(1)) {
+        torch::Tensor rest = p.narrow(1, i + 1, p.size(1) - i - 1);
+        rest.sub_(col.unsqueeze(1) * torch::matmul(col.unsqueeze(0), rest));
+      }
     }
   }
 
@@ -423,6 +449,12 @@ class PowerSgdCodec : public Codec {
     int tensor;
     std::int64_t at;  // first value in the packed message
     std::int64_t rows, cols, layer_at;
+  };
+  // The summed factor a matrix's next message reuses: Q (powersgd's warm start;
+  // acpsgd after a P message) or P (acpsgd after a Q message).
+  struct Factor {
+    torch::Tensor value;
+    bool is_p = false;
   };
 
   // Splits the message into matrices (tensors of >= 2 dims wholly inside one chunk
@@ -455,32 +487,17 @@ class PowerSgdCodec : public Codec {
     }
   }
 
-  torch::Tensor& q_of(const Matrix& m) {
-    torch::Tensor& q = q_[{m.layer, m.tensor}];
-    if (!q.defined()) {
+  Factor& kept(const Matrix& m) {
+    Factor& f = kept_[{m.layer, m.tensor}];
+    if (!f.value.defined()) {
       // The same on every rank: seeded by the tensor's place in the model.
       auto generator = at::detail::createCPUGenerator(static_cast<std::uint64_t>(1000003 * m.layer + m.tensor));
-      q = torch::randn({m.cols, std::min({static_cast<std::int64_t>(rank_), m.rows, m.cols})},
-                       generator, torch::kFloat32);
+      f.value = torch::randn({m.cols, std::min({static_cast<std::int64_t>(rank_), m.rows, m.cols})},
+                             generator, torch::kFloat32);
     }
-    return q;
+    return f;
   }
 
-  // Gram-Schmidt on the columns of p, in place (as PyTorch's hook).
- public:
-  static void orthogonalize(torch::Tensor& p) {
-    for (std::int64_t i = 0; i < p.size(1); ++i) {
-      torch::Tensor col = p.select(1, i);
-      col.div_(col.norm() + 1e-8);
-      if (i + 1 < p.size(1)) {
-        torch::Tensor rest = p.narrow(1, i + 1, p.size(1) - i - 1);
-        rest.sub_(col.unsqueeze(1) * torch::matmul(col.unsqueeze(0), rest));
-      }
-    }
-  }
-
-
- private:
   torch::Tensor sum(const torch::Tensor& t) {
     Summing s = start_sum(*c_.group, t, c_.gather_below);
     jobs_wait(s.done);
@@ -489,6 +506,17 @@ class PowerSgdCodec : public Codec {
   void jobs_wait(const Future& f) {
     f->wait();
     if (f->hasError()) std::rethrow_exception(f->exception_ptr());
+  }
+
+  // The matrix of `m` in `packed` plus this rank's carried error.
+  torch::Tensor with_feedback(const Matrix& m, const torch::Tensor& packed) {
+    torch::Tensor e = feedback_.of(m.layer).narrow(0, m.layer_at, m.rows * m.cols).view({m.rows, m.cols});
+    return packed.narrow(0, m.at, m.rows * m.cols).view({m.rows, m.cols}) + e;
+  }
+  // Writes the decoded `approx` of `m` to `result` and keeps what it missed of `x`.
+  void decoded(const Matrix& m, const torch::Tensor& x, const torch::Tensor& approx, torch::Tensor& result) {
+    feedback_.of(m.layer).narrow(0, m.layer_at, m.rows * m.cols).copy_((x - approx).reshape({-1}));
+    result.narrow(0, m.at, m.rows * m.cols).copy_(approx.reshape({-1}));
   }
 
   void average(const std::vector<Chunk>& chunks, const torch::Tensor& packed, torch::Tensor& result) {
@@ -506,9 +534,8 @@ class PowerSgdCodec : public Codec {
     }
     std::vector<torch::Tensor> ms, ps;
     for (const Matrix& m : matrices) {
-      torch::Tensor e = feedback_.of(m.layer).narrow(0, m.layer_at, m.rows * m.cols).view({m.rows, m.cols});
-      ms.push_back(packed.narrow(0, m.at, m.rows * m.cols).view({m.rows, m.cols}) + e);
-      ps.push_back(torch::matmul(ms.back(), q_of(m)));
+      ms.push_back(with_feedback(m, packed));
+      ps.push_back(torch::matmul(ms.back(), kept(m).value));
     }
     if (!matrices.empty()) {
       torch::Tensor p_all = sum(flat(ps));
@@ -521,21 +548,54 @@ class PowerSgdCodec : public Codec {
       torch::Tensor q_all = sum(flat(qs)).div_(p);
       unflat(q_all, qs);
       for (std::size_t i = 0; i < matrices.size(); ++i) {
-        const Matrix& m = matrices[i];
-        torch::Tensor approx = torch::matmul(ps[i], qs[i].t());
-        q_of(m).copy_(qs[i]);
-        feedback_.of(m.layer).narrow(0, m.layer_at, m.rows * m.cols).copy_((ms[i] - approx).reshape({-1}));
-        result.narrow(0, m.at, m.rows * m.cols).copy_(approx.reshape({-1}));
+        kept(matrices[i]).value.copy_(qs[i]);
+        decoded(matrices[i], ms[i], torch::matmul(ps[i], qs[i].t()), result);
       }
     }
     if (!rest.empty()) {
       jobs_wait(rest_sum.done);
-      torch::Tensor values = sum_of(rest_sum.result).to(torch::kFloat32);
-      std::int64_t k = 0;
-      for (auto [at, n] : rest) {
-        result.narrow(0, at, n).copy_(values.narrow(0, k, n));
-        k += n;
-      }
+      copy_rest(sum_of(rest_sum.result).to(torch::kFloat32), rest, result);
+    }
+  }
+
+  // Note [Alternating factors]: one float32 sum of this message's factors and rest.
+  void average_alternating(const std::vector<Chunk>& chunks, const torch::Tensor& packed, torch::Tensor& result) {
+    torch::NoGradGuard no_grad;
+    std::vector<Matrix> matrices;
+    std::vector<std::pair<std::int64_t, std::int64_t>> rest;
+    split(chunks, matrices, rest);
+    std::vector<torch::Tensor> ms, bases, sent;
+    for (const Matrix& m : matrices) {
+      ms.push_back(with_feedback(m, packed));
+      const Factor& k = kept(m);
+      torch::Tensor basis = k.value.clone();
+      orthogonalize(basis);
+      sent.push_back(k.is_p ? torch::matmul(ms.back().t(), basis) : torch::matmul(ms.back(), basis));
+      bases.push_back(std::move(basis));
+    }
+    std::vector<torch::Tensor> parts;
+    for (const auto& f : sent) parts.push_back(f.reshape({-1}));
+    for (auto [at, n] : rest) parts.push_back(packed.narrow(0, at, n));
+    if (parts.empty()) return;
+    const torch::Tensor mean = sum(torch::cat(parts)).div_(static_cast<double>(c_.workers));
+    unflat(mean, sent);
+    for (std::size_t i = 0; i < matrices.size(); ++i) {
+      Factor& k = kept(matrices[i]);
+      const torch::Tensor approx = k.is_p ? torch::matmul(bases[i], sent[i].t()) : torch::matmul(sent[i], bases[i].t());
+      k = {.value = sent[i], .is_p = !k.is_p};
+      decoded(matrices[i], ms[i], approx, result);
+    }
+    std::int64_t factors = 0;
+    for (const auto& f : sent) factors += f.numel();
+    copy_rest(mean.narrow(0, factors, mean.numel() - factors), rest, result);
+  }
+
+  static void copy_rest(const torch::Tensor& values, const std::vector<std::pair<std::int64_t, std::int64_t>>& rest,
+                        torch::Tensor& result) {
+    std::int64_t k = 0;
+    for (auto [at, n] : rest) {
+      result.narrow(0, at, n).copy_(values.narrow(0, k, n));
+      k += n;
     }
   }
 
@@ -554,8 +614,9 @@ class PowerSgdCodec : public Codec {
 
   CodecContext c_;
   const int rank_;
+  const bool alternate_;  // acpsgd: Note [Alternating factors]
   ErrorFeedback feedback_;
-  std::map<std::pair<int, int>, torch::Tensor> q_;
+  std::map<std::pair<int, int>, Factor> kept_;
   SerialJobs jobs_;  // last
 };
 
@@ -583,7 +644,8 @@ std::unique_ptr<WireFormat> make_wire_format(const Encoding& encoding) {
     case Encoding::Codec::kBf16: return std::make_unique<Bf16Format>();
     case Encoding::Codec::kInt8: return std::make_unique<Int8Format>();
     case Encoding::Codec::kNone:
-    case Encoding::Codec::kPowerSgd: break;
+    case Encoding::Codec::kPowerSgd:
+    case Encoding::Codec::kAcpSgd: break;
   }
   throw std::logic_error(fmt::format("codecs: {} is not an element-wise wire format", to_string(encoding)));
 }
@@ -595,7 +657,8 @@ std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& 
       return std::make_unique<RingCodec>(context, std::make_unique<Bf16Format>(), /*feedback=*/false, "bf16");
     case Encoding::Codec::kInt8:
       return std::make_unique<RingCodec>(context, std::make_unique<Int8Format>(), /*feedback=*/true, "int8");
-    case Encoding::Codec::kPowerSgd: return std::make_unique<PowerSgdCodec>(context, encoding.rank);
+    case Encoding::Codec::kPowerSgd:
+    case Encoding::Codec::kAcpSgd: return std::make_unique<LowRankCodec>(context, encoding);
     case Encoding::Codec::kNone: break;
   }
   throw std::logic_error(fmt::format("codecs: no codec for {}", to_string(encoding)));
@@ -647,11 +710,19 @@ std::map<std::string, double> measure_codec_costs() {
   const torch::Tensor m = torch::randn({kRows, kCols}), q0 = torch::randn({kCols, kRank});
   costs["powersgd"] = median_seconds(kRepeats, [&] {
                         torch::Tensor p = torch::matmul(m, q0);
-                        PowerSgdCodec::orthogonalize(p);
+                        LowRankCodec::orthogonalize(p);
                         const torch::Tensor q = torch::matmul(m.t(), p);
                         const torch::Tensor error = m - torch::matmul(p, q.t());
                       }) /
                       static_cast<double>(kRows * kCols * kRank);
+  // Half of it per message (Note [Alternating factors]): P = M·orth(Q), P·orth(Q)ᵀ, the error.
+  costs["acpsgd"] = median_seconds(kRepeats, [&] {
+                      torch::Tensor basis = q0.clone();
+                      LowRankCodec::orthogonalize(basis);
+                      const torch::Tensor p = torch::matmul(m, basis);
+                      const torch::Tensor error = m - torch::matmul(p, basis.t());
+                    }) /
+                    static_cast<double>(kRows * kCols * kRank);
   return costs;
 }
 

@@ -9,6 +9,8 @@
 //   powersgd  rank-R factors of every matrix wholly inside the message, fused
 //             into one all-reduce for P and one for Q, error feedback and warm
 //             start; the other values in float16
+//   acpsgd    the same factors, P and Q in alternate messages (Note [Alternating
+//             factors]), in one float32 all-reduce with the other values
 //
 // Every codec leaves bit-identical means on every rank: what a rank decodes is
 // the same bytes every other rank decodes, and any arithmetic after that is the
@@ -112,7 +114,7 @@ std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& 
 // Times each codec's encoding and decoding on this thread, for
 // Host::codec_cost (docs/compression.md): fp16, bf16 and int8 in seconds per
 // float32 value of a message (what one rank's part of the ring encodes and
-// decodes), powersgd in seconds per rows·cols·R of a matrix. Medians of a few
+// decodes), powersgd and acpsgd in seconds per rows·cols·R of a matrix. Medians of a few
 // repetitions on a buffer of a million values; takes about a second.
 std::map<std::string, double> measure_codec_costs();
 

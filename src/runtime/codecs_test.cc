@@ -209,11 +209,46 @@ TEST(PowerSgdCodec, RecoversAMeanOfRankAtMostRExactly) {
   }
 }
 
-TEST(PowerSgdCodec, ErrorFeedbackMakesTheSumOverStepsConverge) {
+// Note [Alternating factors]: with the same input each time, acpsgd's first
+// message projects the mean on a random space, its second on the mean's own
+// column space, which holds the error fed back too: the two sum to twice the mean.
+TEST(AcpSgdCodec, RecoversAMeanOfRankAtMostRInTwoMessages) {
+  const int world = 3, rank = 2;
+  const auto layers = model();
+  const auto chunks = whole_layers(layers);
+  const std::int64_t n = values(chunks);
+  const std::int64_t at = layer_values(layers[2]) + layer_values(layers[1]);  // layer 0's weight
+  auto input = [&](int r, int) {
+    torch::Tensor x = random_input(r, 0, n);
+    const torch::Tensor u = randn(7, {24, rank}), v = randn(8, {18, rank});
+    x.narrow(0, at, 24 * 18).copy_(torch::matmul(u * (r + 1), v.t()).reshape({-1}));
+    return x;
+  };
+  const auto results = run({.codec = Encoding::Codec::kAcpSgd, .rank = rank}, world, 2, chunks, input);
+  expect_identical_across_ranks(results);
+  torch::Tensor mean = torch::zeros({n});
+  for (int r = 0; r < world; ++r) mean += input(r, 0) / world;
+  const torch::Tensor expected = mean.narrow(0, at, 24 * 18);
+  const torch::Tensor first = results[0][0].narrow(0, at, 24 * 18), second = results[0][1].narrow(0, at, 24 * 18);
+  EXPECT_GT((first - expected).abs().max().item<double>(), 1e-2 * expected.abs().max().item<double>())
+      << "a random space should miss some of the mean";
+  EXPECT_LE((first + second - 2 * expected).abs().max().item<double>(), 1e-4 * expected.abs().max().item<double>());
+  // The vectors travel in float32, in the same sum: layer 2, layer 1's bias, layer 0's.
+  for (auto [begin, count] : {std::pair<std::int64_t, std::int64_t>{0, 700}, {700 + 384, 16}, {at + 24 * 18, 24}}) {
+    for (int t = 0; t < 2; ++t) {
+      const torch::Tensor got = results[0][static_cast<size_t>(t)].narrow(0, begin, count);
+      EXPECT_TRUE(torch::allclose(got, mean.narrow(0, begin, count), 1e-6, 1e-6)) << "values at " << begin;
+    }
+  }
+}
+
+class LowRankCodec : public testing::TestWithParam<std::string> {};
+
+TEST_P(LowRankCodec, ErrorFeedbackMakesTheSumOverStepsConverge) {
   const int world = 3, steps = 100;
   const auto chunks = whole_layers(model());
   const std::int64_t n = values(chunks);
-  const auto results = run({.codec = Encoding::Codec::kPowerSgd, .rank = 1}, world, steps, chunks,
+  const auto results = run(parse_encoding(GetParam(), "test"), world, steps, chunks,
                            [&](int r, int) { return random_input(r, 0, n); });
   expect_identical_across_ranks(results);
   const torch::Tensor mean = mean_of(world, 0, n);
@@ -225,6 +260,8 @@ TEST(PowerSgdCodec, ErrorFeedbackMakesTheSumOverStepsConverge) {
   EXPECT_LT(last, first / 5);
   EXPECT_LT(last, 0.7 * half) << "first " << first;
 }
+
+INSTANTIATE_TEST_SUITE_P(Codecs, LowRankCodec, testing::Values("powersgd:1", "acpsgd:1"));
 
 // A codec's state (error feedback, PowerSGD's Q) is all it carries between
 // messages: a codec stopped after 3 messages and a fresh one loaded with its state
@@ -251,7 +288,7 @@ TEST_P(CodecState, ACodecLoadedWithAnothersStateContinuesBitIdentically) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, CodecState, testing::Values("int8", "powersgd:1"));
+INSTANTIATE_TEST_SUITE_P(Codecs, CodecState, testing::Values("int8", "powersgd:1", "acpsgd:1", "acpsgd:2"));
 
 TEST(CodecState, AnEntryTheCodecDoesNotKeepIsRefused) {
   const auto layers = model();
@@ -261,8 +298,14 @@ TEST(CodecState, AnEntryTheCodecDoesNotKeepIsRefused) {
   EXPECT_THROW(powersgd->load_state({{"q/0/0", torch::zeros({18, 2})}}), std::invalid_argument);
   EXPECT_THROW(powersgd->load_state({{"feedback/0", torch::zeros({5})}}), std::invalid_argument);
   EXPECT_THROW(powersgd->load_state({{"momentum/0", torch::zeros({5})}}), std::invalid_argument);
+  EXPECT_THROW(powersgd->load_state({{"p/0/0", torch::zeros({24, 1})}}), std::invalid_argument);
   powersgd->load_state({{"q/0/0", torch::ones({18, 1})}, {"feedback/2", torch::ones({700})}});
   EXPECT_EQ(powersgd->state().size(), 2u);
+  // acpsgd keeps P or Q, whichever its next message reuses.
+  auto acpsgd = make_codec({.codec = Encoding::Codec::kAcpSgd, .rank = 1}, context);
+  EXPECT_THROW(acpsgd->load_state({{"p/0/0", torch::zeros({18, 1})}}), std::invalid_argument);
+  acpsgd->load_state({{"p/0/0", torch::ones({24, 1})}, {"q/1/0", torch::ones({24, 1})}});
+  EXPECT_EQ(acpsgd->state().count("p/0/0"), 1u);
   auto fp16 = make_codec({.codec = Encoding::Codec::kFp16}, context);
   EXPECT_THROW(fp16->load_state({{"feedback/0", torch::zeros({456})}}), std::invalid_argument);
   auto bf16 = make_codec({.codec = Encoding::Codec::kBf16}, context);

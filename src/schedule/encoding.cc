@@ -14,14 +14,18 @@ std::string to_string(const Encoding& encoding) {
     case Encoding::Codec::kBf16: return "bf16";
     case Encoding::Codec::kInt8: return "int8";
     case Encoding::Codec::kPowerSgd: return fmt::format("powersgd:{}", encoding.rank);
+    case Encoding::Codec::kAcpSgd: return fmt::format("acpsgd:{}", encoding.rank);
   }
   return "?";
 }
 
 std::vector<Encoding> candidate_encodings() {
   using C = Encoding::Codec;
-  return {{}, {.codec = C::kFp16}, {.codec = C::kBf16}, {.codec = C::kInt8}, {.codec = C::kPowerSgd, .rank = 1},
-          {.codec = C::kPowerSgd, .rank = 2}, {.codec = C::kPowerSgd, .rank = 4}};
+  std::vector<Encoding> out{{}, {.codec = C::kFp16}, {.codec = C::kBf16}, {.codec = C::kInt8}};
+  for (const C codec : {C::kPowerSgd, C::kAcpSgd}) {
+    for (const int rank : {1, 2, 4}) out.push_back({.codec = codec, .rank = rank});
+  }
+  return out;
 }
 
 Encoding parse_encoding(std::string_view text, std::string_view what) {
@@ -29,14 +33,13 @@ Encoding parse_encoding(std::string_view text, std::string_view what) {
   if (text == "fp16") return {.codec = Encoding::Codec::kFp16};
   if (text == "bf16") return {.codec = Encoding::Codec::kBf16};
   if (text == "int8") return {.codec = Encoding::Codec::kInt8};
-  constexpr std::string_view kPowerSgd = "powersgd:";
-  if (text.starts_with(kPowerSgd)) {
-    const std::string_view digits = text.substr(kPowerSgd.size());
+  for (const auto& [prefix, codec] : {std::pair{std::string_view("powersgd:"), Encoding::Codec::kPowerSgd},
+                                       std::pair{std::string_view("acpsgd:"), Encoding::Codec::kAcpSgd}}) {
+    if (!text.starts_with(prefix)) continue;
+    const std::string_view digits = text.substr(prefix.size());
     int rank = 0;
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
-    if (error == std::errc() && end == digits.data() + digits.size() && rank >= 1) {
-      return {.codec = Encoding::Codec::kPowerSgd, .rank = rank};
-    }
+    if (error == std::errc() && end == digits.data() + digits.size() && rank >= 1) return {.codec = codec, .rank = rank};
   }
   throw UsageError(fmt::format("{} {}: not an encoding; accepted: {}", what, text, kEncodingsAccepted));
 }
@@ -47,6 +50,7 @@ Bytes elementwise_wire_bytes(const Encoding& encoding, Bytes values) {
     case Encoding::Codec::kFp16:
     case Encoding::Codec::kBf16:
     case Encoding::Codec::kPowerSgd: return 2 * values;
+    case Encoding::Codec::kAcpSgd: return 4 * values;
     case Encoding::Codec::kInt8: return values + 4 * ((values + kInt8Block - 1) / kInt8Block);
   }
   return 4 * values;

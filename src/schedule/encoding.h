@@ -23,21 +23,23 @@ struct Encoding {
     kBf16,      // bfloat16 bit patterns on a ring of our own, summed in float32
     kInt8,      // int8 with a float32 scale per block, on a requantising ring; error feedback
     kPowerSgd,  // rank-`rank` factors of each matrix, fp16 for the rest; error feedback
+    kAcpSgd,    // PowerSGD's P and Q factors in alternate messages, float32 for the rest; error feedback
   };
   Codec codec = Codec::kNone;
-  int rank = 0;  // kPowerSgd: the rank R of the factors, >= 1; 0 otherwise
+  int rank = 0;  // low_rank codecs: the rank R of the factors, >= 1; 0 otherwise
 
   bool operator==(const Encoding&) const = default;
 };
 
 // What --compression accepts, for error messages and --help.
-inline constexpr std::string_view kEncodingsAccepted = "none, fp16, bf16, int8, powersgd:R (R an integer >= 1)";
+inline constexpr std::string_view kEncodingsAccepted =
+    "none, fp16, bf16, int8, powersgd:R, acpsgd:R (R an integer >= 1)";
 
 // What `weft plan --compression auto` compares: none, fp16, bf16, int8,
-// powersgd at ranks 1, 2 and 4.
+// powersgd and acpsgd at ranks 1, 2 and 4.
 std::vector<Encoding> candidate_encodings();
 
-// "none", "fp16", "bf16", "int8", "powersgd:2".
+// "none", "fp16", "bf16", "int8", "powersgd:2", "acpsgd:2".
 std::string to_string(const Encoding& encoding);
 
 // The encoding `text` names. THROWS UsageError naming `what` (e.g. "--compression"),
@@ -48,12 +50,19 @@ Encoding parse_encoding(std::string_view text, std::string_view what);
 // trades accuracy for bytes.
 inline bool lossy(const Encoding& e) { return e.codec != Encoding::Codec::kNone; }
 
+// Whether the codec sends low-rank factors of matrices (powersgd, acpsgd): such a
+// message needs an all-reduce, so parameter servers' point-to-point exchanges
+// cannot take it.
+inline bool low_rank(const Encoding& e) {
+  return e.codec == Encoding::Codec::kPowerSgd || e.codec == Encoding::Codec::kAcpSgd;
+}
+
 // Values per int8 block: each block of the wire carries one float32 scale.
 inline constexpr Bytes kInt8Block = 256;
 
 // Bytes on the wire for `values` float32 values encoded element-wise (every codec
-// but PowerSGD, whose factors depend on the tensors' shapes: see
-// powersgd_wire_bytes).
+// but the low-rank ones, whose factors depend on the tensors' shapes: see
+// powersgd_wire_bytes; for them, the bytes of the values they send whole).
 Bytes elementwise_wire_bytes(const Encoding& encoding, Bytes values);
 
 // PowerSGD's bytes for one tensor of `rows` x `cols` values (a 1-D tensor has

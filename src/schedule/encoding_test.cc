@@ -9,20 +9,21 @@ namespace weft {
 namespace {
 
 TEST(Encoding, NamesRoundTrip) {
-  for (const char* name : {"none", "fp16", "bf16", "int8", "powersgd:1", "powersgd:4"}) {
+  for (const char* name : {"none", "fp16", "bf16", "int8", "powersgd:1", "powersgd:4", "acpsgd:1", "acpsgd:3"}) {
     EXPECT_EQ(to_string(parse_encoding(name, "--compression")), name);
   }
   EXPECT_EQ(parse_encoding("powersgd:2", "x").rank, 2);
+  EXPECT_EQ(parse_encoding("acpsgd:2", "x").codec, Encoding::Codec::kAcpSgd);
 }
 
 TEST(Encoding, BadNamesListTheAcceptedOnes) {
-  for (const char* bad : {"", "fp32", "powersgd", "powersgd:0", "powersgd:-1", "powersgd:2x", "FP16"}) {
+  for (const char* bad : {"", "fp32", "powersgd", "powersgd:0", "powersgd:-1", "powersgd:2x", "FP16", "acpsgd", "acpsgd:0"}) {
     try {
       parse_encoding(bad, "--compression");
       ADD_FAILURE() << bad << " was accepted";
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("--compression"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("powersgd:R"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("powersgd:R, acpsgd:R"), std::string::npos) << e.what();
     }
   }
 }
@@ -50,9 +51,21 @@ TEST(Encoding, PowerSgdIsTwoExchangesWhereItFactorsAMatrix) {
   const Encoding powersgd = parse_encoding("powersgd:2", "x");
   EXPECT_EQ(wire_cost(powersgd, fc, profile, Host{}).exchanges, 2);
   EXPECT_EQ(wire_cost(powersgd, bias, profile, Host{}).exchanges, 1);
-  for (const char* one : {"none", "fp16", "bf16", "int8"}) {
+  for (const char* one : {"none", "fp16", "bf16", "int8", "acpsgd:2"}) {
     EXPECT_EQ(wire_cost(parse_encoding(one, "x"), fc, profile, Host{}).exchanges, 1) << one;
   }
+}
+
+// acpsgd sends P or Q in turn (a 64 x 64 matrix at rank 2: 64·2 floats either
+// way) and its vectors in float32, in one sum; PowerSGD both factors, vectors in fp16.
+TEST(Encoding, AcpSgdSendsHalfTheFactorsAndTheRestInFloat32) {
+  Profile profile{.model = "m", .batch = 1};
+  profile.layers = {{.name = "fc", .params = 64 * 64 + 64, .shapes = {{64, 64}, {64}}}};
+  const std::vector<Chunk> fc{{.layer = 0, .offset = 0, .length = (64 * 64 + 64) * 4}};
+  EXPECT_EQ(wire_cost(parse_encoding("powersgd:2", "x"), fc, profile, Host{}).bytes, 4 * 128 * 2 + 2 * 64);
+  EXPECT_EQ(wire_cost(parse_encoding("acpsgd:2", "x"), fc, profile, Host{}).bytes, 4 * 64 * 2 + 4 * 64);
+  const Host host{.codec_cost = {{"acpsgd", 1e-9}, {"powersgd", 3e-9}}};
+  EXPECT_DOUBLE_EQ(wire_cost(parse_encoding("acpsgd:2", "x"), fc, profile, host).compute, 1e-9 * 64 * 64 * 2);
 }
 
 TEST(Encoding, UncompressedScheduleJsonHasNoEncodingField) {

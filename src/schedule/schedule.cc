@@ -64,12 +64,12 @@ void check_encoding(const Schedule& s, int iteration, int index) {
     broken(s, iteration, index, fmt::format("encoding {} differs from the first operation's {}",
                                             to_string(op.encoding), to_string(first)));
   }
-  if (op.encoding.codec == Encoding::Codec::kPowerSgd && op.kind == OpKind::kParameterServer) {
+  if (low_rank(op.encoding) && op.kind == OpKind::kParameterServer) {
     broken(s, iteration, index, fmt::format("{} operation encoded {}: parameter-server exchanges take none, fp16, "
                                             "bf16 or int8",
                                             to_string(op.kind), to_string(op.encoding)));
   }
-  if ((op.encoding.codec == Encoding::Codec::kPowerSgd) != (op.encoding.rank >= 1) || op.encoding.rank < 0) {
+  if (low_rank(op.encoding) != (op.encoding.rank >= 1) || op.encoding.rank < 0) {
     broken(s, iteration, index, fmt::format("encoding {} with rank {}", to_string(op.encoding), op.encoding.rank));
   }
 }

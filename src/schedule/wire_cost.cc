@@ -16,20 +16,21 @@ WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, c
                    const Host& host) {
   Bytes values = 0;
   for (const Chunk& c : chunks) values += c.length / 4;
-  if (encoding.codec != Encoding::Codec::kPowerSgd) {
+  if (!low_rank(encoding)) {
     return {.bytes = elementwise_wire_bytes(encoding, values),
             .compute = lossy(encoding) ? cost_of(host, to_string(encoding)) * static_cast<double>(values) : 0};
   }
   // As the runtime splits a message (runtime/codecs.cc): matrices wholly inside a
-  // chunk whose factors are smaller than them, the rest in fp16.
+  // chunk whose factors are smaller than them in fp16, the rest sent whole.
+  const bool alternate = encoding.codec == Encoding::Codec::kAcpSgd;
   WireCost cost;
   double matrix_work = 0;  // Σ rows·cols·R
-  Bytes fp16_values = 0;
+  Bytes whole_values = 0;
   for (const Chunk& c : chunks) {
     const Layer& layer = profile.layers.at(static_cast<size_t>(c.layer));
     const Bytes begin = c.offset / 4, end = begin + c.length / 4;
     if (layer.shapes.empty()) {
-      fp16_values += end - begin;
+      whole_values += end - begin;
       continue;
     }
     Bytes t_begin = 0;
@@ -42,18 +43,22 @@ WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, c
         const Bytes rows = shape.size() >= 2 ? shape[0] : n, cols = n / rows;
         const Bytes factors = powersgd_wire_bytes(rows, cols, encoding.rank);
         if (a == t_begin && b == t_end && cols > 1 && factors < 2 * n) {
-          cost.bytes += factors;
-          cost.exchanges = 2;
+          // acpsgd sends P and Q in alternate messages: half the factors on average.
+          cost.bytes += alternate ? factors / 2 : factors;
+          cost.exchanges = alternate ? 1 : 2;
           matrix_work += static_cast<double>(n) * std::min<Bytes>(encoding.rank, std::min(rows, cols));
         } else {
-          fp16_values += b - a;
+          whole_values += b - a;
         }
       }
       t_begin = t_end;
     }
   }
-  cost.bytes += 2 * fp16_values;
-  cost.compute = cost_of(host, "powersgd") * matrix_work + cost_of(host, "fp16") * static_cast<double>(fp16_values);
+  cost.bytes += elementwise_wire_bytes(encoding, whole_values);
+  // The factors' arithmetic per rows·cols·R; powersgd's rest is cast to fp16 and back.
+  cost.compute = alternate ? cost_of(host, "acpsgd") * matrix_work
+                           : cost_of(host, "powersgd") * matrix_work +
+                                 cost_of(host, "fp16") * static_cast<double>(whole_values);
   return cost;
 }
 

@@ -140,11 +140,11 @@ void require_servers(const Cluster& cluster) {
   }
 }
 
-// The encoding of every push and answer: an element-wise codec, or none. PowerSGD
-// needs its factors summed before Q is computed, which a point-to-point exchange
-// does not do (docs/compression.md). THROWS UsageError naming what is accepted.
+// The encoding of every push and answer: an element-wise codec, or none. A
+// low-rank codec needs its factors summed by every worker before it decodes,
+// which a point-to-point exchange does not do (docs/compression.md). THROWS UsageError naming what is accepted.
 Encoding exchange_encoding(const StrategyOptions& options, std::string_view strategy) {
-  if (options.compression.codec == Encoding::Codec::kPowerSgd) {
+  if (low_rank(options.compression)) {
     throw UsageError(fmt::format("--compression {}: strategy {} exchanges with parameter servers point to point, "
                                  "where weft compresses element-wise; accepted with {}: none, fp16, bf16, int8",
                                  to_string(options.compression), strategy, strategy));
