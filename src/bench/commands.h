@@ -133,7 +133,7 @@ struct Contender {
 };
 
 // A weft strategy in `encoding` ("none": as it is). THROWS UsageError for an
-// unknown encoding, or a lossy one with a strategy that does not average gradients.
+// unknown encoding, or a low-rank one with a parameter-server strategy.
 Contender weft_contender(const std::string& strategy, const std::string& encoding);
 // A peer from --peers: ddp, fp16, powersgd:R, postlocalsgd:H. THROWS UsageError
 // naming the value and what is accepted.

@@ -249,7 +249,8 @@ TEST(Commands, ContendersNameTheirRunsAndWhatPredictsThem) {
   EXPECT_EQ(int8.strategy, "dcredit");
   EXPECT_EQ(int8.encoding, "int8");
   EXPECT_EQ(weft_contender("flsgd", "fp16").name, "flsgd+fp16");  // the changes since the last average
-  EXPECT_THROW(weft_contender("ps", "fp16"), UsageError);
+  EXPECT_EQ(weft_contender("ps", "int8").name, "ps+int8");  // pushes and answers, element-wise
+  EXPECT_THROW(weft_contender("ps", "powersgd:2"), UsageError);
   EXPECT_THROW(weft_contender("wfbp", "zip"), UsageError);
 
   const Contender ddp = peer_contender("ddp");
