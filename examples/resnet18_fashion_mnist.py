@@ -67,7 +67,7 @@ def wrap(net, opt, args, **options):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--strategy", default="wfbp", help="a weft strategy, auto, or torch-ddp (PyTorch's DDP)")
-    parser.add_argument("--compression", default="none", help="weft's gradient encoding: fp16, int8, powersgd:R...")
+    parser.add_argument("--compression", default="none", help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R")
     parser.add_argument("--bandwidth", default="1Gbit", help="the link the planner plans for")
     parser.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")
     parser.add_argument("--steps", type=int, default=100)

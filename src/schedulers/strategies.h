@@ -26,7 +26,7 @@ struct StrategyOptions {
   std::optional<Bytes> credit;     // C for bytescheduler; unset = default
   std::optional<double> easgd_alpha;  // unset = beta / P
   double easgd_beta = 0.9;
-  Encoding compression;  // every message's wire encoding (docs/compression.md); S-SGD only
+  Encoding compression;  // every message's wire encoding (docs/compression.md); parameter servers: element-wise only
 };
 
 using SchedulerFn = Schedule (*)(const Profile&, const Cluster&, const StrategyOptions&);
