@@ -9,8 +9,10 @@
 #include <numeric>
 #include <random>
 
+#include "schedule/encoding.h"
 #include "schedule/index.h"
 #include "schedule/random_schedule_testing.h"
+#include "schedule/wire_cost.h"
 
 namespace weft {
 namespace {
@@ -407,6 +409,28 @@ TEST(Simulate, BackToBackSkewSeparatesAnnouncedCollectivesSentInARow) {
               first_end + c.host.back_to_back_skew + allreduce_time(c, p.layers[0].bytes()), 1e-12);
   EXPECT_NEAR(simulate(in_order, p, c, {.iterations = 4}).summary.iteration,
               first_end + allreduce_time(c, p.layers[0].bytes()), 1e-12);
+}
+
+// A message in a codec moves its wire bytes (schedule/wire_cost.h); PowerSGD's Q
+// sum is a second exchange, launched by the codec's thread: one more start-up and
+// the host's core_wait. ACP-SGD sums once. Nothing computes beside it here, so no
+// launch finds the cores taken.
+TEST(Simulate, ACodecsLaterExchangesPayAStartUpAndACoreWaitEach) {
+  Profile p = make_profile({{1e-3, 2e-3, 64 * 64 + 64}});
+  p.layers[0].shapes = {{64, 64}, {64}};
+  Cluster c = ring(4, 100_Mbit, 50_us);
+  c.host.core_wait = 2e-3;
+  for (const char* name : {"fp16", "acpsgd:2", "powersgd:2"}) {
+    CommOp op = whole_layers(p, {0});
+    op.encoding = parse_encoding(name, "test");
+    const std::vector<std::pair<Seconds, Seconds>> comm =
+        comm_spans(simulate(one_period({op}), p, c, {.iterations = 4, .record_iterations = 1}));
+    ASSERT_EQ(comm.size(), 1u) << name;
+    const WireCost cost = wire_cost(op.encoding, op.chunks, p, c.host);
+    EXPECT_EQ(cost.exchanges, std::string(name) == "powersgd:2" ? 2 : 1) << name;
+    const Seconds later = (cost.exchanges - 1) * (allreduce_flow(c, cost.bytes).startup + c.host.core_wait);
+    EXPECT_NEAR(comm[0].second - comm[0].first, allreduce_time(c, cost.bytes) + later, 1e-12) << name;
+  }
 }
 
 // Note [Skew]: a collective launched while its cores are all taken (layer 1's,
