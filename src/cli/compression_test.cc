@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,26 @@ TEST_F(Compression, PlanAutoComparesEveryCodecAndSaysWhichAreLossy) {
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("trade accuracy for speed"), std::string::npos) << r.output;
+}
+
+// DreamDDP's layer sets are printed once per strategy, and again for a codec
+// only where its sets differ: eleven identical blocks said nothing.
+TEST_F(Compression, PlanAutoPrintsEachDistinctDreamDdpPeriodOnce) {
+  const Ran r = weft("plan --model resnet18 -P 4 --bandwidth 20Mbit --strategy dreamddp-opt --compression auto");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string header = " averages, per iteration of the period (layer indices, output side first):\n";
+  std::set<std::string> blocks;
+  int count = 0;
+  for (std::size_t at = r.output.find(header); at != std::string::npos; at = r.output.find(header, at + 1)) {
+    const std::size_t body = at + header.size();
+    std::size_t end = body;
+    while (r.output.compare(end, 12, "  iteration ") == 0) end = r.output.find('\n', end) + 1;
+    ++count;
+    EXPECT_TRUE(blocks.insert(r.output.substr(body, end - body)).second) << "a block repeated:\n" << r.output;
+  }
+  EXPECT_GE(count, 1) << r.output;
+  EXPECT_EQ(r.output.find("dreamddp-opt" + header), r.output.find(header) - std::string("dreamddp-opt").size())
+      << "the uncompressed row's sets come first\n" << r.output;
 }
 
 // Parameter servers exchange fp16, bf16 and int8 but not powersgd: under auto

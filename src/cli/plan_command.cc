@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <functional>
 #include <iostream>
+#include <map>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -52,19 +53,21 @@ std::string ranges(std::vector<int> layers) {
 }
 
 // Which layers each iteration of the period averages (local SGD schedules that
-// record "sets", and "filled" for the layers bubble filling added).
-void print_layer_sets(const PlannedStrategy& s) {
+// record "sets", and "filled" for the layers bubble filling added), one line per
+// iteration; empty for schedules without sets.
+std::string layer_sets(const PlannedStrategy& s) {
   const auto j = nlohmann::json::parse(s.schedule.options_json.empty() ? "{}" : s.schedule.options_json);
-  if (!j.contains("sets")) return;
-  fmt::print("{} averages, per iteration of the period (layer indices, output side first):\n", s.name);
+  if (!j.contains("sets")) return "";
   const auto& sets = j["sets"];
+  std::string out;
   for (size_t h = 0; h < sets.size(); ++h) {
     std::string filled;
     if (j.contains("filled") && h < j["filled"].size() && !j["filled"][h].empty()) {
       filled = " + filled " + ranges(j["filled"][h].get<std::vector<int>>());
     }
-    fmt::print("  iteration {}: {}{}\n", h, ranges(sets[h].get<std::vector<int>>()), filled);
+    out += fmt::format("  iteration {}: {}{}\n", h, ranges(sets[h].get<std::vector<int>>()), filled);
   }
+  return out;
 }
 
 // Which rows trade accuracy for speed, and the fastest that does not.
@@ -116,8 +119,14 @@ void print_table(const Plan& plan, const Profile& profile) {
                                                                                             : "");
   }
   print_compression_note(plan);
+  // DreamDDP's sets, once per strategy: again for a codec only where they differ.
+  std::map<std::string, std::string> printed;
   for (const PlannedStrategy& s : plan.strategies) {
-    if (s.name == "dreamddp" || s.name == "dreamddp-opt") print_layer_sets(s);
+    if (s.name != "dreamddp" && s.name != "dreamddp-opt") continue;
+    const std::string sets = layer_sets(s);
+    if (sets.empty() || printed[s.name] == sets) continue;
+    printed[s.name] = sets;
+    fmt::print("{} averages, per iteration of the period (layer indices, output side first):\n{}", s.label(), sets);
   }
 }
 
