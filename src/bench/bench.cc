@@ -219,14 +219,12 @@ void Bench::probe_strategies() {
     throw UsageError(fmt::format("--strategies: weft train accepts none of {}", fmt::join(candidates, ", ")));
   }
   for (const std::string& s : strategies_) {
-    // Parameter servers take the element-wise encodings of the list, or none
-    // (schedulers/ps.cc says why), as the planner plans them.
-    std::vector<std::string> encodings = o_.compression;
-    if (find_strategy(s).family == Family::kParameterServer) {
-      std::erase_if(encodings, [](const std::string& e) { return low_rank(parse_encoding(e, "--compression")); });
-      if (encodings.empty()) encodings = {"none"};
-    }
-    for (const std::string& e : encodings) contenders_.push_back(weft_contender(s, e));
+    // Parameter servers run in the encodings of the list their exchanges take, as
+    // the planner plans them (exchange_encodings).
+    std::vector<Encoding> encodings;
+    for (const std::string& e : o_.compression) encodings.push_back(parse_encoding(e, "--compression"));
+    if (find_strategy(s).family == Family::kParameterServer) encodings = exchange_encodings(encodings);
+    for (const Encoding& e : encodings) contenders_.push_back(weft_contender(s, to_string(e)));
   }
   for (const std::string& p : o_.peers) contenders_.push_back(peer_contender(p));
 }

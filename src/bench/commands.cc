@@ -213,11 +213,7 @@ std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const
 
 Contender weft_contender(const std::string& strategy, const std::string& encoding) {
   const Encoding e = parse_encoding(encoding, "--compression");
-  if (low_rank(e) && find_strategy(strategy).family == Family::kParameterServer) {
-    throw UsageError(fmt::format("--compression {}: strategy {} exchanges with parameter servers point to point, "
-                                 "where weft compresses element-wise; accepted with {}: none, fp16, bf16, int8",
-                                 encoding, strategy, strategy));
-  }
+  if (find_strategy(strategy).family == Family::kParameterServer) check_exchange_encoding(e, strategy);
   const std::string canonical = to_string(e);
   return {.name = lossy(e) ? strategy + "+" + canonical : strategy, .strategy = strategy, .encoding = canonical};
 }

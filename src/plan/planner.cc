@@ -75,10 +75,7 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
     // says why): among others they are planned with those of the list, or
     // uncompressed if none is; named alone with a low-rank codec, they are refused.
     const bool named = !options.strategies.empty() && options.compressions.empty();
-    if (info->family == Family::kParameterServer && !named) {
-      std::erase_if(encodings, [](const Encoding& e) { return low_rank(e); });
-      if (encodings.empty()) encodings = {Encoding{}};
-    }
+    if (info->family == Family::kParameterServer && !named) encodings = exchange_encodings(encodings);
     for (const Encoding& encoding : encodings) {
       PlanOptions with = options;
       with.strategy.compression = encoding;

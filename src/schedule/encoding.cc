@@ -44,6 +44,19 @@ Encoding parse_encoding(std::string_view text, std::string_view what) {
   throw UsageError(fmt::format("{} {}: not an encoding; accepted: {}", what, text, kEncodingsAccepted));
 }
 
+std::vector<Encoding> exchange_encodings(std::vector<Encoding> list) {
+  std::erase_if(list, [](const Encoding& e) { return low_rank(e); });
+  if (list.empty()) list = {Encoding{}};
+  return list;
+}
+
+void check_exchange_encoding(const Encoding& encoding, std::string_view strategy) {
+  if (!low_rank(encoding)) return;
+  throw UsageError(fmt::format("--compression {}: strategy {} exchanges with parameter servers point to point, "
+                               "where weft compresses element-wise; accepted with {}: none, fp16, bf16, int8",
+                               to_string(encoding), strategy, strategy));
+}
+
 Bytes elementwise_wire_bytes(const Encoding& encoding, Bytes values) {
   switch (encoding.codec) {
     case Encoding::Codec::kNone: return 4 * values;

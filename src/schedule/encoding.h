@@ -57,6 +57,14 @@ inline bool low_rank(const Encoding& e) {
   return e.codec == Encoding::Codec::kPowerSgd || e.codec == Encoding::Codec::kAcpSgd;
 }
 
+// The encodings of `list` that parameter servers' exchanges take (every one but
+// the low-rank codecs), in order; {none} if it holds none of them.
+std::vector<Encoding> exchange_encodings(std::vector<Encoding> list);
+
+// THROWS UsageError naming `strategy` and what it accepts if its parameter-server
+// exchanges cannot take `encoding` (a low-rank codec).
+void check_exchange_encoding(const Encoding& encoding, std::string_view strategy);
+
 // Values per int8 block: each block of the wire carries one float32 scale.
 inline constexpr Bytes kInt8Block = 256;
 

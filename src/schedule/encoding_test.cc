@@ -68,6 +68,20 @@ TEST(Encoding, AcpSgdSendsHalfTheFactorsAndTheRestInFloat32) {
   EXPECT_DOUBLE_EQ(wire_cost(parse_encoding("acpsgd:2", "x"), fc, profile, host).compute, 1e-9 * 64 * 64 * 2);
 }
 
+// Parameter servers keep the element-wise encodings of a list, or none.
+TEST(Encoding, ExchangesTakeTheElementWiseEncodingsOrNone) {
+  const auto names = [](const std::vector<Encoding>& list) {
+    std::string out;
+    for (const Encoding& e : exchange_encodings(list)) out += to_string(e) + " ";
+    return out;
+  };
+  EXPECT_EQ(names({parse_encoding("powersgd:2", "x"), parse_encoding("int8", "x"), parse_encoding("fp16", "x")}),
+            "int8 fp16 ");
+  EXPECT_EQ(names({parse_encoding("acpsgd:2", "x")}), "none ");
+  EXPECT_NO_THROW(check_exchange_encoding(parse_encoding("bf16", "x"), "ps"));
+  EXPECT_THROW(check_exchange_encoding(parse_encoding("acpsgd:1", "x"), "ps"), UsageError);
+}
+
 TEST(Encoding, UncompressedScheduleJsonHasNoEncodingField) {
   Schedule s{.strategy = "x", .iterations = {{CommOp{.chunks = {{0, 0, 4}}}}}};
   EXPECT_EQ(to_json(s).find("encoding"), std::string::npos);

@@ -144,11 +144,7 @@ void require_servers(const Cluster& cluster) {
 // low-rank codec needs its factors summed by every worker before it decodes,
 // which a point-to-point exchange does not do (docs/compression.md). THROWS UsageError naming what is accepted.
 Encoding exchange_encoding(const StrategyOptions& options, std::string_view strategy) {
-  if (low_rank(options.compression)) {
-    throw UsageError(fmt::format("--compression {}: strategy {} exchanges with parameter servers point to point, "
-                                 "where weft compresses element-wise; accepted with {}: none, fp16, bf16, int8",
-                                 to_string(options.compression), strategy, strategy));
-  }
+  check_exchange_encoding(options.compression, strategy);
   return options.compression;
 }
 
