@@ -29,6 +29,9 @@ using Work = c10::intrusive_ptr<c10d::Work>;
 
 // Point-to-point tags of the ring, apart from the parameter servers' [0, 2^30).
 constexpr int kRingTag = 1 << 30;
+// A ring segment moves in pieces of about this many wire bytes, at most kRingPieces.
+constexpr std::int64_t kRingPieceBytes = 16 << 10;
+constexpr int kRingPieces = 16;
 
 std::int64_t values_of(const Chunk& c) { return c.length / static_cast<Bytes>(sizeof(float)); }
 
@@ -133,16 +136,13 @@ class SerialJobs {
     changed_.notify_all();
     return done;
   }
-  // Waits for `works` (called from a job); aborted when the jobs are destroyed.
-  void wait(std::vector<Work> works) {
-    {
-      std::lock_guard lock(mutex_);
-      if (stopping_) throw std::runtime_error("codec: stopped");
-      current_ = works;
-    }
-    for (const Work& w : works) w->wait();
+  // Registers an exchange a job has posted, to be aborted if the jobs are destroyed
+  // while it is in flight; the registrations end with the job.
+  Work track(Work work) {
     std::lock_guard lock(mutex_);
-    current_.clear();
+    if (stopping_) throw std::runtime_error("codec: stopped");
+    current_.push_back(work);
+    return work;
   }
 
  private:
@@ -155,6 +155,7 @@ class SerialJobs {
         if (stopping_) return;
         next = std::move(queue_.front());
         queue_.pop_front();
+        current_.clear();
       }
       try {
         next.first();
@@ -289,16 +290,25 @@ class RingCodec : public Codec {
   }
 
  private:
-  // Values [begin, end) of segment s of n.
-  std::pair<std::int64_t, std::int64_t> segment(std::int64_t n, int s) const {
+  using Range = std::pair<std::int64_t, std::int64_t>;
+
+  // The pieces of segment s of n values, each one message (Note [Requantising ring]):
+  // aligned, of about kRingPieceBytes on the wire, at most kRingPieces.
+  std::vector<Range> pieces(std::int64_t n, int s) const {
     const int p = c_.workers;
     const std::int64_t a = format_->alignment();
     const std::int64_t per = ((n + p - 1) / p + a - 1) / a * a;
-    return {std::min(n, s * per), std::min(n, (s + 1) * per)};
+    const std::int64_t begin = std::min(n, s * per), end = std::min(n, (s + 1) * per);
+    const auto wanted = (format_->bytes(end - begin) + kRingPieceBytes - 1) / kRingPieceBytes;
+    const auto count = std::clamp<std::int64_t>(wanted, 1, kRingPieces);
+    const std::int64_t size = ((end - begin + count - 1) / count + a - 1) / a * a;
+    std::vector<Range> out;
+    for (std::int64_t b = begin; b < end; b += size) out.emplace_back(b, std::min(end, b + size));
+    return out;
   }
 
   void ring(const std::vector<Chunk>& chunks, const torch::Tensor& packed, torch::Tensor& result) {
-    const int p = c_.workers, r = c_.group->getRank();
+    const int p = c_.workers, r = c_.group->getRank(), steps = 2 * (p - 1);
     const int right = (r + 1) % p, left = (r + p - 1) % p;
     const std::int64_t n = packed.numel();
     torch::Tensor acc = feedback_ ? packed + feedback_->gather(chunks) : packed.clone();
@@ -306,10 +316,17 @@ class RingCodec : public Codec {
     float* x = acc.data_ptr<float>();
     float* out = result.data_ptr<float>();
     std::vector<float> decoded;
-    // Encodes acc's segment s into `wire`, charging this rank's error (Note [Error feedback]).
-    auto encode = [&](int s, torch::Tensor& wire) {
-      const auto [b, e] = segment(n, s);
-      wire = torch::empty({static_cast<std::int64_t>(format_->bytes(e - b))}, torch::kUInt8);
+    auto mod = [p](int s) { return ((s % p) + p) % p; };
+    // Step k < p-1 of the reduce-scatter receives the partial sum of segment r-k-1;
+    // step p-1+k of the all-gather, the finished segment r-k.
+    auto received = [&](int k) { return k < p - 1 ? mod(r - k - 1) : mod(r - (k - (p - 1))); };
+    auto wire_of = [&](Range v) {
+      return torch::empty({static_cast<std::int64_t>(format_->bytes(v.second - v.first))}, torch::kUInt8);
+    };
+    // Encodes acc's values v, charging this rank's error (Note [Error feedback]).
+    auto encode = [&](Range v) {
+      const auto [b, e] = v;
+      torch::Tensor wire = wire_of(v);
       format_->encode(x + b, e - b, wire.data_ptr<std::uint8_t>());
       if (feedback_) {
         decoded.resize(static_cast<size_t>(e - b));
@@ -317,49 +334,62 @@ class RingCodec : public Codec {
         float* err = errors.data_ptr<float>();
         for (std::int64_t i = b; i < e; ++i) err[i] += x[i] - decoded[static_cast<size_t>(i - b)];
       }
+      return wire;
     };
-    auto wire_of = [&](int s) {
-      const auto [b, e] = segment(n, s);
-      return torch::empty({static_cast<std::int64_t>(format_->bytes(e - b))}, torch::kUInt8);
-    };
-    // Sends `out_wire` right and receives `in_wire` from the left; empty ones are skipped on both sides.
-    auto exchange = [&](torch::Tensor& out_wire, torch::Tensor& in_wire, int step) {
-      std::vector<Work> works;
-      if (out_wire.numel() > 0) {
-        std::vector<torch::Tensor> t{out_wire};
-        works.push_back(c_.group->send(t, right, kRingTag + step));
+    auto tag = [](int step, size_t piece) { return kRingTag + step * kRingPieces + static_cast<int>(piece); };
+    // Every receive is posted at once, so that each piece moves on as soon as it
+    // arrives and the link does not idle between steps.
+    std::vector<std::vector<torch::Tensor>> in(static_cast<size_t>(steps));
+    std::vector<std::vector<Work>> receives(static_cast<size_t>(steps));
+    for (int k = 0; k < steps; ++k) {
+      for (const Range& v : pieces(n, received(k))) {
+        std::vector<torch::Tensor> t{wire_of(v)};
+        receives[static_cast<size_t>(k)].push_back(
+            jobs_.track(c_.group->recv(t, left, tag(k, in[static_cast<size_t>(k)].size()))));
+        in[static_cast<size_t>(k)].push_back(t[0]);
       }
-      if (in_wire.numel() > 0) {
-        std::vector<torch::Tensor> t{in_wire};
-        works.push_back(c_.group->recv(t, left, kRingTag + step));
-      }
-      jobs_.wait(std::move(works));
+    }
+    std::vector<Work> sends;
+    auto send = [&](int step, size_t piece, const torch::Tensor& wire) {
+      std::vector<torch::Tensor> t{wire};
+      sends.push_back(jobs_.track(c_.group->send(t, right, tag(step, piece))));
     };
-    auto mod = [p](int s) { return ((s % p) + p) % p; };
-    // Reduce-scatter: after step k, segment r-k-1 holds the sum of k+2 ranks.
+    auto arrived = [&](int k, size_t j) { receives[static_cast<size_t>(k)][j]->wait(); };
+
+    const std::vector<Range> own_pieces = pieces(n, r);
+    for (size_t j = 0; j < own_pieces.size(); ++j) send(0, j, encode(own_pieces[j]));
+    // Reduce-scatter: each piece received is added to this rank's values and sent on;
+    // the last step's pieces complete the segment this rank owns.
+    std::vector<torch::Tensor> owned;
     for (int k = 0; k + 1 < p; ++k) {
-      const int send = mod(r - k), recv = mod(r - k - 1);
-      torch::Tensor out_wire, in_wire = wire_of(recv);
-      encode(send, out_wire);
-      exchange(out_wire, in_wire, k);
-      const auto [b, e] = segment(n, recv);
-      decoded.resize(static_cast<size_t>(e - b));
-      format_->decode(in_wire.data_ptr<std::uint8_t>(), e - b, decoded.data());
-      for (std::int64_t i = b; i < e; ++i) x[i] += decoded[static_cast<size_t>(i - b)];
+      const std::vector<Range> vs = pieces(n, received(k));
+      for (size_t j = 0; j < vs.size(); ++j) {
+        arrived(k, j);
+        const auto [b, e] = vs[j];
+        decoded.resize(static_cast<size_t>(e - b));
+        format_->decode(in[static_cast<size_t>(k)][j].data_ptr<std::uint8_t>(), e - b, decoded.data());
+        for (std::int64_t i = b; i < e; ++i) x[i] += decoded[static_cast<size_t>(i - b)];
+        torch::Tensor wire = encode(vs[j]);
+        if (k + 2 == p) owned.push_back(wire);
+        send(k + 1, j, wire);
+      }
     }
-    // All-gather of the finished segments, each encoded once by its owner.
-    std::vector<torch::Tensor> wires(static_cast<size_t>(p));
-    const int own = mod(r + 1);
-    encode(own, wires[static_cast<size_t>(own)]);
-    for (int k = 0; k + 1 < p; ++k) {
-      const int send = mod(r + 1 - k), recv = mod(r - k);
-      wires[static_cast<size_t>(recv)] = wire_of(recv);
-      exchange(wires[static_cast<size_t>(send)], wires[static_cast<size_t>(recv)], p + k);
+    // All-gather: each finished piece is forwarded unchanged, then decoded.
+    for (int k = p - 1; k < steps; ++k) {
+      for (size_t j = 0; j < in[static_cast<size_t>(k)].size(); ++j) {
+        arrived(k, j);
+        if (k + 1 < steps) send(k + 1, j, in[static_cast<size_t>(k)][j]);
+      }
     }
-    for (int s = 0; s < p; ++s) {
-      const auto [b, e] = segment(n, s);
-      if (e > b) format_->decode(wires[static_cast<size_t>(s)].data_ptr<std::uint8_t>(), e - b, out + b);
-    }
+    for (const Work& w : sends) w->wait();
+    auto unpack = [&](int s, const std::vector<torch::Tensor>& wires) {
+      const std::vector<Range> vs = pieces(n, s);
+      for (size_t j = 0; j < vs.size(); ++j) {
+        format_->decode(wires[j].data_ptr<std::uint8_t>(), vs[j].second - vs[j].first, out + vs[j].first);
+      }
+    };
+    unpack(mod(r + 1), owned);
+    for (int k = p - 1; k < steps; ++k) unpack(received(k), in[static_cast<size_t>(k)]);
     result.div_(static_cast<double>(p));
     if (feedback_) feedback_->scatter(chunks, errors);
   }

@@ -35,6 +35,9 @@
 // the result for its right neighbour; the owner of each finished segment encodes
 // it once more, and the all-gather forwards those bytes unchanged. Each rank
 // moves 2(P−1)/P of the encoded message, as a float32 ring moves of float32.
+// Segments move in pieces (about 16 KiB, at most 16 per segment) with every
+// receive posted at the start, so a piece goes on as soon as it arrives: the link
+// does not idle between the 2(P−1) steps, as Gloo's own ring does not.
 //
 // Thread-safety: a codec is driven by the engine's one communication thread;
 // codecs that run several exchanges per message run them, one message after the

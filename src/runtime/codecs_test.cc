@@ -21,11 +21,14 @@
 namespace weft::runtime {
 namespace {
 
-// A small model: a matrix and its bias, a 3-D kernel and its bias, a vector.
+// A small model: a matrix and its bias, a 3-D kernel and its bias, a vector; and
+// a long vector, whose ring segments move in many pieces (whole_layers leaves it out).
+constexpr int kLongLayer = 3;
 std::vector<std::vector<torch::Tensor>> model() {
   return {{torch::zeros({24, 18}), torch::zeros({24})},
           {torch::zeros({16, 8, 3}), torch::zeros({16})},
-          {torch::zeros({700})}};
+          {torch::zeros({700})},
+          {torch::zeros({300'000})}};
 }
 
 std::int64_t layer_values(const std::vector<torch::Tensor>& layer) {
@@ -34,10 +37,10 @@ std::int64_t layer_values(const std::vector<torch::Tensor>& layer) {
   return n;
 }
 
-// Whole layers 2, 1, 0 (backward order), then one message of a partial chunk.
+// Whole layers 2, 1, 0 (backward order).
 std::vector<Chunk> whole_layers(const std::vector<std::vector<torch::Tensor>>& layers) {
   std::vector<Chunk> chunks;
-  for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
+  for (int l = kLongLayer - 1; l >= 0; --l) {
     chunks.push_back({.layer = l, .offset = 0, .length = 4 * layer_values(layers[static_cast<size_t>(l)])});
   }
   return chunks;
@@ -131,8 +134,11 @@ TEST_P(ElementwiseCodec, MeanIsIdenticalOnEveryRankAndWithinItsBound) {
   const auto& [name, world] = GetParam();
   const Encoding encoding = parse_encoding(name, "test");
   const auto layers = model();
-  // Whole layers, and a message of a partial chunk whose values do not fill a ring segment.
-  for (const std::vector<Chunk>& chunks : {whole_layers(layers), std::vector<Chunk>{{2, 40, 12}}}) {
+  // Whole layers; a message of a partial chunk whose values do not fill a ring
+  // segment; one whose segments move in several pieces (up to the most a segment has).
+  const Chunk long_layer{.layer = kLongLayer, .offset = 0, .length = 4 * layer_values(layers[kLongLayer])};
+  for (const std::vector<Chunk>& chunks :
+       {whole_layers(layers), std::vector<Chunk>{{2, 40, 12}}, std::vector<Chunk>{long_layer}}) {
     const std::int64_t n = values(chunks);
     const auto results = run(encoding, world, 2, chunks, [&](int r, int t) { return random_input(r, t, n); });
     expect_identical_across_ranks(results);
