@@ -125,11 +125,8 @@ class DataParallel(nn.Module):
             raise ValueError(f"outer_optimizer={o['outer_optimizer']!r}: only the local SGD strategies "
                              f"({', '.join(s for s, f in known.items() if f == 'local_sgd')}) and EASGD's centre "
                              f"(ps-interleaved) have an outer step; strategy={strategy!r} has none")
-        if str(schedule_options["compression"]).startswith(("powersgd", "acpsgd")) and strategy != "auto" \
-                and known[strategy] == "ps":
-            raise ValueError(f"compression={schedule_options['compression']!r}: strategy={strategy!r} exchanges "
-                             "with parameter servers point to point, where weft compresses element-wise; "
-                             f"accepted with {strategy}: none, fp16, bf16, int8")
+        if strategy != "auto" and known[strategy] == "ps":
+            _C.check_exchange_encoding(str(schedule_options["compression"]), strategy)
         timeout = o["failure_timeout"]
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"failure_timeout={timeout!r}: expected a number of seconds > 0")

@@ -38,6 +38,7 @@
 #include "runtime/parameter_server.h"
 #include "runtime/process_group.h"
 #include "runtime/worker_env.h"
+#include "schedule/encoding.h"
 #include "schedulers/strategies.h"
 #include "units/units.h"
 
@@ -394,6 +395,12 @@ PYBIND11_MODULE(_C, m) {
         "Every rank's copy of rank 0's schedule (rank 0 gives `profile`, or `error` to fail every rank).");
   m.def("check_options", [](const py::dict& options) { plan_inputs(options, 1, 1); },
         "THROWS ValueError naming an option with a value the command line would refuse.");
+  m.def("check_exchange_encoding",
+        [](const std::string& compression, const std::string& strategy) {
+          check_exchange_encoding(parse_encoding(compression, "--compression"), strategy);
+        },
+        py::arg("compression"), py::arg("strategy"),
+        "THROWS ValueError if the parameter-server strategy's exchanges cannot take the encoding.");
 
   py::class_<runtime::LayerOptimizer>(m, "LayerOptimizer")
       .def(py::init(&make_optimizer), py::arg("layers"), py::arg("options"))
