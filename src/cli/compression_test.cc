@@ -169,6 +169,21 @@ TEST_F(Compression, EveryCodecTrainsWithRanksBitIdentical) {
     EXPECT_NE(rank0, read(file("plain.rank0"))) << codec << ": no different from float32 averaging";
   }
 }
+
+// A worker alone has nothing to send: every codec trains as without one.
+TEST_F(Compression, OneWorkerTrainsInEveryCodecAsWithout) {
+  auto train = [&](const std::string& name, const std::string& flag) {
+    const Ran r = weft("train --model mlp --synthetic --nproc 1 --steps 3 --strategy wfbp --no-progress " + flag +
+                       " --save-params " + file(name));
+    EXPECT_EQ(r.status, 0) << flag << "\n" << r.output;
+    return read(file(name + ".rank0"));
+  };
+  const std::string plain = train("plain", "");
+  ASSERT_FALSE(plain.empty());
+  for (const std::string codec : {"fp16", "bf16", "int8", "powersgd:2", "acpsgd:2"}) {
+    EXPECT_EQ(train("c" + std::to_string(codec.size()) + codec.substr(0, 2), "--compression " + codec), plain) << codec;
+  }
+}
 #endif
 
 }  // namespace

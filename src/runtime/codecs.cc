@@ -356,11 +356,19 @@ class RingCodec : public Codec {
     };
     auto arrived = [&](int k, size_t j) { receives[static_cast<size_t>(k)][j]->wait(); };
 
+    // Step 0 sends this rank's own segment; a rank alone already owns it finished.
     const std::vector<Range> own_pieces = pieces(n, r);
-    for (size_t j = 0; j < own_pieces.size(); ++j) send(0, j, encode(own_pieces[j]));
+    std::vector<torch::Tensor> owned;
+    for (size_t j = 0; j < own_pieces.size(); ++j) {
+      torch::Tensor wire = encode(own_pieces[j]);
+      if (p == 1) {
+        owned.push_back(wire);
+      } else {
+        send(0, j, wire);
+      }
+    }
     // Reduce-scatter: each piece received is added to this rank's values and sent on;
     // the last step's pieces complete the segment this rank owns.
-    std::vector<torch::Tensor> owned;
     for (int k = 0; k + 1 < p; ++k) {
       const std::vector<Range> vs = pieces(n, received(k));
       for (size_t j = 0; j < vs.size(); ++j) {

@@ -93,7 +93,10 @@ class AllReduceMean : public OpExecutor {
   }
   std::string describe(const Schedule& schedule, const Message& message) const override {
     const Encoding& e = encoding(schedule, message);
-    if (lossy(e)) return codecs_.at(to_string(e))->describe();
+    if (lossy(e)) {  // a worker alone never starts its codec (identity())
+      const auto found = codecs_.find(to_string(e));
+      return found != codecs_.end() ? found->second->describe() : to_string(e);
+    }
     return summed_by_allgather(message.bytes, options_.gather_below) ? "allgather" : "allreduce";
   }
   // "<encoding>/<the codec's entry>", and "agreed/<layer>".
