@@ -61,7 +61,8 @@ def test_bad_compression_names_the_accepted_encodings():
 
 def test_outer_optimizer_only_for_local_sgd_and_checked():
     net = models.make_net()
-    with pytest.raises(ValueError, match=r"outer_optimizer='nesterov': only the local SGD strategies"):
+    with pytest.raises(ValueError,
+                       match=r"--outer-optimizer nesterov: .*\(flsgd, .*ps-interleaved\); --strategy wfbp has none"):
         weft.DataParallel(net, sgd(net), strategy="wfbp", outer_optimizer="nesterov")
     with pytest.raises(ValueError, match=r"--outer-optimizer adam"):
         weft.DataParallel(net, sgd(net), strategy="flsgd", outer_optimizer="adam")

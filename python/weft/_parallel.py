@@ -121,10 +121,7 @@ class DataParallel(nn.Module):
         if not set(allow) <= set(FAMILIES):
             raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}")
         self._outer = _C.outer_options(str(o["outer_optimizer"]), float(o["outer_lr"]), float(o["outer_momentum"]))
-        if o["outer_optimizer"] != "none" and known.get(strategy) != "local_sgd" and strategy != "ps-interleaved":
-            raise ValueError(f"outer_optimizer={o['outer_optimizer']!r}: only the local SGD strategies "
-                             f"({', '.join(s for s, f in known.items() if f == 'local_sgd')}) and EASGD's centre "
-                             f"(ps-interleaved) have an outer step; strategy={strategy!r} has none")
+        _C.check_outer_step(self._outer, strategy)
         if strategy != "auto" and known[strategy] == "ps":
             _C.check_exchange_encoding(str(schedule_options["compression"]), strategy)
         timeout = o["failure_timeout"]

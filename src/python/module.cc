@@ -415,6 +415,8 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("kind"), py::arg("lr"), py::arg("momentum"),
         "Checked outer-optimizer options (runtime/outer_optimizer.h); ValueError naming the bad one.");
   py::class_<runtime::OuterOptions>(m, "OuterOptions");
+  m.def("check_outer_step", &runtime::check_outer_step, py::arg("options"), py::arg("strategy"),
+        "ValueError if the options step and the strategy has no outer step.");
 
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<std::shared_ptr<Job>, std::shared_ptr<SharedSchedule>, Layers, std::vector<std::string>,

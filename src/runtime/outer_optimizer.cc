@@ -1,10 +1,12 @@
 #include "runtime/outer_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "schedulers/strategies.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -19,6 +21,18 @@ void validate(const OuterOptions& o) {
   if (!(o.momentum >= 0 && o.momentum < 1)) {
     throw UsageError(fmt::format("--outer-momentum {}: expected 0 <= momentum < 1", o.momentum));
   }
+}
+
+void check_outer_step(const OuterOptions& o, std::string_view strategy) {
+  if (!o.enabled()) return;
+  std::vector<std::string_view> stepping;
+  for (const StrategyInfo& s : strategies()) {
+    if (s.has_outer_step()) stepping.push_back(s.name);
+  }
+  if (std::find(stepping.begin(), stepping.end(), strategy) != stepping.end()) return;
+  throw UsageError(fmt::format("--outer-optimizer {}: only local SGD's averages and EASGD's centre have an outer "
+                               "step ({}); --strategy {} has none",
+                               o.kind, fmt::join(stepping, ", "), strategy));
 }
 
 OuterOptimizer::OuterOptimizer(const std::vector<std::vector<torch::Tensor>>& layers, OuterOptions options)

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <torch/torch.h>
@@ -37,6 +38,11 @@ struct OuterOptions {
 // THROWS UsageError naming the flag (--outer-optimizer, --outer-lr,
 // --outer-momentum), the value and what is accepted.
 void validate(const OuterOptions& options);
+
+// THROWS UsageError naming --outer-optimizer, `strategy` and the strategies that
+// have an outer step (StrategyInfo::has_outer_step) if `options` are enabled()
+// and `strategy` (a strategy's name, or anything else: "auto") has none.
+void check_outer_step(const OuterOptions& options, std::string_view strategy);
 
 class OuterOptimizer {
  public:

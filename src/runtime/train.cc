@@ -47,13 +47,9 @@ void validate(const TrainOptions& o) {
   if (!(o.failure_timeout > 0)) {
     throw UsageError(fmt::format("--failure-timeout {}: expected a number of seconds > 0", o.failure_timeout));
   }
-  validate(OuterOptions{.kind = o.outer_optimizer, .lr = o.outer_lr, .momentum = o.outer_momentum});
-  if (o.outer_optimizer != "none" && !info.has_outer_step()) {
-    throw UsageError(fmt::format("--outer-optimizer {}: only the local SGD strategies (flsgd, plsgd, dreamddp, "
-                                 "dreamddp-opt) and EASGD's centre (ps-interleaved) have an outer step; "
-                                 "--strategy {} has none",
-                                 o.outer_optimizer, o.strategy));
-  }
+  const OuterOptions outer{.kind = o.outer_optimizer, .lr = o.outer_lr, .momentum = o.outer_momentum};
+  validate(outer);
+  check_outer_step(outer, o.strategy);
   check_checkpoint_options(o);
   for (const auto& [flag, file] : {std::pair{"--metrics", o.metrics}, std::pair{"--trace", o.trace},
                                    std::pair{"--save-params", o.save_params}}) {
