@@ -103,7 +103,7 @@ void print_table(const Plan& plan, const Profile& profile) {
   }
   if ((h.skew > 0 || h.back_to_back_skew > 0 || h.drift > 0) && c.arch == Arch::kAllReduce) {
     fmt::print("skew (--host): each collective starts {} after its data is ready and {} after it is launched, {} "
-               "later per second the workers computed apart beyond half an iteration\n",
+               "later per second the workers computed apart beyond an iteration\n",
                format_duration(h.skew), format_duration(h.back_to_back_skew), format_duration(h.drift));
   }
   std::size_t width = 14;  // wider for compressed rows' labels

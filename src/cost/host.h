@@ -39,8 +39,8 @@ struct Host {
   Seconds core_wait = 0;
   // How much later than the average worker the last one reaches a collective:
   // `skew` after compute, `back_to_back_skew` right after another collective,
-  // growing by `drift` per second computed beyond half an iteration without a
-  // wait (Note [Skew] in sim/simulator.cc).
+  // growing by `drift` per second computed beyond an iteration without a wait
+  // (Note [Skew] in sim/simulator.cc).
   Seconds skew = 0;
   Seconds back_to_back_skew = 0;
   double drift = 0;

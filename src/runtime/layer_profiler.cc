@@ -295,14 +295,16 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, const
   const c10::intrusive_ptr<c10d::ProcessGroup> aside = open_subgroup(group, "aside", kRuntimeCollectiveThreads);
   std::vector<torch::Tensor> aside_buffer{torch::zeros({std::max<Bytes>(median_layer_bytes(mine) / 4, 1)})};
   // In step, per iteration: after the forward, after the backward, and right after
-  // that. Apart: after kApart iterations without meeting, at least 5 times.
+  // that. Then after each of `iterations` whole iterations with nothing aside,
+  // and after kApart iterations without meeting, at least 5 times.
   enum Meeting { kAfterForward, kAfterBackward, kBackToBack, kMeetings };
   constexpr int kApart = 5;
   const int in_step = kMeetings * options.iterations;
+  const int whole = options.iterations;                       // meetings
   const int apart = std::max(5, options.iterations / kApart);  // meetings
   // [0][rank][m]: how long the rank waited in meeting m; [1][rank][m]: how long
   // it computed between the meeting before and m.
-  std::vector<torch::Tensor> times{torch::zeros({2, group.world, in_step + apart}, torch::kDouble)};
+  std::vector<torch::Tensor> times{torch::zeros({2, group.world, in_step + whole + apart}, torch::kDouble)};
   auto my_times = times[0].accessor<double, 3>();
   std::vector<torch::Tensor> token{torch::zeros({1})};
   // [0][rank][i]: from the rank's issue of timed iteration i's collective aside
@@ -355,6 +357,10 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, const
     meet();
     meet();
   }
+  for (int i = 0; i < whole; ++i) {
+    forward().backward();
+    meet();
+  }
   for (int period = 0; period < apart; ++period) {
     for (int i = 0; i < kApart; ++i) forward().backward();
     meet();
@@ -387,31 +393,30 @@ void measure_skew(const Group& group, const LayerProfilerOptions& options, const
   };
   const auto skew_at = [&](int k) { return mean_over_ranks(0, k) - least_wait_at(k); };
   const auto computed_before = [&](int k) { return mean_over_ranks(1, k); };
-  std::vector<Seconds> from_compute, back_to_back, from_apart, aside_computing, aside_waiting;
-  Seconds computed_in_step = 0, computed_apart = 0;  // summed over the meetings
-  for (int k = 0; k < in_step; ++k) {
-    if (k % kMeetings == kBackToBack) {
-      back_to_back.push_back(skew_at(k));
-    } else {
-      from_compute.push_back(skew_at(k));
-      computed_in_step += computed_before(k);
+  // Where the ranks computed between meetings [from, to): the skews and the mean compute.
+  const auto meetings = [&](int from, int to) {
+    std::pair<std::vector<Seconds>, Seconds> skews_and_compute{{}, 0};
+    for (int k = from; k < to; ++k) {
+      skews_and_compute.first.push_back(skew_at(k));
+      skews_and_compute.second += computed_before(k) / (to - from);
     }
-  }
-  for (int k = in_step; k < in_step + apart; ++k) {
-    from_apart.push_back(skew_at(k));
-    computed_apart += computed_before(k);
-  }
+    return skews_and_compute;
+  };
+  std::vector<Seconds> back_to_back, aside_computing, aside_waiting;
+  for (int k = kBackToBack; k < in_step; k += kMeetings) back_to_back.push_back(skew_at(k));
+  const auto [from_whole, computed_whole] = meetings(in_step, in_step + whole);
+  const auto [from_apart, computed_apart] = meetings(in_step + whole, in_step + whole + apart);
   const auto all_aside = aside_times[0].accessor<double, 3>();
   for (int i = 0; i < options.iterations; ++i) {
     aside_computing.push_back(least_over_ranks([&](int r) { return all_aside[kComputing][r][i]; }));
     aside_waiting.push_back(least_over_ranks([&](int r) { return all_aside[kWaiting][r][i]; }));
   }
-  host.skew = median(from_compute);
+  host.skew = median(from_whole);
   host.back_to_back_skew = median(back_to_back);
   // Beside the layers the collective also advances slower, by the shared cores.
   const double stretch = core_shares(host, host.processes, host.processes).message;
   host.core_wait = std::max(0.0, median(aside_computing) - median(aside_waiting) * stretch);
-  const Seconds longer = computed_apart / apart - computed_in_step / static_cast<double>(from_compute.size());
+  const Seconds longer = computed_apart - computed_whole;
   if (longer > 0) host.drift = std::max(0.0, (median(from_apart) - host.skew) / longer);
 }
 

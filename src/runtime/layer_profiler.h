@@ -40,16 +40,19 @@
 // with the data stops every rank's stream at once.
 //
 // Note [Measuring skew]
-// Then the processes train in step as S-SGD does (forward, an all-reduce of one
-// float, backward, two more back to back) and time their waits in each. The last
-// to arrive waits least, so per all-reduce the mean wait less the least is how
-// much later than the average process the last one came: `skew` (its median after
-// compute), `back_to_back_skew` (after another collective). A collective of the
-// median layer's size, issued as each backward starts and again while all wait,
-// gives core_wait = computing − waiting · (its stretch by the shared cores), at
-// least 0. Computing 5 iterations apart before each meeting gives `drift`: the
-// extra skew per second computed apart. Every rank computes these from every
-// rank's waits, so all agree.
+// Then the processes meet at all-reduces of one float and time their waits in
+// each. The last to arrive waits least, so per all-reduce the mean wait less the
+// least is how much later than the average process the last one came: `skew`
+// (its median after each of whole iterations, nothing else running, as S-SGD's
+// workers reach the gradients' sum), `back_to_back_skew` (right after another
+// all-reduce). A collective of the median layer's size, issued as each backward
+// starts (the processes met after the forward) and again while all wait, gives
+// core_wait = computing − waiting · (its stretch by the shared cores), at least
+// 0. Computing 5 iterations apart before each meeting gives `drift`: the extra
+// skew per second computed apart beyond an iteration. Every rank computes these
+// from every rank's waits, so all agree. Not `skew` from the in-step meetings:
+// the one after the backward follows the collective aside's end, itself a
+// meeting (it reads a fraction of a millisecond, a whole iteration several).
 //
 // Thread-safety: sets LibTorch's global intra-op thread count; run one at a time.
 #pragma once

@@ -192,7 +192,7 @@ TEST_F(TrainTest, ProfilingSeveralProcessesTimesMoreIterationsByDefault) {
 
 // `--interference` (Note [Measuring the cores]): an all-reduce stream on its own
 // group, timed for CPU while the processes wait and then beside a second
-// profiling phase, then a phase in step that times the skews and the core wait
+// profiling phase, then phases in step and apart that time the skews and the core wait
 // (Note [Measuring skew]); the processes end with the job.
 TEST_F(TrainTest, ProcessesMeasureHowMuchAllReducesSlowTheirCompute) {
   const fs::path out = dir_ / "slowdown.json";

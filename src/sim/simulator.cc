@@ -51,7 +51,7 @@ namespace weft {
 // (decided_by_timing, schedule/schedule.h), no earlier than `back_to_back_skew`
 // after it was launched; and never before the collective launched before it (the
 // late worker issues them in order). The skew grows by `drift` times the compute
-// beyond half an iteration a worker did since the workers were last held together
+// beyond an iteration's a worker did since the workers were last held together
 // (local SGD's periods), and a collective launched while its cores are all
 // taken (cores_taken, cost/host.h) starts `core_wait` later still: the
 // scheduler wakes its steps late. The push that completes a parameter server's exchange
@@ -59,7 +59,10 @@ namespace weft {
 // The wait uses no bytes and no cores; the trace shows it inside the
 // collective, as a measured trace does. Why: the simulated workers are in step
 // (one stands for all, Note [Symmetric all-reduce workers]) where real ones
-// sharing cores are not.
+// sharing cores are not. `skew` is measured after a whole iteration, S-SGD's
+// distance between meetings, and stands for less compute too: processes that
+// outnumber their cores leave a meeting in turns, so the last is late after a
+// forward alone nearly as much as after an iteration.
 
 // Note [Collectives in flight]
 // ----------------------------
@@ -329,7 +332,7 @@ class Simulation {
   std::vector<Machine> machines_;
   bool one_layer_segments_;  // Note [Shared cores]
   bool skewed_;              // Note [Skew]: some skew, and collectives to delay
-  Seconds half_iteration_;   // Note [Skew]: the compute over which `skew` was measured
+  Seconds iteration_compute_;  // Note [Skew]: the compute over which `skew` was measured
   int warmup_end_;   // the measured span is [start of warmup_end_, start of measure_end_)
   int measure_end_;
   // What each op waits for and each forward needs (schedule/index.h).
@@ -384,7 +387,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       skewed_((cluster.host.skew > 0 || cluster.host.back_to_back_skew > 0 || cluster.host.drift > 0 ||
                cluster.host.core_wait > 0) &&
               cluster.arch == Arch::kAllReduce),
-      half_iteration_((profile.forward_time() + profile.backward_time()) / 2),
+      iteration_compute_(profile.forward_time() + profile.backward_time()),
       index_(validated_index(schedule, profile, cluster.workers)),
       network_(links_of(validated(cluster))) {
   if (cluster.fitted) transport_limit_ = cluster.fitted->concurrent;
@@ -780,7 +783,7 @@ Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
       const auto it = ready_at.find(op_key(op));
       if (it == ready_at.end()) throw std::logic_error("simulator: a collective launched an op never made ready");
       const auto [ready, apart] = it->second;
-      due = std::max(due, ready + host_.skew + host_.drift * std::max(0.0, apart - half_iteration_));
+      due = std::max(due, ready + host_.skew + host_.drift * std::max(0.0, apart - iteration_compute_));
       ready_at.erase(it);
     }
   }

@@ -461,9 +461,9 @@ TEST(Simulate, CoreWaitHoldsCollectivesLaunchedWhileTheCoresAreTaken) {
               1e-12);
 }
 
-// Note [Skew]: the skew grows by `drift` for the compute beyond half an iteration
-// since the workers last passed a forward that needed communication: one
-// iteration's under S-SGD, three under local SGD averaging every third iteration.
+// Note [Skew]: the skew grows by `drift` for the compute beyond an iteration's
+// since the workers last passed a forward that needed communication: none under
+// S-SGD, two iterations' under local SGD averaging every third iteration.
 TEST(Simulate, DriftGrowsTheSkewWithComputeApart) {
   Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
   Cluster c = ring(4, 1_Gbit, 50_us);
@@ -473,7 +473,7 @@ TEST(Simulate, DriftGrowsTheSkewWithComputeApart) {
   const Seconds message = allreduce_time(c, p.total_bytes());
   const Schedule every = one_period({whole_layers(p, {0, 1})});
   EXPECT_NEAR(simulate(every, p, c, {.iterations = 6}).summary.iteration,
-              compute + c.host.skew + c.host.drift * (compute - compute / 2) + message, 1e-12);
+              compute + c.host.skew + message, 1e-12);
 
   CommOp op = whole_layers(p, {0, 1});
   op.kind = OpKind::kAverageParameters;
@@ -481,7 +481,7 @@ TEST(Simulate, DriftGrowsTheSkewWithComputeApart) {
   third.period = 3;
   third.iterations = {{op}, {}, {}};
   EXPECT_NEAR(simulate(third, p, c, {.iterations = 12}).summary.iteration,
-              compute + (c.host.skew + c.host.drift * (3 * compute - compute / 2) + message) / 3, 1e-12);
+              compute + (c.host.skew + c.host.drift * (3 * compute - compute) + message) / 3, 1e-12);
 }
 
 // Note [Symmetric all-reduce workers]: simulating one representative worker gives
