@@ -33,6 +33,30 @@ constexpr Seconds kShortTimeout = 300;
 // The network profile's message sizes are 4 KiB·4^k (runtime/network_profile.h).
 constexpr Bytes kSmallestMessage = 4 << 10;
 
+// The encodings `strategy` runs in: --compression's; a parameter server's, those
+// of the list its exchanges take, as the planner plans them (exchange_encodings).
+std::vector<Encoding> encodings_of(const std::string& strategy, const std::vector<std::string>& compression) {
+  std::vector<Encoding> encodings;
+  for (const std::string& e : compression) encodings.push_back(parse_encoding(e, "--compression"));
+  if (find_strategy(strategy).family == Family::kParameterServer) encodings = exchange_encodings(encodings);
+  return encodings;
+}
+
+// --trace-strategy names one of the bench's weft runs: a strategy of --strategies
+// alone (float32) or with an encoding of --compression, as the table names it.
+void check_traced_run(const BenchOptions& options) {
+  const std::string& name = options.trace_strategy;
+  find_strategy(name.substr(0, name.find('+')));  // an unknown strategy: the accepted ones
+  std::vector<std::string> runs;
+  for (const std::string& s : options.strategies) {
+    for (const Encoding& e : encodings_of(s, options.compression)) runs.push_back(weft_contender(s, to_string(e)).name);
+  }
+  if (std::find(runs.begin(), runs.end(), name) == runs.end()) {
+    throw UsageError(fmt::format("--trace-strategy {}: not one of this bench's weft runs; they are {}", name,
+                                 fmt::join(runs, ", ")));
+  }
+}
+
 // Where the workers run, for the bench's first line (Note [Hosts on cores]).
 std::string describe_placement(CorePlacement placement, int workers) {
   return pinning_for(0, workers, placement).empty() ? "the processes on any core"
@@ -219,12 +243,7 @@ void Bench::probe_strategies() {
     throw UsageError(fmt::format("--strategies: weft train accepts none of {}", fmt::join(candidates, ", ")));
   }
   for (const std::string& s : strategies_) {
-    // Parameter servers run in the encodings of the list their exchanges take, as
-    // the planner plans them (exchange_encodings).
-    std::vector<Encoding> encodings;
-    for (const std::string& e : o_.compression) encodings.push_back(parse_encoding(e, "--compression"));
-    if (find_strategy(s).family == Family::kParameterServer) encodings = exchange_encodings(encodings);
-    for (const Encoding& e : encodings) contenders_.push_back(weft_contender(s, to_string(e)));
+    for (const Encoding& e : encodings_of(s, o_.compression)) contenders_.push_back(weft_contender(s, to_string(e)));
   }
   for (const std::string& p : o_.peers) contenders_.push_back(peer_contender(p));
 }
@@ -716,7 +735,7 @@ BenchResults run_bench(const BenchOptions& options, const netem::TerminationSign
   if (options.compression.empty()) throw UsageError("--compression: give at least one encoding, e.g. none");
   for (const std::string& e : options.compression) parse_encoding(e, "--compression");
   for (const std::string& p : options.peers) peer_contender(p);
-  if (!options.trace_strategy.empty()) find_strategy(options.trace_strategy);
+  if (!options.trace_strategy.empty()) check_traced_run(options);
   return Bench(options, signals, progress).run();
 }
 

@@ -35,6 +35,15 @@ TEST(RunBench, AnUnknownStrategyIsRefusedBeforeTheOutputFolderExists) {
   options.trace_strategy = "nope";
   EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }), HasSubstr("unknown strategy 'nope'"));
   EXPECT_FALSE(std::filesystem::exists(out));
+  // A run is a strategy of the bench, alone or in one of its encodings.
+  options.trace_strategy = "ssgd";
+  EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }),
+              HasSubstr("--trace-strategy ssgd: not one of this bench's weft runs; they are wfbp"));
+  options.trace_strategy = "wfbp+int8";
+  EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }), HasSubstr("they are wfbp"));
+  options.trace_strategy = "wfbp+int9";
+  EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }), HasSubstr("--trace-strategy"));
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace

@@ -272,8 +272,8 @@ void add_bench(CLI::App& app, int& exit_status) {
       ->capture_default_str();
   cmd->add_option("--ddp-peer", f->ddp_peer, "the DDP peer script (default: ddp_peer.py beside this binary)");
   cmd->add_option("--trace-strategy", f->trace_strategy,
-                  "keep the predicted and measured traces of this strategy on the first link (default: the "
-                  "fastest predicted)");
+                  "keep the predicted and measured traces of this run on the first link: a strategy, or "
+                  "strategy+encoding (ssgd+acpsgd:2); default: the fastest predicted");
   cmd->add_option("--port", f->port, "first MASTER_PORT; consecutive runs use the next ones")->capture_default_str();
   cmd->add_option("--mtu", f->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")->capture_default_str();
   cmd->add_option("--cores", f->cores, kCorePlacementHelp)->capture_default_str();
