@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -155,13 +156,21 @@ class SerialJobs {
         if (stopping_) return;
         next = std::move(queue_.front());
         queue_.pop_front();
-        current_.clear();
       }
+      std::exception_ptr error;
       try {
         next.first();
-        next.second->markCompleted(c10::IValue());
       } catch (...) {
-        next.second->setError(std::current_exception());
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        current_.clear();  // the job's exchanges and the buffers they hold go with it
+      }
+      if (error) {
+        next.second->setError(error);
+      } else {
+        next.second->markCompleted(c10::IValue());
       }
     }
   }
