@@ -28,6 +28,7 @@
 
 #include "cli/cluster_flags.h"
 #include "plan/planner.h"
+#include "schedulers/strategies.h"
 
 namespace weft::cli {
 namespace {
@@ -59,7 +60,7 @@ constexpr Threshold kThresholds[] = {
     {"1Gbit-2026-12-04-announced", "1Gbit", 11.0},
 };
 
-const std::vector<std::string> kParameterServer = {"ps", "ps-interleaved"};
+bool on_servers(const std::string& strategy) { return find_strategy(strategy).arch == Arch::kParameterServer; }
 
 nlohmann::json read_json(const fs::path& file) {
   std::ifstream in(file);
@@ -74,7 +75,7 @@ ClusterFlags cluster_of(const fs::path& bench, const nlohmann::json& run) {
   ClusterFlags flags{.workers = run.at("workers").get<int>(),
                      .network_file = (bench / fmt::format("net-{}.json", link)).string(),
                      .host_file = (bench / fmt::format("host-{}.json", link)).string()};
-  if (std::ranges::find(kParameterServer, run.at("strategy").get<std::string>()) != kParameterServer.end()) {
+  if (on_servers(run.at("strategy"))) {
     const nlohmann::json plan = read_json(bench / fmt::format("plan-{}-ps.json", link));
     flags.arch = "ps";
     flags.servers = plan.at("servers").get<int>();
@@ -95,6 +96,7 @@ std::map<std::string, std::vector<double>> replay(const fs::path& bench) {
   const nlohmann::json results = read_json(bench / "bench.json");
   std::map<std::string, std::vector<double>> errors;
   std::map<std::pair<std::string, std::string>, double> predictions;  // repeats share one
+  std::map<std::pair<std::string, bool>, Cluster> clusters;  // per link and architecture: one warning per older host
   for (const nlohmann::json& run : results.at("runs")) {
     if (run.value("kind", "weft") != "weft") continue;
     if (run.contains("options") && !run.at("options").empty()) continue;
@@ -104,8 +106,12 @@ std::map<std::string, std::vector<double>> replay(const fs::path& bench) {
     if (fresh) {
       const Profile profile =
           load_model(ModelFlags{.profile_file = (bench / fmt::format("profile-{}.json", link)).string()});
-      const Cluster cluster = make_cluster(cluster_of(bench, run));
-      it->second = plan(profile, cluster, {.strategies = {strategy}}).strategies.at(0).timeline.summary.iteration;
+      auto cluster = clusters.find({link, on_servers(strategy)});
+      if (cluster == clusters.end()) {
+        cluster = clusters.emplace(std::pair{link, on_servers(strategy)}, make_cluster(cluster_of(bench, run))).first;
+      }
+      it->second =
+          plan(profile, cluster->second, {.strategies = {strategy}}).strategies.at(0).timeline.summary.iteration;
     }
     const double measured = run.at("measured_iteration_s");
     errors[link].push_back(std::abs(100 * (measured - it->second) / it->second));

@@ -25,13 +25,13 @@ const std::vector<StrategyInfo>& strategies() {
       {"bytescheduler", kSynchronous, Arch::kAllReduce, "ByteScheduler: S_p-byte blocks by layer priority, a fixed credit C of bytes in flight", make_bytescheduler},
       {"dcredit", kSynchronous, Arch::kAllReduce, "D-Credit: S_p-byte blocks by layer priority, a dynamic window sequence planned offline", make_dcredit},
       // Local SGD (schedulers/local_sgd.cc)
-      {"flsgd", kLocalSgd, Arch::kAllReduce, "local SGD: the whole model averaged every H iterations, blocking", make_flsgd},
-      {"plsgd", kLocalSgd, Arch::kAllReduce, "partial local SGD: H equal-count layer groups, one averaged per iteration", make_plsgd},
-      {"dreamddp", kLocalSgd, Arch::kAllReduce, "DreamDDP: layer groups by the seed's pruned DFS, then bubble filling", make_dreamddp},
-      {"dreamddp-opt", kLocalSgd, Arch::kAllReduce, "DreamDDP's objective minimised exactly (dynamic programme), then bubble filling", make_dreamddp_opt},
+      {"flsgd", kLocalSgd, Arch::kAllReduce, "local SGD: the whole model averaged every H iterations, blocking", make_flsgd, true},
+      {"plsgd", kLocalSgd, Arch::kAllReduce, "partial local SGD: H equal-count layer groups, one averaged per iteration", make_plsgd, true},
+      {"dreamddp", kLocalSgd, Arch::kAllReduce, "DreamDDP: layer groups by the seed's pruned DFS, then bubble filling", make_dreamddp, true},
+      {"dreamddp-opt", kLocalSgd, Arch::kAllReduce, "DreamDDP's objective minimised exactly (dynamic programme), then bubble filling", make_dreamddp_opt, true},
       // Parameter server (schedulers/ps.cc)
       {"ps", kParameterServer, Arch::kParameterServer, "synchronous parameter server: every fused group pushed and pulled every iteration", make_ps},
-      {"ps-interleaved", kParameterServer, Arch::kParameterServer, "seed 000: fused groups interleaved over T iterations, staggered worker slots, EASGD", make_ps_interleaved},
+      {"ps-interleaved", kParameterServer, Arch::kParameterServer, "seed 000: fused groups interleaved over T iterations, staggered worker slots, EASGD", make_ps_interleaved, true},
   };
   return table;
 }

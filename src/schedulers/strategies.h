@@ -39,6 +39,10 @@ struct StrategyInfo {
   Arch arch;                 // the architecture it runs on
   std::string_view summary;  // one line, for --help and the README table
   SchedulerFn scheduler;
+  // Whether its synchronisations move parameters rather than gradients: local
+  // SGD's averages and EASGD's centre (ps-interleaved). Only those have a change
+  // since the last synchronisation for an outer optimizer to step.
+  bool moves_parameters = false;
 
   // The strategy's schedule, its operations encoded as options.compression says
   // (docs/compression.md). THROWS UsageError as the scheduler does (the parameter
@@ -46,7 +50,7 @@ struct StrategyInfo {
   Schedule make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const;
   // Whether an outer optimizer (docs/local-sgd.md) can step its synchronisations:
   // local SGD's parameter averages and EASGD's centre (ps-interleaved).
-  bool has_outer_step() const { return family == Family::kLocalSgd || name == "ps-interleaved"; }
+  bool has_outer_step() const { return moves_parameters; }
 };
 
 // Every strategy, in the order tables print them.
