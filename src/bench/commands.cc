@@ -129,8 +129,9 @@ std::vector<std::string> link_profile_command(const Tools& tools, const Link& li
 
 std::vector<std::string> network_profile_command(const Tools& tools, const Link& link, Bytes max_bytes,
                                                  const std::string& out) {
-  // 15 all-reduces per size: with more workers than cores, single all-reduces of
-  // a few KiB vary by a factor of 2 with the scheduling of the processes.
+  // 15 rounds, small sizes several times in each (Note [Sizes in rounds]): with
+  // more workers than cores, single all-reduces of a few KiB vary by a factor of
+  // 2 with the scheduling of the processes.
   const std::vector<std::string> argv{tools.weft, "profile", "--network", "--max-bytes", std::to_string(max_bytes),
                                       "--repeats", "15", "--out", out};
   if (link.emulated()) return under_netem(tools, link, argv);

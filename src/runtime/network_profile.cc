@@ -25,11 +25,15 @@ constexpr Bytes kGrowth = 4;  // sizes min, 4·min, 16·min, ..., max
 constexpr int kRoundsRaced = 3;  // Note [Sizes in rounds]
 
 // Note [Sizes in rounds]
-// Rule: the repeats go in rounds, each timing every size once, smallest first,
-// so a size's median is over times spread across the whole measurement and a
-// slow spell of a shared machine (seconds to minutes) shorter than half of it
-// moves no median; timed one size after another, a spell would fall on whichever
-// sizes were being timed. Each size is
+// Rule: the repeats go in rounds, each timing every size, smallest first, so a
+// size's median is over times spread across the whole measurement and a slow
+// spell of a shared machine (seconds to minutes) shorter than half of it moves no
+// median; timed one size after another, a spell would fall on whichever sizes
+// were being timed. A round times each size as often as fits in one sum of the
+// largest (times_in_a_round, decided by rank 0 after the warm-up round): a small
+// sum is a few ms of scheduling noise on shared cores, and five of them gave
+// medians 4.1 and 7.6 ms for one 4 KiB all-gather in two profiles minutes apart,
+// which moved compressed runs' messages between all-gather and ring. Each size is
 // summed by ring and, while it races, by all-gather right after (the two compared
 // under the same conditions). The all-gather races at every size in the warm-up
 // round and the first kRoundsRaced timed ones; after each round from then on it
@@ -56,7 +60,7 @@ void report(const NetworkProfileOptions& options, int world, const std::vector<S
                      {"max_relative_error", fit.max_relative_error},
                      {"gather_below_bytes", threshold},
                      {"points", nlohmann::json::array()}};
-  fmt::print("summing among {} workers (median of {} rounds): ring all-reduce, and all-gather while it is "
+  fmt::print("summing among {} workers (medians over {} rounds): ring all-reduce, and all-gather while it is "
              "faster\n",
              world, options.repeats);
   fmt::print("{:>10} {:>12} {:>12} {:>12} {:>9}\n", "bytes", "all-reduce", "all-gather", "fitted", "error");
@@ -116,14 +120,26 @@ int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
     }
     return timed;
   };
+  std::vector<int> times(all.size(), 1);  // per size and round: the warm-up's once
   for (int round = 0; round <= options.repeats; ++round) {  // round 0: warm-up
     for (std::size_t k = 0; k < all.size(); ++k) {
-      ring[k].push_back(time_sum(all[k], false));
-      if (k < racing) gather[k].push_back(time_sum(all[k], true));
+      for (int i = 0; i < times[k]; ++i) {
+        ring[k].push_back(time_sum(all[k], false));
+        if (k < racing) gather[k].push_back(time_sum(all[k], true));
+      }
     }
     if (round == 0) {
-      for (auto& times : ring) times.clear();
-      for (auto& times : gather) times.clear();
+      // Rank 0's warm-up decides, for every rank (each must issue the same sums).
+      // The faster way of each size: the very first sum also pays for warming up.
+      std::vector<Seconds> warmup;
+      for (std::size_t k = 0; k < all.size(); ++k) warmup.push_back(std::min(ring[k][0], gather[k][0]));
+      const std::vector<int> mine = times_in_a_round(warmup);
+      std::vector<torch::Tensor> shared{torch::tensor(std::vector<std::int64_t>(mine.begin(), mine.end()))};
+      group.collectives->broadcast(shared)->wait();
+      const auto decided = shared[0].accessor<std::int64_t, 1>();
+      for (std::size_t k = 0; k < all.size(); ++k) times[k] = static_cast<int>(decided[static_cast<std::int64_t>(k)]);
+      for (auto& t : ring) t.clear();
+      for (auto& t : gather) t.clear();
     } else if (round >= std::min(kRoundsRaced, options.repeats)) {
       // Rank 0's times decide, for every rank: all must go on issuing the same
       // collectives.
@@ -153,6 +169,16 @@ Bytes gather_below(const std::vector<SumTimes>& timed) {
     threshold = t.bytes;
   }
   return threshold;
+}
+
+std::vector<int> times_in_a_round(const std::vector<Seconds>& warmup) {
+  std::vector<int> out;
+  const Seconds largest = warmup.empty() ? 0 : warmup.back();
+  for (const Seconds t : warmup) {
+    const double fits = t > 0 ? largest / t : 1;
+    out.push_back(static_cast<int>(std::clamp(std::floor(fits), 1.0, static_cast<double>(kMostTimesInARound))));
+  }
+  return out;
 }
 
 std::size_t still_racing(const std::vector<SumTimes>& medians, std::size_t racing) {

@@ -37,13 +37,13 @@ struct NetworkProfileOptions {
   std::optional<int> nproc;         // spawn this many local workers; unset = worker or alone
   Bytes min_bytes = 4 << 10;        // smallest message (4 KiB)
   Bytes max_bytes = 64 << 20;       // largest message (64 MiB); sizes grow by 4x
-  int repeats = 5;                  // rounds, each timing every size once (after a warm-up round)
+  int repeats = 5;                  // rounds, each timing every size (after a warm-up round)
   std::filesystem::path out;        // the fit as JSON; empty = print only
   Seconds failure_timeout = 60;     // as TrainOptions::failure_timeout
   CorePlacement cores = CorePlacement::kAuto;  // as TrainOptions::cores
 };
 
-// One measured size: the median of the rounds on rank 0 — what the planner's
+// One measured size: the median of its times on rank 0 — what the planner's
 // measured curve is made of (cost/cluster.h).
 using NetworkPoint = MeasuredAllReduce;
 
@@ -72,6 +72,13 @@ Bytes gather_below(const std::vector<SumTimes>& timed);
 // it has lost at so far, never more than the `racing` it raced at (a size dropped
 // lacks rounds). `medians` ascending by size.
 std::size_t still_racing(const std::vector<SumTimes>& medians, std::size_t racing);
+
+// How many times each size is summed (each way) in a round (Note [Sizes in
+// rounds] in network_profile.cc): about as long as one sum of the largest size
+// takes, from the warm-up round's times, at most kMostTimesInARound and at least
+// once. `warmup` ascending by size.
+inline constexpr int kMostTimesInARound = 8;
+std::vector<int> times_in_a_round(const std::vector<Seconds>& warmup);
 
 // The time of the algorithm a job would use at each size (all-gather up to
 // gather_below(timed), ring all-reduce beyond): the curve the planner reads.

@@ -87,6 +87,14 @@ TEST(StillRacing, KeepsTheSizesTheAllGatherWonAndTheFirstItLostNeverMoreThanBefo
   EXPECT_EQ(still_racing({{.bytes = 4096, .allreduce = 4e-3, .allgather = 3e-3}}, 1), 1u);
 }
 
+TEST(TimesInARound, SmallSumsAreTimedAsOftenAsFitInTheLargestAtMostEightTimes) {
+  // 100Mbit-like: 4 KiB .. 1 MiB.
+  EXPECT_EQ(times_in_a_round({4e-3, 5e-3, 8e-3, 33e-3, 132e-3}), (std::vector<int>{8, 8, 8, 4, 1}));
+  EXPECT_EQ(times_in_a_round({2e-3, 3e-3}), (std::vector<int>{1, 1}));  // 1.5 fits once
+  EXPECT_EQ(times_in_a_round({0.0, 1e-3}), (std::vector<int>{1, 1}));  // a time of 0 is no reason to repeat
+  EXPECT_EQ(times_in_a_round({}), std::vector<int>{});
+}
+
 TEST(NetworkProfileOptions, BadValuesNameTheirOption) {
   EXPECT_THROW(validate(NetworkProfileOptions{.nproc = 1}), UsageError);
   EXPECT_THROW(validate(NetworkProfileOptions{.min_bytes = 8192, .max_bytes = 4096}), UsageError);
