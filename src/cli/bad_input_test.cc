@@ -172,6 +172,11 @@ TEST_F(BadInput, BenchChecksItsFlagsBeforeAnyWork) {
                  "--compression zip: not an encoding; accepted: none, fp16");
   expect_refused("bench --loopback --peers ddp,powersgd --out " + (dir_ / "o").string(),
                  "--peers powersgd: not a peer; accepted: ddp, fp16, powersgd:R, postlocalsgd:H");
+  // --no-ddp runs no peer: with peers asked for, one of the two is a mistake
+  // (CLI11's message, with its usage hint on a second line).
+  const Ran both = weft("bench --loopback --peers powersgd:2 --no-ddp --out " + (dir_ / "o").string());
+  EXPECT_EQ(both.status, 2);
+  EXPECT_NE(both.output.find("--peers excludes --no-ddp"), std::string::npos) << both.output;
   EXPECT_FALSE(fs::exists(dir_ / "o"));
 }
 #endif

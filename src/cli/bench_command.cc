@@ -260,13 +260,13 @@ void add_bench(CLI::App& app, int& exit_status) {
                               kEncodingsAccepted))
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--peers", f->peers,
+  CLI::Option* peers = cmd->add_option("--peers", f->peers,
                   "PyTorch runs beside weft's, on the same model, data and links: ddp (plain DDP), fp16 (DDP + "
                   "fp16_compress_hook), powersgd:R (DDP + powerSGD_hook at rank R), postlocalsgd:H "
                   "(PeriodicModelAverager every H iterations)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_flag("--no-ddp", f->no_ddp, "run no PyTorch peer");
+  cmd->add_flag("--no-ddp", f->no_ddp, "run no PyTorch peer")->excludes(peers);
   cmd->add_flag("--loopback", f->loopback, "no emulated links: one round on loopback (automatic when not root)");
   cmd->add_option("--python", f->python, "Python with Debian's python3-torch, for the DDP peer")
       ->capture_default_str();
