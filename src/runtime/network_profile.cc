@@ -31,9 +31,9 @@ constexpr int kRoundsRaced = 3;  // Note [Sizes in rounds]
 // median; timed one size after another, a spell would fall on whichever sizes
 // were being timed. A round times each size as often as fits in one sum of the
 // largest (times_in_a_round, decided by rank 0 after the warm-up round): a small
-// sum is a few ms of scheduling noise on shared cores, and five of them gave
-// medians 4.1 and 7.6 ms for one 4 KiB all-gather in two profiles minutes apart,
-// which moved compressed runs' messages between all-gather and ring. Each size is
+// sum is mostly the scheduling noise of shared cores, and with one per round its
+// median, which picks all-gather or ring for compressed messages, was left to
+// chance (BENCHMARKS.md "Compression"). Each size is
 // summed by ring and, while it races, by all-gather right after (the two compared
 // under the same conditions). The all-gather races at every size in the warm-up
 // round and the first kRoundsRaced timed ones; after each round from then on it
