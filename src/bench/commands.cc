@@ -189,7 +189,7 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
   std::vector<std::string> argv = concat({tools.weft, "train", "--strategy", strategy}, training_flags(training));
   if (servers > 0) argv = concat(argv, {"--servers", std::to_string(servers)});
   argv = concat(argv, {"--H", std::to_string(training.H)});
-  if (training.outer_optimizer != "none" && find_strategy(strategy).has_outer_step()) {
+  if (training.outer_optimizer != "none" && find_strategy(strategy).moves_parameters) {
     argv = concat(argv, {"--outer-optimizer", training.outer_optimizer, "--outer-lr", exact(training.outer_lr),
                          "--outer-momentum", exact(training.outer_momentum)});
   }

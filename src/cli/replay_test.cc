@@ -106,10 +106,9 @@ std::map<std::string, std::vector<double>> replay(const fs::path& bench) {
     if (fresh) {
       const Profile profile =
           load_model(ModelFlags{.profile_file = (bench / fmt::format("profile-{}.json", link)).string()});
-      auto cluster = clusters.find({link, on_servers(strategy)});
-      if (cluster == clusters.end()) {
-        cluster = clusters.emplace(std::pair{link, on_servers(strategy)}, make_cluster(cluster_of(bench, run))).first;
-      }
+      const std::pair key{link, on_servers(strategy)};
+      auto cluster = clusters.find(key);
+      if (cluster == clusters.end()) cluster = clusters.emplace(key, make_cluster(cluster_of(bench, run))).first;
       it->second =
           plan(profile, cluster->second, {.strategies = {strategy}}).strategies.at(0).timeline.summary.iteration;
     }

@@ -87,6 +87,14 @@ void report(const NetworkProfileOptions& options, int world, const std::vector<S
   }
 }
 
+// Rank 0's `values`, on every rank (the same count on each).
+std::vector<std::int64_t> rank_0s(const Group& group, const std::vector<std::int64_t>& values) {
+  std::vector<torch::Tensor> shared{torch::tensor(values)};
+  group.collectives->broadcast(shared)->wait();
+  const torch::Tensor& got = shared[0];
+  return {got.data_ptr<std::int64_t>(), got.data_ptr<std::int64_t>() + got.numel()};
+}
+
 int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
   if (env.world < 2) {
     throw UsageError(fmt::format("weft profile --network: WORLD_SIZE = {}; an all-reduce needs at least 2 "
@@ -134,19 +142,15 @@ int measure(const NetworkProfileOptions& options, const WorkerEnv& env) {
       std::vector<Seconds> warmup;
       for (std::size_t k = 0; k < all.size(); ++k) warmup.push_back(std::min(ring[k][0], gather[k][0]));
       const std::vector<int> mine = times_in_a_round(warmup);
-      std::vector<torch::Tensor> shared{torch::tensor(std::vector<std::int64_t>(mine.begin(), mine.end()))};
-      group.collectives->broadcast(shared)->wait();
-      const auto decided = shared[0].accessor<std::int64_t, 1>();
-      for (std::size_t k = 0; k < all.size(); ++k) times[k] = static_cast<int>(decided[static_cast<std::int64_t>(k)]);
+      const std::vector<std::int64_t> decided = rank_0s(group, {mine.begin(), mine.end()});
+      times.assign(decided.begin(), decided.end());
       for (auto& t : ring) t.clear();
       for (auto& t : gather) t.clear();
     } else if (round >= std::min(kRoundsRaced, options.repeats)) {
       // Rank 0's times decide, for every rank: all must go on issuing the same
       // collectives.
-      std::vector<torch::Tensor> still{
-          torch::tensor({group.rank == 0 ? static_cast<std::int64_t>(still_racing(medians(), racing)) : 0})};
-      group.collectives->broadcast(still)->wait();
-      racing = static_cast<std::size_t>(still[0].item<std::int64_t>());
+      racing = static_cast<std::size_t>(
+          rank_0s(group, {static_cast<std::int64_t>(still_racing(medians(), racing))}).front());
     }
     if (group.rank == 0) {
       std::cerr << fmt::format("\rmeasuring all-reduces: {} sizes, round {}/{}", all.size(), round,

@@ -27,7 +27,7 @@ void check_outer_step(const OuterOptions& o, std::string_view strategy) {
   if (!o.enabled()) return;
   std::vector<std::string_view> stepping;
   for (const StrategyInfo& s : strategies()) {
-    if (s.has_outer_step()) stepping.push_back(s.name);
+    if (s.moves_parameters) stepping.push_back(s.name);
   }
   if (std::find(stepping.begin(), stepping.end(), strategy) != stepping.end()) return;
   throw UsageError(fmt::format("--outer-optimizer {}: only local SGD's averages and EASGD's centre have an outer "

@@ -40,7 +40,7 @@ struct OuterOptions {
 void validate(const OuterOptions& options);
 
 // THROWS UsageError naming --outer-optimizer, `strategy` and the strategies that
-// have an outer step (StrategyInfo::has_outer_step) if `options` are enabled()
+// have an outer step (StrategyInfo::moves_parameters) if `options` are enabled()
 // and `strategy` (a strategy's name, or anything else: "auto") has none.
 void check_outer_step(const OuterOptions& options, std::string_view strategy);
 

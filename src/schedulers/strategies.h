@@ -41,16 +41,14 @@ struct StrategyInfo {
   SchedulerFn scheduler;
   // Whether its synchronisations move parameters rather than gradients: local
   // SGD's averages and EASGD's centre (ps-interleaved). Only those have a change
-  // since the last synchronisation for an outer optimizer to step.
+  // since the last synchronisation for an outer optimizer (docs/local-sgd.md) to
+  // step.
   bool moves_parameters = false;
 
   // The strategy's schedule, its operations encoded as options.compression says
   // (docs/compression.md). THROWS UsageError as the scheduler does (the parameter
   // servers' exchanges take the element-wise encodings only).
   Schedule make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const;
-  // Whether an outer optimizer (docs/local-sgd.md) can step its synchronisations:
-  // local SGD's parameter averages and EASGD's centre (ps-interleaved).
-  bool has_outer_step() const { return moves_parameters; }
 };
 
 // Every strategy, in the order tables print them.
