@@ -41,6 +41,7 @@ def trained(strategy="wfbp", steps=2, **options):
     model = weft.DataParallel(net, opt, strategy=strategy, verbose=False, **options)
     x, y = models.data(1)
     for t in range(steps):
+        opt.zero_grad()
         F.cross_entropy(model(x[t]), y[t]).backward()
         opt.step()
     return model

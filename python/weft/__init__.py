@@ -22,6 +22,9 @@ from ._layers import assign as _assign, first_calls as _first_calls, measure as 
 from ._layers import surrogate_loss as _surrogate_loss, tensors_in as _tensors_in
 from ._metrics import Metrics
 from ._parallel import DataParallel, is_server, strategies
+from ._update import guard_clipping as _guard_clipping
+
+_guard_clipping()
 
 __all__ = ["DataParallel", "Metrics", "is_server", "plan", "profile", "strategies"]
 

@@ -6,12 +6,12 @@ layers, measures them on rank 0, gives every parameter to the engine, and calls
 the engine where `weft train`'s loop does (docs/python.md).
 """
 
+import contextlib
 import copy
 import json
 import os
 import re
 import sys
-import types
 import warnings
 
 import torch
@@ -20,6 +20,7 @@ from torch import nn
 from . import _C
 from ._layers import assign, first_calls, measure, surrogate_loss, tensors_in
 from ._optim import Mirror, mirror_reason
+from ._update import UPDATES, Update
 
 # Options with the command line's names and defaults (`weft train --help`); None:
 # the command line's default (partition and credit: tuned, as `weft plan` does).
@@ -48,12 +49,15 @@ WRAPPER_OPTIONS = {
     "failure_timeout": 60.0,         # seconds; as `weft train --failure-timeout`
     "allow": ("ssgd",),              # strategy="auto": the families it may choose from
     "verbose": True,                 # rank 0 says what it runs, on stderr
+    "update": "auto",                # where the optimizer steps: auto, ddp, overlap (_update.py)
     "outer_optimizer": "none",       # local SGD, EASGD: none or nesterov (docs/local-sgd.md)
     "outer_lr": 1.0,
     "outer_momentum": 0.0,
 }
 ACCEPTED = sorted(SCHEDULE_OPTIONS) + sorted(WRAPPER_OPTIONS)
 FAMILIES = ("ssgd", "local_sgd", "ps")
+# The jobs this process joined, as (MASTER_ADDR, MASTER_PORT).
+_JOINED = set()
 
 
 def strategies():
@@ -107,6 +111,10 @@ class DataParallel(nn.Module):
             raise TypeError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        _check_not_wrapped(module, optimizer)
+        update = options.get("update", "auto")
+        if update not in UPDATES:
+            raise ValueError(f"update={update!r}: expected one of {', '.join(UPDATES)}")
         known = strategies()
         if strategy != "auto" and strategy not in known:
             raise ValueError(f"strategy={strategy!r} is not a weft strategy; accepted: auto, {', '.join(known)}")
@@ -169,7 +177,14 @@ class DataParallel(nn.Module):
         self._handles = []
         self._servers = _servers_of(o["servers"])
 
+        where = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+        if where[1] is not None and where in _JOINED:
+            raise ValueError(f"weft.DataParallel: this process already joined the job at {where[0]}:{where[1]} "
+                             "with another weft.DataParallel; a job has one per process (give the next job "
+                             "another MASTER_PORT)")
         self._job = _C.connect(float(timeout))
+        if where[1] is not None:
+            _JOINED.add(where)
         self.rank = self._job.rank
         self.world = self._job.world
         self.workers = self.world - self._servers
@@ -187,11 +202,13 @@ class DataParallel(nn.Module):
         if self._servers and self._module_buffers and o["broadcast_buffers"] and self.rank == 0:
             warnings.warn("weft.DataParallel: with parameter servers each worker keeps its own buffers "
                           "(broadcast_buffers needs every rank in each forward; servers are serving)")
-        reason = mirror_reason(optimizer)
-        self._mirrored = reason is None
         if self.rank >= self.workers:
             self._serve()  # never returns
-        self._patch_optimizer(reason)
+        self._sync = True  # False inside no_sync()
+        self._said = set()
+        self._update = None  # _update.py, from the first forward
+        module._weft_wrapped = True
+        optimizer._weft_wrapper = self
 
     # -- the job -----------------------------------------------------------
 
@@ -210,42 +227,18 @@ class DataParallel(nn.Module):
         if family != "ssgd" and not self._mirrored_optimizer():
             raise ValueError(f"strategy={strategy!r} steps the optimizer inside weft: use torch.optim.SGD, "
                              f"Adam or AdamW ({mirror_reason(self._optimizer)})")
+        update = self._options["update"]
+        if family != "ssgd" and update == "ddp":
+            raise ValueError(f"update='ddp' with strategy={strategy!r}: local SGD and parameter servers step "
+                             "the optimizer inside weft (between averages, or on the servers); DDP's semantics "
+                             "are those of the S-SGD strategies")
+        if update == "overlap" and not self._mirrored_optimizer():
+            raise ValueError(f"update='overlap' steps each layer with weft's mirror of the optimizer: use "
+                             f"torch.optim.SGD, Adam or AdamW ({mirror_reason(self._optimizer)}), or "
+                             "update='ddp'")
 
     def _mirrored_optimizer(self):
         return mirror_reason(self._optimizer) is None
-
-    def _patch_optimizer(self, reason):
-        # Bound methods, as lr_scheduler expects of optimizer.step (it wraps it to count steps).
-        opt = self._optimizer
-        original_step = opt.step
-        if self._mirrored:
-            def step(optimizer, closure=None):
-                """Marks the iteration: weft's engine already stepped every layer."""
-                optimizer._step_count = getattr(optimizer, "_step_count", 0) + 1
-                if closure is not None:
-                    with torch.enable_grad():
-                        return closure()
-                return None
-
-            def zero_grad(optimizer, set_to_none=False):
-                """Nothing to do: weft's engine zeroes each layer's gradient after its update."""
-
-            opt.zero_grad = types.MethodType(zero_grad, opt)
-        else:
-            warned = []
-
-            def step(optimizer, closure=None):
-                if not warned:
-                    warned.append(True)
-                    if self.rank == 0:
-                        _say(f"{reason}: its step() runs whole after each iteration's messages, without "
-                             "overlapping the next forward (mirrored: torch.optim.SGD, Adam, AdamW)")
-                if self._engine is not None:
-                    self._engine.drain()
-                optimizer._step_count = getattr(optimizer, "_step_count", 0) + 1
-                return original_step(closure) if closure is not None else original_step()
-        step._with_counter = True  # counts optimizer._step_count itself, as lr_scheduler's wrapper would
-        opt.step = types.MethodType(step, opt)
 
     def _setup(self, args, kwargs):
         """Rank 0 finds and measures the layers; every rank builds the same schedule and its engine."""
@@ -333,8 +326,12 @@ class DataParallel(nn.Module):
         plan, layers = self._setup(args, kwargs)
         self._layers = layers
         params = [ps for _, ps in layers]
+        family = strategies()[self.strategy]
+        self._update = Update(self, self._options["update"], self._optimizer,
+                              [p for ps in params for p in ps], family)
         self._mirror = Mirror(self._optimizer, params)
-        self._cpp_optimizer = _C.LayerOptimizer(params, self._mirror.options)
+        stepped = self._update.mode == "overlap"
+        self._cpp_optimizer = _C.LayerOptimizer(params, self._mirror.options(stepped))
         self._plan = plan
         first = 0
         if self._loaded is not None:
@@ -346,12 +343,20 @@ class DataParallel(nn.Module):
                                  2.0 * float(self._options["failure_timeout"]), self._outer, first)
         if self._loaded is not None:
             self._engine.load_state(self._loaded["tensors"])
+            if not stepped and self._mirrored_optimizer() and any(k.startswith("opt/") for k in self._loaded["tensors"]):
+                self._mirror.put_torch_state(self._cpp_optimizer.state())  # the user's step() steps first
             self._loaded = None
+        if stepped and self._optimizer.state:
+            self._state_from_torch()  # optimizer.load_state_dict() before wrapping
         modules = dict(self.module.named_modules())
         for l, (name, _) in enumerate(layers):
             def wait(_m, _args, l=l):
                 self._engine.wait_for_forward(l)
             self._handles.append(modules[name].register_forward_pre_hook(wait))
+        # Note [Parameters as of the last step]: whoever reads the module's state
+        # reads it after every update started so far.
+        for sub in modules.values():
+            self._handles.append(sub._register_state_dict_hook(lambda *_: self.drain()))
         self._sync_buffers = (bool(self._options["broadcast_buffers"]) and bool(self._module_buffers)
                               and self.world > 1 and not self._servers)
         if self._sync_buffers:
@@ -360,14 +365,43 @@ class DataParallel(nn.Module):
             extra = "" if plan.options_json == "{}" else " " + plan.options_json
             _say(f"{self.strategy}{extra} on {self.workers} worker{'s' if self.workers > 1 else ''}"
                  + (f" and {self._servers} server{'s' if self._servers > 1 else ''}" if self._servers else "")
-                 + f", {len(layers)} layers, {plan.messages_per_iteration} messages per iteration")
+                 + f", {len(layers)} layers, {plan.messages_per_iteration} messages per iteration, update "
+                 + ("overlapped" if stepped else "with DDP's semantics"
+                    + (" (watching the first iteration)" if self._update.watching else "")))
+
+    # -- the optimizer's state (_optim.py) -------------------------------------
+
+    def _state_from_torch(self):
+        """The C++ optimizer takes torch's optimizer.state (which is then left empty)."""
+        self.drain()
+        self._cpp_optimizer.load_state(self._mirror.cpp_state())
+        self._optimizer.state.clear()
+
+    def _state_to_torch(self):
+        self.drain()
+        self._mirror.put_torch_state(self._cpp_optimizer.state())
+
+    def _overlap_from_now(self):
+        """auto: the engine steps from the next backward on, from the state torch's step left."""
+        self._state_from_torch()
+        self._update.mode = "overlap"
+        self._mirror.sync(self._cpp_optimizer)
+        with torch.no_grad():
+            for _, params in self._layers:  # the user's next zero_grad() no longer zeroes
+                for p in params:
+                    if p.grad is not None:
+                        p.grad.zero_()
+
+    def _say_once(self, text):
+        if self.rank == 0 and self._options["verbose"] and text not in self._said:
+            self._said.add(text)
+            _say(text)
 
     def _serve(self):
         """A parameter-server rank: serves `steps` iterations, then ends the process (status 0)."""
         plan, layers = self._setup(None, None)
         params = [ps for _, ps in layers]
-        mirror = Mirror(self._optimizer, params)
-        optimizer = _C.LayerOptimizer(params, mirror.options)
+        optimizer = _C.LayerOptimizer(params, Mirror(self._optimizer, params).options(stepped=True))
         _C.serve(self._job, plan, params, optimizer, self.workers, int(self._options["steps"]), self._outer)
         sys.exit(0)
 
@@ -391,6 +425,10 @@ class DataParallel(nn.Module):
         if self._engine is not None:
             self._engine.drain()
             tensors, iteration = self._engine.state(), self._engine.iterations_done
+            if self._update.mode == "ddp":  # the optimizer's state is torch's
+                tensors = {k: v for k, v in tensors.items() if not k.startswith("opt/")}
+                if self._mirrored_optimizer():
+                    tensors.update({"opt/" + k: v for k, v in self._mirror.cpp_state().items()})
         elif self._loaded is not None:  # loaded, not trained yet: the same state again
             tensors, iteration = self._loaded["tensors"], self._loaded["iteration"]
         destination[prefix + "weft.job"] = json.dumps(self._identity(), sort_keys=True)
@@ -466,51 +504,140 @@ class DataParallel(nn.Module):
             self._job.broadcast_buffers(self._module_buffers)
         output = self.module(*args, **kwargs)
         if training:
+            synced = self._sync
             for t in tensors_in(output):
                 if t.requires_grad:
-                    t.register_hook(self._on_output_gradient)
+                    t.register_hook(lambda grad: self._on_output_gradient(grad, synced))
         return output
 
-    def _on_output_gradient(self, grad):
+    @contextlib.contextmanager
+    def no_sync(self):
+        """As DDP's: backwards inside accumulate their gradients locally; the next backward
+        outside communicates the sum once."""
+        before, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = before
+
+    def _on_output_gradient(self, grad, synced):
         # The backward reached the module's output: it has not touched a parameter yet.
         if not self._in_backward:
+            self._update.before_backward(synced)
             self._in_backward = True
-            self._mirror.sync_lr(self._cpp_optimizer)
-            self._engine.start_backward()
-            torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+            if synced:
+                self._engine.start_backward()
+            torch.autograd.Variable._execution_engine.queue_callback(lambda: self._end_backward(synced))
         return grad
 
-    def _end_backward(self):
+    def _end_backward(self, synced):
         self._in_backward = False
-        try:
-            self._engine.end_backward()
-        except RuntimeError as e:
-            found = re.search(r"parameters of layer (\d+) got no gradient", str(e))
-            if not found:
-                raise
-            name, params = self._layers[int(found.group(1))]
-            names = {id(p): n for n, p in self.module.named_parameters()}
-            raise RuntimeError(f"weft.DataParallel: parameters of layer {name or '(root)'} got no gradient in this "
-                               f"backward ({', '.join(names[id(p)] for p in params)}); pass "
-                               "find_unused_parameters=True to count them as zero gradients") from None
+        if synced:
+            try:
+                self._engine.end_backward()
+            except RuntimeError as e:
+                found = re.search(r"parameters of layer (\d+) got no gradient", str(e))
+                if not found:
+                    raise
+                name, params = self._layers[int(found.group(1))]
+                names = {id(p): n for n, p in self.module.named_parameters()}
+                raise RuntimeError(f"weft.DataParallel: parameters of layer {name or '(root)'} got no gradient "
+                                   f"in this backward ({', '.join(names[id(p)] for p in params)}); pass "
+                                   "find_unused_parameters=True to count them as zero gradients") from None
+            if self._update.mode == "ddp":
+                self._engine.drain()  # DDP's semantics: .grad is averaged when backward() returns
+        self._update.after_backward(synced)
 
     def zero_grad(self, set_to_none=False):
-        """As the optimizer's zero_grad: nothing when mirrored (the engine zeroes)."""
-        if not self._mirrored:
+        """As DDP's module.zero_grad(); with the overlapped update the engine zeroes."""
+        if self._engine is None:
             self.module.zero_grad(set_to_none=set_to_none)
+        else:
+            self._update.zero_grad(set_to_none)
 
     def drain(self):
         """Blocks until every message so far is done and every layer updated (e.g. before evaluating)."""
-        if self._engine is not None:
+        if self._engine is not None and not self._in_backward:
             self._engine.drain()
 
+    def agreed_state_dict(self):
+        """The module's state_dict with the parameters every worker agrees on.
+
+        S-SGD: this rank's own (every rank holds them). Local SGD: the workers' mean
+        of their parameters; parameter servers (EASGD): the servers' centre as last
+        answered. Collective for local SGD: every worker calls it at the same
+        iteration. The module's own parameters are left as they are.
+        """
+        state = self.module.state_dict()  # drains
+        if self._engine is None or self.workers == 1:
+            return state
+        names = {id(p): n for n, p in self.module.named_parameters()}
+        params = [p for _, ps in self._layers for p in ps]
+        agreed = self._agreed(params)
+        if agreed is None:
+            return state
+        for p, value in zip(params, agreed):
+            state[names[id(p)]] = value
+        return state
+
+    def _agreed(self, params):
+        """Copies of `params` as the workers agree on them, or None where they already do."""
+        family = strategies()[self.strategy]
+        if family == "ssgd":
+            return None
+        if family == "ps":
+            flat = self._engine.agreed_parameters()
+            if flat is None:
+                return None
+            out, offset = [], 0
+            for p in params:
+                out.append(flat[offset:offset + p.numel()].view_as(p).clone())
+                offset += p.numel()
+            return out
+        copies = [p.detach().clone() for p in params]
+        self._job.average(copies)
+        return copies
+
     def finish(self):
-        """Waits for the last messages; the parameters are final after it. Call once, after training."""
+        """Waits for the last messages and ends the job's messages; call once, after training.
+
+        Every rank then holds the same parameters: S-SGD's, local SGD's average of
+        the workers' (whatever steps % H), the servers' centre (EASGD).
+        """
         if self._finished:
             return
         self._finished = True
+        self.module._weft_wrapped = False
+        self._optimizer._weft_wrapper = None
+        if self._update is not None:
+            self._update.release()
         if self._engine is not None:
             self._engine.finish()
             for h in self._handles:
                 h.remove()
             self._handles = []
+            if self._update.mode == "overlap":
+                self._state_to_torch()  # the optimizer is the user's again, state and all
+            if self.workers > 1 and not self._servers:
+                params = [p for _, ps in self._layers for p in ps]
+                agreed = self._agreed(params)
+                if agreed is not None:
+                    with torch.no_grad():
+                        for p, value in zip(params, agreed):
+                            p.copy_(value)
+
+
+def _check_not_wrapped(module, optimizer):
+    """Misuse that would otherwise fail deep inside (docs/python.md): ValueError naming it."""
+    if isinstance(module, DataParallel):
+        raise ValueError("module: it is a weft.DataParallel already; wrap the plain module once")
+    if isinstance(module, nn.parallel.DistributedDataParallel):
+        raise ValueError("module: it is a torch DistributedDataParallel; give weft.DataParallel the module "
+                         "itself (ddp.module), not both")
+    owner = getattr(optimizer, "_weft_wrapper", None)
+    if owner is not None:
+        raise ValueError("optimizer: another weft.DataParallel already steps it; give each wrapper an optimizer "
+                         "of its own")
+    for sub in module.modules():
+        if getattr(sub, "_weft_wrapped", False):
+            raise ValueError("module: it (or a submodule) is already wrapped by a weft.DataParallel")

@@ -59,6 +59,7 @@ std::string string_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b
 struct Job {
   Group group;
   c10::intrusive_ptr<c10d::ProcessGroup> buffers;  // opened by open_buffer_group()
+  c10::intrusive_ptr<c10d::ProcessGroup> agreed;   // opened by the first average()
   int announcement_groups = 0;                     // names of the engines' subgroups
 };
 
@@ -99,6 +100,25 @@ void broadcast(c10d::ProcessGroup& group, const std::vector<torch::Tensor>& tens
       t.detach().copy_(flat[0].narrow(0, offset, n).view(t.sizes()));
       offset += n;
     }
+  }
+}
+
+// The mean over every rank of `tensors` (float32), in place: the agreed model of
+// local SGD (docs/local-sgd.md). On a group of its own, opened by the first call,
+// so that it never meets the engine's collectives.
+void average(Job& job, const std::vector<torch::Tensor>& tensors) {
+  if (job.group.world == 1 || tensors.empty()) return;
+  if (!job.agreed) job.agreed = runtime::open_subgroup(job.group, "python-agreed", 1);
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> parts;
+  for (const torch::Tensor& t : tensors) parts.push_back(t.detach().reshape({-1}));
+  std::vector<torch::Tensor> flat{torch::cat(parts)};
+  job.agreed->allreduce(flat)->wait();
+  flat[0].div_(job.group.world);
+  std::int64_t offset = 0;
+  for (const torch::Tensor& t : tensors) {
+    t.detach().copy_(flat[0].narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
   }
 }
 
@@ -377,6 +397,10 @@ PYBIND11_MODULE(_C, m) {
         py::gil_scoped_release release;
         if (!j.buffers && j.group.world > 1) j.buffers = runtime::open_subgroup(j.group, "python-buffers", 1);
       })
+      .def("average", [](Job& j, const std::vector<torch::Tensor>& tensors) {
+        py::gil_scoped_release release;
+        average(j, tensors);
+      }, "Every rank's mean of `tensors`, in place, over a group of its own (collective; every rank trains).")
       .def("broadcast_buffers", [](Job& j, const std::vector<torch::Tensor>& tensors) {
         py::gil_scoped_release release;
         if (j.buffers) broadcast(*j.buffers, tensors);
@@ -404,9 +428,19 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<runtime::LayerOptimizer>(m, "LayerOptimizer")
       .def(py::init(&make_optimizer), py::arg("layers"), py::arg("options"))
-      .def("set_lr", &runtime::LayerOptimizer::set_lr)
+      .def("set_options", [](runtime::LayerOptimizer& o, int layer, std::size_t parameter, const py::dict& options) {
+        o.set_options(layer, parameter, optimizer_options(options));
+      }, py::arg("layer"), py::arg("parameter"), py::arg("options"))
       .def("step", &runtime::LayerOptimizer::step, py::call_guard<py::gil_scoped_release>())
-      .def("zero_grad", &runtime::LayerOptimizer::zero_grad);
+      .def("zero_grad", &runtime::LayerOptimizer::zero_grad)
+      .def("state", &runtime::LayerOptimizer::state, "\"steps\" per layer, \"m/<l>/<i>\", \"v/<l>/<i>\" (copies).")
+      .def("load_state", [](runtime::LayerOptimizer& o, const std::map<std::string, torch::Tensor>& state) {
+        try {
+          o.load_state(state);
+        } catch (const std::logic_error& e) {
+          throw UsageError(e.what());
+        }
+      }, py::arg("state"), "Sets what state() returned; ValueError naming a tensor that does not fit.");
 
   m.def("outer_options", [](const std::string& kind, double lr, double momentum) {
     runtime::OuterOptions o{.kind = kind, .lr = lr, .momentum = momentum};
@@ -432,6 +466,9 @@ PYBIND11_MODULE(_C, m) {
       .def("end_backward", [](PyEngine& e) { (*e).end_backward(); }, py::call_guard<py::gil_scoped_release>())
       .def("drain", [](PyEngine& e) { (*e).drain(); }, py::call_guard<py::gil_scoped_release>())
       .def("finish", [](PyEngine& e) { (*e).finish(); }, py::call_guard<py::gil_scoped_release>())
+      .def("agreed_parameters", [](PyEngine& e) { return (*e).agreed_parameters(); },
+           py::call_guard<py::gil_scoped_release>(),
+           "Every layer's agreed parameters, flat in layer order, or None (Engine::agreed_parameters; REQUIRES: drained).")
       .def_property_readonly("iterations_done", [](PyEngine& e) { return (*e).iterations_done(); });
 
   m.def("serve", [](std::shared_ptr<Job> job, std::shared_ptr<SharedSchedule> plan, Layers layers,

@@ -19,7 +19,8 @@ void validate(const OptimizerOptions& o) {
   if (o.kind != "sgd" && o.kind != "momentum" && o.kind != "adam" && o.kind != "adamw" && o.kind != "none") {
     throw UsageError(fmt::format("unknown optimizer '{}'; accepted: sgd, momentum, adam, adamw, none", o.kind));
   }
-  require(std::isfinite(o.lr) && o.lr > 0, "lr", o.lr, "a number > 0");
+  // lr 0 is torch.optim's too (a warm-up's first step); the command line asks for > 0 itself.
+  require(std::isfinite(o.lr) && o.lr >= 0, "lr", o.lr, "a number >= 0");
   require(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "weight_decay", o.weight_decay, "a number >= 0");
   if (o.kind == "momentum") require(o.momentum >= 0 && o.momentum < 1, "momentum", o.momentum, "0 <= momentum < 1");
   if (o.kind == "momentum") {
@@ -66,13 +67,17 @@ LayerOptimizer::LayerOptimizer(std::vector<std::vector<torch::Tensor>> params,
   steps_.assign(params_.size(), 0);
 }
 
-void LayerOptimizer::set_lr(int layer, std::size_t parameter, double lr) {
+void LayerOptimizer::set_options(int layer, std::size_t parameter, const OptimizerOptions& options) {
   if (layer < 0 || layer >= num_layers() || parameter >= params_[static_cast<size_t>(layer)].size()) {
-    throw std::logic_error(fmt::format("LayerOptimizer::set_lr: no parameter {} in layer {}", parameter, layer));
+    throw std::logic_error(fmt::format("LayerOptimizer::set_options: no parameter {} in layer {}", parameter, layer));
   }
-  if (!(std::isfinite(lr) && lr >= 0)) throw UsageError(fmt::format("optimizer lr = {} is not accepted; expected a number >= 0", lr));
-  std::lock_guard lock(*lr_mutex_);
-  parameter_options_[static_cast<size_t>(layer)][parameter].lr = lr;
+  validate(options);
+  std::lock_guard lock(*options_mutex_);
+  parameter_options_[static_cast<size_t>(layer)][parameter] = options;
+}
+
+const OptimizerOptions& LayerOptimizer::options(int layer, std::size_t parameter) const {
+  return parameter_options_.at(static_cast<size_t>(layer)).at(parameter);
 }
 
 // The update rules are PyTorch 1.13's single-tensor ones (torch.optim.SGD with
@@ -86,7 +91,7 @@ void LayerOptimizer::step(int layer) {
   std::vector<torch::Tensor>& params = params_[layer];
   std::vector<OptimizerOptions> options;
   {
-    std::lock_guard lock(*lr_mutex_);
+    std::lock_guard lock(*options_mutex_);
     options = parameter_options_[static_cast<size_t>(layer)];
   }
   bool any = false;
@@ -127,19 +132,32 @@ void LayerOptimizer::step(int layer) {
   }
 }
 
-// In place, not reset: the gradient tensors keep their storage, which the
-// communication engine may hold (fused buffers, registered hooks).
+// Note [Zeroing unseen]
+// ---------------------
+// The engine zeroes a layer's gradients after its update in place, not by reset
+// (the tensors keep their storage, which fused buffers and hooks may hold), and
+// below autograd's in-place bookkeeping, so the tensors' version counters do not
+// move. A version that moved between a backward and the next is then the user's
+// doing (clip_grad_norm_, a manual zero_) — which is how weft.DataParallel tells
+// that a loop changed gradients the overlapped update has already applied
+// (docs/python.md, "Update modes").
 void LayerOptimizer::zero_grad(int layer) {
   if (layer < 0 || layer >= num_layers()) {
     throw std::logic_error(fmt::format("LayerOptimizer::zero_grad: layer {} not in 0..{}", layer, num_layers() - 1));
   }
   std::vector<torch::Tensor>& params = params_[static_cast<size_t>(layer)];
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    torch::Tensor& p = params[i];
-    // "none" (a kind read only at construction): the gradient belongs to whoever steps.
-    if (p.grad().defined() && parameter_options_[static_cast<size_t>(layer)][i].kind != "none") {
-      p.mutable_grad().detach_().zero_();
+  std::vector<bool> owned(params.size());
+  {
+    std::lock_guard lock(*options_mutex_);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      owned[i] = parameter_options_[static_cast<size_t>(layer)][i].kind != "none";
     }
+  }
+  torch::NoGradGuard no_grad;
+  at::AutoDispatchBelowADInplaceOrView unseen;  // Note [Zeroing unseen]
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    // "none": the gradient belongs to whoever steps.
+    if (owned[i] && params[i].grad().defined()) params[i].grad().zero_();
   }
 }
 

@@ -45,13 +45,19 @@ class LayerOptimizer {
   LayerOptimizer(std::vector<std::vector<torch::Tensor>> params,
                  std::vector<std::vector<OptimizerOptions>> options);
 
-  // Changes the learning rate of parameter `parameter` of `layer` from its next
-  // step on (an lr scheduler). Thread-safe with step().
-  void set_lr(int layer, std::size_t parameter, double lr);
+  // Replaces the options of parameter `parameter` of `layer` from its next step
+  // on: a scheduler's lr, momentum or betas, or another kind (e.g. "none" to
+  // "momentum": the moments allocated so far are kept, a missing one starts as
+  // torch.optim starts it). Thread-safe with step() and zero_grad(). THROWS
+  // UsageError as validate(), std::logic_error for a parameter out of range.
+  void set_options(int layer, std::size_t parameter, const OptimizerOptions& options);
+  const OptimizerOptions& options(int layer, std::size_t parameter) const;
 
   // Applies one step to layer `layer` using each parameter's current .grad()
   // (no-op for parameters without a gradient). REQUIRES: 0 <= layer < num_layers().
   void step(int layer);
+  // Zeroes the layer's gradients in place without counting it as a change of the
+  // tensors (Note [Zeroing unseen]); leaves a "none" parameter's alone.
   void zero_grad(int layer);
   int num_layers() const { return static_cast<int>(params_.size()); }
 
@@ -67,9 +73,8 @@ class LayerOptimizer {
   std::vector<std::vector<torch::Tensor>> params_;
   OptimizerOptions options_;
   std::vector<std::vector<OptimizerOptions>> parameter_options_;  // [layer][parameter]
-  // Guards the lr fields of parameter_options_; behind a pointer so that the
-  // optimizer stays movable.
-  std::unique_ptr<std::mutex> lr_mutex_ = std::make_unique<std::mutex>();
+  // Guards parameter_options_; behind a pointer so that the optimizer stays movable.
+  std::unique_ptr<std::mutex> options_mutex_ = std::make_unique<std::mutex>();
   std::vector<std::vector<torch::Tensor>> first_moment_;   // momentum or Adam m
   std::vector<std::vector<torch::Tensor>> second_moment_;  // Adam v
   std::vector<std::int64_t> steps_;

@@ -116,15 +116,48 @@ TEST(LayerOptimizer, ZeroGradKeepsTheGradientStorage) {
   set_gradients(layers, 0);
   const void* storage = layers[1][0].grad().data_ptr();
   LayerOptimizer optimizer(layers, OptimizerOptions{});
+  const auto version = layers[1][0].grad()._version();
   optimizer.zero_grad(1);
   EXPECT_EQ(layers[1][0].grad().data_ptr(), storage);
   EXPECT_EQ(layers[1][0].grad().abs().sum().item<double>(), 0);
   EXPECT_NE(layers[0][0].grad().abs().sum().item<double>(), 0);
+  EXPECT_EQ(layers[1][0].grad()._version(), version);  // Note [Zeroing unseen]
+}
+
+// An optimizer whose options change between steps (a scheduler of momentum, a
+// kind that starts stepping) takes the same steps as one built with each step's
+// options, state carried over.
+TEST(LayerOptimizer, OptionsSetBetweenStepsAreThoseOfTheNextStep) {
+  torch::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const auto layers = random_layers(gen);
+  const auto expected = clone_layers(layers);
+  const OptimizerOptions none{.kind = "none"};
+  LayerOptimizer changed(layers, std::vector<std::vector<OptimizerOptions>>{{none}, {none, none}});
+  LayerOptimizer reference(expected, OptimizerOptions{.kind = "momentum", .lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 3; ++step) {
+    const OptimizerOptions o{.kind = "momentum", .lr = 0.1 / (step + 1), .momentum = 0.9 - 0.1 * step};
+    for (int l = 0; l < 2; ++l) {
+      for (std::size_t i = 0; i < layers[static_cast<size_t>(l)].size(); ++i) {
+        changed.set_options(l, i, o);
+        reference.set_options(l, i, o);
+      }
+    }
+    set_gradients(layers, step);
+    set_gradients(expected, step);
+    for (int l = 0; l < 2; ++l) {
+      changed.step(l);
+      reference.step(l);
+    }
+  }
+  for (std::size_t k = 0; k < flat(layers).size(); ++k) EXPECT_TRUE(torch::equal(flat(layers)[k], flat(expected)[k]));
+  EXPECT_THROW(changed.set_options(0, 0, {.kind = "momentum", .momentum = 1}), UsageError);
+  EXPECT_THROW(changed.set_options(2, 0, {}), std::logic_error);
 }
 
 TEST(LayerOptimizer, BadOptionsAndLayersAreRejected) {
   EXPECT_THROW(validate({.kind = "rmsprop"}), UsageError);
-  EXPECT_THROW(validate({.lr = 0}), UsageError);
+  EXPECT_THROW(validate({.lr = -1}), UsageError);
+  EXPECT_NO_THROW(validate({.lr = 0}));  // torch.optim's too
   EXPECT_THROW(validate({.kind = "momentum", .momentum = 1}), UsageError);
   EXPECT_THROW(validate({.kind = "adam", .beta2 = 1}), UsageError);
   EXPECT_THROW(validate({.kind = "adam", .eps = 0}), UsageError);
