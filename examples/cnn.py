@@ -85,6 +85,7 @@ def main():
     parser.add_argument("--strategy", default="wfbp", help="a weft strategy, or torch-ddp (PyTorch's DDP)")
     parser.add_argument("--compression", default="none", help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R")
     parser.add_argument("--bandwidth", default="1Gbit")
+    parser.add_argument("--update", default="auto", help="weft's update mode: auto, ddp, overlap (docs/python.md)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--lr", type=float, default=0.05)

@@ -55,7 +55,7 @@ def wrap(net, opt, args, **options):
     the attributes this script reads, so that one loop compares the two."""
     if args.strategy != "torch-ddp":
         return weft.DataParallel(net, opt, strategy=args.strategy, bandwidth=args.bandwidth,
-                                 compression=args.compression, **options)
+                                 compression=args.compression, update=args.update, **options)
     import torch.distributed as dist
     dist.init_process_group("gloo")  # the variables weft run (or torchrun) sets
     model = torch.nn.parallel.DistributedDataParallel(net)
@@ -69,6 +69,7 @@ def main():
     parser.add_argument("--strategy", default="wfbp", help="a weft strategy, auto, or torch-ddp (PyTorch's DDP)")
     parser.add_argument("--compression", default="none", help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R")
     parser.add_argument("--bandwidth", default="1Gbit", help="the link the planner plans for")
+    parser.add_argument("--update", default="auto", help="weft's update mode: auto, ddp, overlap (docs/python.md)")
     parser.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--lr", type=float, default=0.05)

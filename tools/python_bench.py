@@ -4,6 +4,9 @@
 
     # weft.DataParallel on examples/cnn.py against `weft train --model cnn`, same strategy:
     tools/python_bench.py overhead --weft build/weft --strategies wfbp,ssgd --nproc 4
+    # examples/cnn.py under PyTorch DDP and under weft in each update mode, per link
+    # (loopback, or emulated: root):
+    tools/python_bench.py update --strategies mgwfbp --bandwidths loopback,100Mbit,20Mbit --nproc 4
     # examples/resnet18_fashion_mnist.py with weft's strategies and with PyTorch DDP,
     # each rank behind an emulated link (root):
     tools/python_bench.py resnet18 --weft build/weft --runs torch-ddp,ssgd,wfbp --bandwidths 100Mbit
@@ -62,6 +65,24 @@ def overhead_runs(a):
     return [("", runs)]
 
 
+def update_runs(a):
+    """Per link, (name, command(metrics)) pairs: the Python cnn under PyTorch DDP, and
+    under weft with each strategy in DDP's semantics and overlapped (docs/python.md)."""
+    links = []
+    for link in a.bandwidths.split(","):
+        shaped = [] if link == "loopback" else ["--bandwidth", link]
+        def command(strategy, update, link=link, shaped=shaped):
+            return lambda m: [a.weft, "run", "--nproc", str(a.nproc), *shaped, "--", PYTHON,
+                              os.path.join(ROOT, "examples", "cnn.py"), "--strategy", strategy, "--update", update,
+                              "--bandwidth", "1Gbit" if link == "loopback" else link, "--steps", str(a.steps),
+                              "--batch", str(a.batch), "--metrics", m]
+        runs = [("torch-ddp", command("torch-ddp", "ddp"))]
+        for s in a.strategies.split(","):
+            runs += [(f"{s} ddp", command(s, "ddp")), (f"{s} overlap", command(s, "overlap"))]
+        links.append((link, runs))
+    return links
+
+
 def resnet18_runs(a):
     """Per link, (name, command(metrics)) pairs: the example under each --runs entry
     (torch-ddp, a weft strategy, or STRATEGY+CODEC for weft with compression)."""
@@ -81,12 +102,13 @@ def resnet18_runs(a):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["overhead", "resnet18"])
+    parser.add_argument("what", choices=["overhead", "update", "resnet18"])
     parser.add_argument("--weft", default=os.path.join(ROOT, "build", "weft"))
     parser.add_argument("--strategies", default="wfbp", help="overhead: weft strategies")
     parser.add_argument("--runs", default="torch-ddp,ssgd,wfbp",
                         help="resnet18: torch-ddp, weft strategies, STRATEGY+CODEC (e.g. wfbp+powersgd:2)")
-    parser.add_argument("--bandwidths", default="100Mbit", help="resnet18: emulated links (root)")
+    parser.add_argument("--bandwidths", default="100Mbit",
+                        help="update, resnet18: emulated links (root); update also takes loopback")
     parser.add_argument("--nproc", type=int, default=4)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
@@ -100,7 +122,7 @@ def main():
         parser.error(f"--weft {a.weft}: not an executable; build weft first (make build)")
     os.makedirs(a.out, exist_ok=True)
 
-    groups = overhead_runs(a) if a.what == "overhead" else resnet18_runs(a)
+    groups = {"overhead": overhead_runs, "update": update_runs, "resnet18": resnet18_runs}[a.what](a)
     results = []
     for link, runs in groups:
         times = {name: [] for name, _ in runs}

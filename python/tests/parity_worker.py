@@ -108,7 +108,22 @@ def wait_for(path):
         time.sleep(0.05)
 
 
+def agreed(run, port, rank, workers):
+    """Local SGD: the agreed model after 12 steps and this rank's own, then the final parameters."""
+    x, y = models.shard(*models.data(workers, steps=STEPS), rank)
+    r = Run(run, "agreed", rank, workers, port)
+    for t in range(STEPS - 8):  # 22: not a multiple of H = 5
+        iteration(r, x, y, t)
+        if t == 11:  # 12 iterations: 2 since the last average
+            mid = {"agreed": [v.clone() for v in r.model.agreed_state_dict().values()],  # Net has no buffers
+                   "own": [p.detach().clone() for p in r.net.parameters()]}
+    r.close()
+    return {**mid, "final": [p.detach().clone() for p in r.net.parameters()]}
+
+
 def train(habit, run, ports, rank, workers, out):
+    if habit == "agreed":
+        return agreed(run, ports[0], rank, workers)
     x, y = models.shard(*models.data(workers, steps=STEPS), rank)
     r = Run(run, habit, rank, workers, ports[0])
     try:

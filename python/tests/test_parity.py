@@ -63,3 +63,14 @@ def test_every_habit_matches_ddp_or_is_refused_by_name(tmp_path):
                     failures.append(f"{habit} {run} rank {rank}: {models.max_difference(got, ddp[rank]):.3g} "
                                     "from DDP")
     assert not failures, "\n".join(failures)
+
+
+def test_local_sgd_ends_agreed_and_gives_the_agreed_model_mid_training(tmp_path):
+    [port] = free_ports(1)
+    check(run_job("parity_worker.py", [tmp_path, f"agreed:flsgd/auto:{port}"], nproc=2, timeout=120))
+    ranks = [torch.load(os.path.join(tmp_path, f"agreed.flsgd-auto.rank{r}.pt")) for r in range(2)]
+    assert models.max_difference(ranks[0]["own"], ranks[1]["own"]) > 1e-4  # mid-period: the ranks differ
+    mean = [(a + b) / 2 for a, b in zip(ranks[0]["own"], ranks[1]["own"])]
+    for r in range(2):
+        assert models.max_difference(ranks[r]["agreed"], mean) < 1e-6
+    assert models.max_difference(ranks[0]["final"], ranks[1]["final"]) == 0  # 22 steps, H = 5: agreed by finish()
