@@ -51,7 +51,12 @@ inline constexpr int kMaxJsonDepth = 64;
 // Elements of one JSON array: ten times the longest a file of weft's holds (a
 // profile's layers, a merged operation's chunks).
 inline constexpr std::size_t kMaxJsonArray = 1'000'000;
-// Bytes of one input file.
+// Bytes of one input file: far beyond any profile, schedule or result weft
+// reads, and small enough to hold in memory (Note [Bounded reads], files.cc).
 inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 30;
+// Seconds an input FIFO, pipe or device may stay silent before its first byte or
+// its end: a FIFO that no program writes to would otherwise block forever; a
+// producer behind `<(...)` that needs longer can write to a file first.
+inline constexpr double kMaxInputWait = 10;
 
 }  // namespace weft::limits
