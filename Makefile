@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build demo test bench install clean
+.PHONY: deps configure build demo test test-slow bench-sim install clean
 
 deps:
 	@scripts/install-deps.sh
@@ -25,8 +25,13 @@ demo: build
 	$(BUILD)/weft bench --model cnn --workers 4 --bandwidths 100Mbit --strategies $(DEMO_STRATEGIES) \
 	  --servers 1 --steps $(DEMO_STEPS) --warmup 5 --out $(BUILD)/demo
 
+# What CI runs (.ci/run): every test but those labelled slow (long training runs
+# that repeat a faster test's claim at scale); `make test-slow` runs those.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 900
+	cd $(BUILD) && ctest -LE slow --output-on-failure -j$(JOBS) --timeout 900
+
+test-slow: build
+	cd $(BUILD) && ctest -L slow --output-on-failure -j$(JOBS) --timeout 3600
 
 # The weft binary and `import weft` where Debian's /usr/bin/python3 finds them
 # (/usr/local/bin, /usr/local/lib/python3/dist-packages); docs/python.md.
@@ -34,7 +39,9 @@ PREFIX ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-bench: build
+# How fast the schedulers and the simulator run (tools/sim_bench.cc), not a
+# training bench: that is `weft bench` (`make demo` runs a short one).
+bench-sim: build
 	$(BUILD)/tools/bench_sim
 
 clean:

@@ -353,8 +353,14 @@ class DataParallel(nn.Module):
             def wait(_m, _args, l=l):
                 self._engine.wait_for_forward(l)
             self._handles.append(modules[name].register_forward_pre_hook(wait))
-        # Note [Parameters as of the last step]: whoever reads the module's state
-        # reads it after every update started so far.
+        # Note [Parameters as of the last step]
+        # --------------------------------------
+        # In the overlapped update a step() returns while layers are still being
+        # averaged and stepped. Every module's state_dict() (the user's checkpoint,
+        # an EMA, a copy for evaluation) first waits for every update started so
+        # far, so it never returns parameters older than the last step(); a hook
+        # per submodule, since the user may save any of them. Parameters read
+        # directly (p.data) are not seen: model.drain() is for those.
         for sub in modules.values():
             self._handles.append(sub._register_state_dict_hook(lambda *_: self.drain()))
         self._sync_buffers = (bool(self._options["broadcast_buffers"]) and bool(self._module_buffers)
@@ -618,7 +624,7 @@ class DataParallel(nn.Module):
             self._handles = []
             if self._update.mode == "overlap":
                 self._state_to_torch()  # the optimizer is the user's again, state and all
-            if self.workers > 1 and not self._servers:
+            if self.workers > 1:
                 params = [p for _, ps in self._layers for p in ps]
                 agreed = self._agreed(params)
                 if agreed is not None:

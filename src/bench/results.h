@@ -38,7 +38,7 @@
 // whose compute differs from its profile's ran on a machine faster or slower
 // than the one profiled, whatever the network did; `predicted_slowed_compute_s`
 // is the planner's for this strategy, the layers slowed where they overlap its
-// messages (Note [Interference], sim/simulator.cc; absent in files written before
+// messages (Note [Shared cores], sim/simulator.cc; absent in files written before
 // it): against it, the measured compute tells how well the interference was
 // predicted. `predicted_on_own_compute_s` is the planner's prediction again with
 // every layer's time scaled by measured_compute_s / predicted_slowed_compute_s:

@@ -61,7 +61,7 @@ namespace weft::runtime {
 nlohmann::json job_identity(const TrainOptions& options, int workers);
 
 // Checks the checkpoint options that need no model: --checkpoint-every and
-// --resume need --checkpoint, parameter-server strategies are refused, the
+// --resume need --checkpoint, --checkpoint-every is >= 0, the
 // directory is one or can be made. THROWS UsageError naming the flag.
 void check_checkpoint_options(const TrainOptions& options);
 

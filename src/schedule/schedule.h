@@ -128,8 +128,9 @@ struct Schedule {
 // - release offsets are empty or one per worker and >= 0, and the same on every
 //   worker for a collective (not kParameterServer) when decided_by_timing(dispatch);
 // - kWindows has windows > 0 bytes; kCredit has credit > 0;
-// - every operation has one encoding, none unless it averages gradients
-//   (docs/compression.md), and a PowerSGD rank >= 1.
+// - every operation has the schedule's one encoding (docs/compression.md: any
+//   kind's bytes may be encoded), a low-rank one (PowerSGD, ACP-SGD) with rank >= 1
+//   and never on a parameter-server exchange.
 // Both executors run every schedule it accepts by one set of dependencies
 // (schedule/index.h, Note [Dependencies of an operation]).
 void validate(const Schedule& schedule, const Profile& profile, int workers);

@@ -31,7 +31,7 @@ struct Summary {
   Seconds iteration = 0;       // mean, over whole periods in steady state
   Seconds compute = 0;         // forward + backward (+ optimizer) of one iteration
   // Simulated: the same as the workers ran it, its layers slowed where they
-  // overlapped communication (Note [Interference], sim/simulator.cc); equal to
+  // overlapped communication (Note [Shared cores], sim/simulator.cc); equal to
   // compute where nothing slows them. 0 in a measured timeline.
   Seconds slowed_compute = 0;
   Seconds exposed_comm = 0;    // iteration − compute
