@@ -504,8 +504,8 @@ class LowRankCodec : public Codec {
     bool is_p = false;
   };
 
-  // Splits the message into matrices (tensors of >= 2 dims wholly inside one chunk
-  // whose factors are smaller than the matrix in fp16) and the rest, as ranges.
+  // Splits the message into matrices and the rest, as ranges (Note [Which tensors
+  // PowerSGD factorises], schedule/encoding.h).
   void split(const std::vector<Chunk>& chunks, std::vector<Matrix>& matrices,
              std::vector<std::pair<std::int64_t, std::int64_t>>& rest) const {
     std::int64_t position = 0;
@@ -518,12 +518,9 @@ class LowRankCodec : public Codec {
         const std::int64_t a = std::max(begin, t_begin), b = std::min(end, t_end);
         if (a < b) {
           const torch::Tensor& t = tensors[i];
-          const std::int64_t rows = t.dim() >= 2 ? t.size(0) : t.numel();
-          const std::int64_t cols = t.dim() >= 2 ? t.numel() / rows : 1;
-          const bool whole = a == t_begin && b == t_end;
-          if (whole && cols > 1 &&
-              powersgd_wire_bytes(rows, cols, rank_) < elementwise_wire_bytes({.codec = Encoding::Codec::kFp16}, rows * cols)) {
-            matrices.push_back({c.layer, static_cast<int>(i), position + (a - begin), rows, cols, t_begin});
+          const MatrixShape m = matrix_shape(t.numel(), static_cast<std::size_t>(t.dim()), t.dim() > 0 ? t.size(0) : 1);
+          if (a == t_begin && b == t_end && factorised(m, rank_)) {
+            matrices.push_back({c.layer, static_cast<int>(i), position + (a - begin), m.rows, m.cols, t_begin});
           } else {
             rest.emplace_back(position + (a - begin), b - a);
           }

@@ -76,4 +76,14 @@ Bytes powersgd_wire_bytes(Bytes rows, Bytes cols, int rank) {
   return cols > 1 && factors < fp16 ? factors : fp16;
 }
 
+MatrixShape matrix_shape(Bytes values, std::size_t dims, Bytes first_dim) {
+  const Bytes rows = dims >= 2 ? first_dim : values;
+  return {.rows = rows, .cols = rows > 0 ? values / rows : 0};
+}
+
+// Note [Which tensors PowerSGD factorises] in encoding.h.
+bool factorised(const MatrixShape& m, int rank) {
+  return m.cols > 1 && powersgd_wire_bytes(m.rows, m.cols, rank) < 2 * m.rows * m.cols;
+}
+
 }  // namespace weft

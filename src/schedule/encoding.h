@@ -8,6 +8,7 @@
 // Thread-safety: plain data and pure functions.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,5 +78,20 @@ Bytes elementwise_wire_bytes(const Encoding& encoding, Bytes values);
 // cols = 1) at rank R: the P and Q factors, 4(rows + cols)R, where that is fewer
 // than the matrix in fp16; the tensor in fp16 otherwise.
 Bytes powersgd_wire_bytes(Bytes rows, Bytes cols, int rank);
+
+// Note [Which tensors PowerSGD factorises]
+// ----------------------------------------
+// A low-rank codec factorises a tensor of a message when the tensor lies wholly
+// inside one chunk and is a matrix worth factorising: rows = its first dimension,
+// cols = the product of the others (> 1), and the factors fewer bytes than the
+// matrix in fp16; every other value travels whole. The codec (runtime/codecs.cc)
+// and the wire cost (schedule/wire_cost.cc) both ask this function, so the
+// simulator costs exactly what the runtime sends.
+struct MatrixShape {
+  Bytes rows = 0;
+  Bytes cols = 0;
+};
+MatrixShape matrix_shape(Bytes values, std::size_t dims, Bytes first_dim);
+bool factorised(const MatrixShape& m, int rank);
 
 }  // namespace weft

@@ -40,6 +40,18 @@ TEST(Encoding, WireBytes) {
   EXPECT_EQ(powersgd_wire_bytes(4, 4, 4), 2 * 16);
 }
 
+// Note [Which tensors PowerSGD factorises]: a conv weight 64x32x3x3 is a 64 x 288
+// matrix; a bias, a scalar and a matrix whose factors outweigh it are not.
+TEST(Encoding, WhichTensorsAreFactorised) {
+  const MatrixShape conv = matrix_shape(64 * 32 * 9, 4, 64);
+  EXPECT_EQ(conv.rows, 64);
+  EXPECT_EQ(conv.cols, 288);
+  EXPECT_TRUE(factorised(conv, 2));
+  EXPECT_FALSE(factorised(matrix_shape(64, 1, 64), 2));
+  EXPECT_FALSE(factorised(matrix_shape(1, 0, 1), 2));
+  EXPECT_FALSE(factorised(matrix_shape(16, 2, 4), 4));
+}
+
 // PowerSGD sums P, then Q (computed from P): two exchanges, each a collective's
 // start-up; a message with no matrix to factor, and every other codec, is one.
 TEST(Encoding, PowerSgdIsTwoExchangesWhereItFactorsAMatrix) {

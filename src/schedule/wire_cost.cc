@@ -20,8 +20,7 @@ WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, c
     return {.bytes = elementwise_wire_bytes(encoding, values),
             .compute = lossy(encoding) ? cost_of(host, to_string(encoding)) * static_cast<double>(values) : 0};
   }
-  // As the runtime splits a message (runtime/codecs.cc): matrices wholly inside a
-  // chunk whose factors are smaller than them in fp16, the rest sent whole.
+  // As the runtime splits a message: Note [Which tensors PowerSGD factorises].
   const bool alternate = encoding.codec == Encoding::Codec::kAcpSgd;
   WireCost cost;
   double matrix_work = 0;  // Σ rows·cols·R
@@ -40,9 +39,10 @@ WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, c
       const Bytes t_end = t_begin + n;
       const Bytes a = std::max(begin, t_begin), b = std::min(end, t_end);
       if (a < b) {
-        const Bytes rows = shape.size() >= 2 ? shape[0] : n, cols = n / rows;
+        const MatrixShape m = matrix_shape(n, shape.size(), shape.empty() ? n : shape[0]);
+        const Bytes rows = m.rows, cols = m.cols;
         const Bytes factors = powersgd_wire_bytes(rows, cols, encoding.rank);
-        if (a == t_begin && b == t_end && cols > 1 && factors < 2 * n) {
+        if (a == t_begin && b == t_end && factorised(m, encoding.rank)) {
           // acpsgd sends P and Q in alternate messages: half the factors on average.
           cost.bytes += alternate ? factors / 2 : factors;
           cost.exchanges = alternate ? 1 : 2;
