@@ -126,19 +126,78 @@ TEST_F(BadInput, ScheduleFieldsOutOfRangeAreRefused) {
 }
 
 TEST_F(BadInput, CountsAboveTheirMaximumAreRefusedBeforeAnyAllocation) {
-  expect_refused("plan --model resnet18 --workers 100000000", "--workers: 100000000 workers; need 1 to 65536");
+  expect_refused("plan --model resnet18 --workers 100000000", "--workers 100000000: expected an integer in [1, 65536]");
   expect_refused("simulate --model resnet18 -P 2 -n 1000000000", "--iterations 1000000000: expected an integer in");
-  expect_refused("simulate --model resnet18 -P 2 --arch ps --servers 1000000", "--servers: 1000000 servers");
+  expect_refused("simulate --model resnet18 -P 2 --arch ps --servers 1000000",
+                 "--servers 1000000: expected an integer in [1, 65536]");
   expect_refused("plan --model resnet18 -P 2 --H 1000000", "--H 1000000: expected an integer in [1, 10000]");
 }
 
 TEST_F(BadInput, QuestionableValuesAreRefused) {
-  expect_refused("plan --model resnet18 -P 2 --arch ps --easgd-alpha -1", "--easgd-alpha -1: expected a number in [0, 1]");
+  expect_refused("plan --model resnet18 -P 2 --arch ps --easgd-alpha -1", "--easgd-alpha -1: expected a finite number in [0, 1]");
   const std::string fit = write("fit.json", R"({"points": [{"bytes": 1000, "seconds": -0.5},
                                                            {"bytes": 2000, "seconds": 0.1}]})");
   expect_refused("plan --model resnet18 -P 2 --network " + fit, "points[0].seconds = -0.5");
   expect_refused("plan --model resnet18 -P 2 --network " + write("a.json", R"({"a_s": -1, "b_s_per_byte": 1e-9})"),
                  "a_s is -1");
+}
+
+
+// docs/limits.md, "Numeric flags": each refused as it is parsed, naming the flag,
+// the value as given and the range (src/units/ranges.h).
+TEST_F(BadInput, NumericFlagsOutsideTheirRangeAreRefusedNamingTheRange) {
+  expect_refused("plan --model resnet18 -P 2 --bandwidth 1e-300Gbit",
+                 "--bandwidth 1e-300Gbit: expected a rate in [1Kbit, 10Tbit]");
+  expect_refused("plan --model resnet18 -P 2 --bandwidth 100Tbit", "--bandwidth 100Tbit: expected a rate in");
+  expect_refused("plan --model resnet18 -P 2 --latency 1e300", "--latency 1e300: expected a duration in [0, 86400] s");
+  expect_refused("simulate --model gpt2 -P 16 --strategy dcredit --partition 16",
+                 "--partition 16: expected a size in [1KiB, 1PiB]");
+  expect_refused("simulate --model resnet18 -P 16 --strategy bytescheduler --partition 1",
+                 "--partition 1: expected a size in [1KiB, 1PiB]");
+  expect_refused("plan --model resnet18 -P 2 --credit 1e300", "--credit 1e300: expected a size in [1KiB, 1PiB]");
+  expect_refused("plan --model resnet18 -P 2 --easgd-beta nan", "--easgd-beta nan: expected a finite number in (0, 1]");
+  expect_refused("simulate --model resnet18 -P 2 --trace-iterations 1e9", "--trace-iterations 1e9");
+  expect_refused("netem -P 2 -B 1Gbit --grace 1e300 -- true", "--grace 1e300: expected a duration in (0, 86400] s");
+  expect_refused("netem -P 2 -B 1Gbit --timeout 1e300 -- true", "--timeout 1e300: expected a duration in [0, 604800] s");
+  expect_refused("netem -P 2 -B 1e-300Gbit -- true", "--bandwidth 1e-300Gbit: expected a rate");
+}
+
+// A partition at least the floor can still cut a huge model too finely: the
+// count of messages is bounded too, before any is made.
+TEST_F(BadInput, APartitionThatMakesTooManyMessagesIsRefusedNamingTheCount) {
+  const std::string big = write("big.json", R"({"model": "big", "layers": [{"name": "a", "params": 1099511627776,
+                                               "fp_s": 0.001, "bp_s": 0.002}]})");
+  expect_refused("simulate --profile " + big + " -P 2 --strategy bytescheduler --partition 1KiB",
+                 "--partition 1KiB: big in blocks of 1KiB is 4294967296 messages an iteration, more than the 1048576");
+}
+
+// Each bound alone allows a run of days; their product is bounded as well.
+TEST_F(BadInput, ASimulationOfTooManyEventsIsRefusedBeforeItStarts) {
+  std::string layers;
+  for (int l = 0; l < 20'000; ++l) {
+    layers += std::string(l == 0 ? "" : ",") + R"({"name": "l", "params": 1000, "fp_s": 0.0001, "bp_s": 0.0002})";
+  }
+  const std::string deep = write("deep.json", R"({"model": "deep", "layers": [)" + layers + "]}");
+  expect_refused("simulate --profile " + deep + " -P 10000 -n 100000 --no-tune", "events to simulate, more than");
+}
+
+TEST_F(BadInput, NetemRefusesAProgramItCannotStart) {
+  expect_refused("netem -P 1 -B 1Gbit -- /nonexistent/prog", "command `/nonexistent/prog`: no such file");
+  expect_refused("netem -P 1 -B 1Gbit -- " + write("script", "echo hi\n"), "not an executable file");
+}
+
+// A value pasted by mistake is quoted in a few dozen characters with its length,
+// whoever reports it: weft's checks and CLI11's conversions alike. (One argument
+// may hold at most 128 KiB on Linux.)
+TEST_F(BadInput, AHugeFlagValueIsQuotedInAFewDozenCharacters) {
+  const std::string huge(100'000, '9');
+  expect_refused("plan --model resnet18 -P 2 --bandwidth " + huge + "x", "(100001 characters)");
+  expect_refused("plan --model resnet18 -P 2 --latency " + huge, "(100000 characters)");
+  expect_refused("plan --model " + huge + " -P 2", "(100000 characters)");
+  const Ran cli11 = weft("plan --model resnet18 -P " + std::string(100'000, 'x'));
+  EXPECT_EQ(cli11.status, 2);
+  EXPECT_LT(cli11.output.size(), 600u) << cli11.output.substr(0, 2000);
+  EXPECT_NE(cli11.output.find("(100000 characters)"), std::string::npos) << cli11.output.substr(0, 2000);
 }
 
 #ifdef WEFT_HAVE_RUNTIME
@@ -157,8 +216,30 @@ TEST_F(BadInput, BenchReportRefusesResultsWithImpossibleCounts) {
 }
 
 TEST_F(BadInput, TrainBoundsTheProcessesItStarts) {
-  expect_refused("train --model mlp --synthetic --steps 1 --nproc 100000", "--nproc 100000: expected 1 to 256");
-  expect_refused("train --model mlp --synthetic --steps 1 --nproc 0", "--nproc 0: expected 1 to 256");
+  expect_refused("train --model mlp --synthetic --steps 1 --nproc 100000", "--nproc 100000: expected an integer in [1, 256]");
+  expect_refused("train --model mlp --synthetic --steps 1 --nproc 0", "--nproc 0: expected an integer in [1, 256]");
+}
+
+TEST_F(BadInput, TrainRefusesRatesTimesAndLengthsOutsideTheirRanges) {
+  expect_refused("train --model mlp --synthetic --steps 1 --lr 1e308", "--lr 1e308: expected a finite number in (0, 1000]");
+  expect_refused("train --model mlp --synthetic --epochs inf", "--epochs inf: expected a finite number in (0, 1000000]");
+  expect_refused("train --model mlp --synthetic --steps 1.5", "--steps");
+  expect_refused("train --model mlp --synthetic --steps 1 --failure-timeout inf",
+                 "--failure-timeout inf: expected a duration in (0, 86400] s");
+  expect_refused("train --model mlp --synthetic --steps 1 --failure-timeout 1e308", "--failure-timeout 1e308");
+  expect_refused("train --model mlp --synthetic --steps 1 --strategy flsgd --outer-optimizer nesterov --outer-lr 1e308",
+                 "--outer-lr 1e308: expected a finite number in (0, 1000]");
+  expect_refused("bench --loopback --target-accuracy 2 --out " + (dir_ / "o").string(),
+                 "--target-accuracy 2: expected a finite number in (0, 1]");
+}
+
+// A program that cannot be started is the user's to fix: exit 2 naming it and
+// why, before any process starts (it was 127, "cannot execute the worker program").
+TEST_F(BadInput, RunRefusesAProgramItCannotStart) {
+  expect_refused("run --nproc 1 -- /nonexistent/prog", "command `/nonexistent/prog`: no such file");
+  expect_refused("run --nproc 2 -- " + write("script", "echo hi\n"), "not an executable file");
+  expect_refused("run --nproc 2 -- " + dir_.string(), "a directory, not a program");
+  expect_refused("run --nproc 2 -- no-such-program-anywhere", "not an executable file in PATH");
 }
 
 TEST_F(BadInput, BenchChecksItsFlagsBeforeAnyWork) {

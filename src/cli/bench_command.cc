@@ -14,6 +14,7 @@
 
 #include "bench/bench.h"
 #include "bench/report.h"
+#include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "netem/supervisor.h"
 #include "runtime/model.h"
@@ -161,7 +162,7 @@ bench::BenchOptions to_options(const BenchFlags& f) {
   }
   o.out = f.out;
   o.trace_strategy = f.trace_strategy;
-  o.run_timeout = parse_duration(f.run_timeout);
+  o.run_timeout = ranges::parse(ranges::kRunTimeout, f.run_timeout);
 
   bool loopback = f.loopback;
   if (!loopback && ::geteuid() != 0) {
@@ -173,7 +174,7 @@ bench::BenchOptions to_options(const BenchFlags& f) {
     o.links = {{.name = "loopback", .bandwidth = 0}};
   } else {
     if (f.bandwidths.empty()) throw UsageError("--bandwidths: give at least one, e.g. 100Mbit");
-    for (const std::string& b : f.bandwidths) o.links.push_back({.name = b, .bandwidth = parse_bandwidth(b)});
+    for (const std::string& b : f.bandwidths) o.links.push_back({.name = b, .bandwidth = ranges::parse(ranges::kBandwidths, b)});
   }
   return o;
 }
@@ -211,49 +212,62 @@ void add_bench(CLI::App& app, int& exit_status) {
       "measured against predicted iteration time. Writes OUT/bench.json, plots and logs.\n"
       "Example: sudo weft bench --workers 2 --bandwidths 100Mbit --steps 20 --strategies wfbp,mgwfbp,dcredit");
   cmd->add_option("--model", f->model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
-  cmd->add_option("--workers,-P", f->workers, "workers P of every run")->capture_default_str();
+  cmd->add_option("--workers,-P", f->workers, "workers P of every run")->capture_default_str()
+      ->check(in_range(ranges::kLocalWorkers));
   cmd->add_option("--bandwidths", f->bandwidths, "emulated link rates, one round each: 20Mbit,100Mbit,1Gbit")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kBandwidths));
   cmd->add_option("--strategies", f->strategies,
                   "strategies to train (default: every one weft train accepts; the others are skipped, saying why)")
       ->delimiter(',');
   cmd->add_option("--steps", f->steps,
                   fmt::format("iterations per run (default {}; accuracy mode: the cap, default {})",
-                              BenchDefaults::kSteps, BenchDefaults::kAccuracySteps));
+                              BenchDefaults::kSteps, BenchDefaults::kAccuracySteps))
+      ->check(in_range(ranges::kSteps));
   cmd->add_option("--mode", f->mode,
                   "iterations: fixed --steps, compare iteration times; accuracy: also stop each run at "
                   "--target-accuracy and report the time to it")
       ->capture_default_str();
   cmd->add_option("--target-accuracy", f->target, "accuracy mode: the test accuracy to reach, a fraction")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kTargetAccuracy));
   cmd->add_option("--eval-every", f->eval_every,
                   fmt::format("evaluate every N iterations (default: {} in accuracy mode, never otherwise)",
-                              BenchDefaults::kEvalEvery));
-  cmd->add_option("--warmup", f->warmup, "iterations left out of the steady-state median")->capture_default_str();
+                              BenchDefaults::kEvalEvery))
+      ->check(in_range(ranges::kEvalEvery));
+  cmd->add_option("--warmup", f->warmup, "iterations left out of the steady-state median")->capture_default_str()
+      ->check(in_range(ranges::kWarmup));
   cmd->add_option("--repeats", f->repeats,
                   "train every strategy this many times, in rounds; the median run is reported")
-      ->capture_default_str();
-  cmd->add_option("--batch", f->batch, "samples per worker per iteration")->capture_default_str();
-  cmd->add_option("--lr", f->lr, "learning rate")->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kRepeats));
+  cmd->add_option("--batch", f->batch, "samples per worker per iteration")->capture_default_str()
+      ->check(in_range(ranges::kBatch));
+  cmd->add_option("--lr", f->lr, "learning rate")->capture_default_str()
+      ->check(in_range(ranges::kLr));
   cmd->add_flag("--verbose,-v", f->verbose,
                 "progress in detail: each link's host parameters, each run's compute and its predictions on the "
                 "layers re-timed before it and on its own compute (the table and bench.json hold them anyway)");
   cmd->add_option("--outer-optimizer", f->outer.kind,
                   "the local SGD strategies' outer optimizer, as weft train's (docs/local-sgd.md): none or nesterov")
       ->capture_default_str();
-  cmd->add_option("--outer-lr", f->outer.lr, "the outer optimizer's learning rate")->capture_default_str();
-  cmd->add_option("--outer-momentum", f->outer.momentum, "the outer optimizer's momentum")->capture_default_str();
+  cmd->add_option("--outer-lr", f->outer.lr, "the outer optimizer's learning rate")->capture_default_str()
+      ->check(in_range(ranges::kOuterLr));
+  cmd->add_option("--outer-momentum", f->outer.momentum, "the outer optimizer's momentum")->capture_default_str()
+      ->check(in_range(ranges::kOuterMomentum));
   cmd->add_option("--optimizer", f->optimizer, "sgd | momentum | adam")->capture_default_str();
   cmd->add_option("--seed", f->seed, "model initialisation and data order")->capture_default_str();
   cmd->add_option("--seeds", f->seeds,
                   "one run of each strategy per seed, in rounds, instead of --seed and --repeats: 0,1,2 (accuracy "
                   "mode reports the median time to accuracy and its range, and plots every run)")
       ->delimiter(',');
-  cmd->add_option("--H", f->H, "local SGD period H (flsgd, plsgd, dreamddp, dreamddp-opt)")->capture_default_str();
+  cmd->add_option("--H", f->H, "local SGD period H (flsgd, plsgd, dreamddp, dreamddp-opt)")->capture_default_str()
+      ->check(in_range(ranges::kH));
   cmd->add_option("--servers", f->servers,
                   "parameter servers of the ps and ps-interleaved runs, each behind a link like a worker's")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kLocalServers));
   cmd->add_option("--out", f->out, "folder for bench.json, plots, traces, metrics and logs")->capture_default_str();
   cmd->add_option("--compression", f->compression,
                   fmt::format("wire encodings: each strategy runs in each it takes ({}; docs/compression.md)",
@@ -274,10 +288,13 @@ void add_bench(CLI::App& app, int& exit_status) {
   cmd->add_option("--trace-strategy", f->trace_strategy,
                   "keep the predicted and measured traces of this run on the first link: a strategy, or "
                   "strategy+encoding (ssgd+acpsgd:2); default: the fastest predicted");
-  cmd->add_option("--port", f->port, "first MASTER_PORT; consecutive runs use the next ones")->capture_default_str();
-  cmd->add_option("--mtu", f->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")->capture_default_str();
+  cmd->add_option("--port", f->port, "first MASTER_PORT; consecutive runs use the next ones")->capture_default_str()
+      ->check(in_range(ranges::kPort));
+  cmd->add_option("--mtu", f->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")->capture_default_str()
+      ->check(in_range(ranges::kMtu));
   cmd->add_option("--cores", f->cores, kCorePlacementHelp)->capture_default_str();
-  cmd->add_option("--run-timeout", f->run_timeout, "limit of each child run, e.g. 1800s")->capture_default_str();
+  cmd->add_option("--run-timeout", f->run_timeout, "limit of each child run, e.g. 1800s")->capture_default_str()
+      ->check(in_range(ranges::kRunTimeout));
   cmd->add_option("--report", f->report,
                   "print the table and the agreement with the planner of an earlier bench (its --out folder or "
                   "bench.json) and exit; runs nothing");

@@ -13,27 +13,46 @@
 
 namespace weft::cli {
 
+CLI::Validator in_range(const ranges::Range& range) {
+  return CLI::Validator(
+      [&range](std::string& text) {
+        ranges::parse(range, text);
+        return std::string();
+      },
+      ranges::accepted(range));
+}
+
 void add_model_flags(CLI::App& command, ModelFlags& flags) {
   command.add_option("--model", flags.model, "zoo model: " + fmt::format("{}", fmt::join(zoo_models(), ", ")))
       ->capture_default_str();
   command.add_option("--profile", flags.profile_file,
                      "a profile JSON (docs/formats.md §6, e.g. from `weft profile --out`); overrides --model");
   command.add_option("--batch", flags.batch, "samples per worker per iteration (zoo models)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kBatch));
   command.add_option("--device", flags.device, "device preset for zoo compute times")->capture_default_str();
   command.add_option("--seq", flags.sequence_length, "sequence length of transformer zoo models (0 = model default)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kSequence));
 }
 
 void add_cluster_flags(CLI::App& command, ClusterFlags& flags) {
-  command.add_option("--workers,-P", flags.workers, "number of workers P")->capture_default_str();
+  command.add_option("--workers,-P", flags.workers, "number of workers P")
+      ->capture_default_str()
+      ->check(in_range(ranges::kWorkers));
   command.add_option("--bandwidth,-B", flags.bandwidth, "each worker's link: 100Mbit, 1Gbit, 10MB/s, bytes/s")
-      ->capture_default_str();
-  command.add_option("--latency", flags.latency, "per-message latency alpha: 50us, 2ms, 0")->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kBandwidth));
+  command.add_option("--latency", flags.latency, "per-message latency alpha: 50us, 2ms, 0")
+      ->capture_default_str()
+      ->check(in_range(ranges::kLatency));
   command.add_option("--arch", flags.arch, "allreduce | ps")->capture_default_str();
-  command.add_option("--servers", flags.servers, "parameter servers (--arch ps)")->capture_default_str();
+  command.add_option("--servers", flags.servers, "parameter servers (--arch ps)")
+      ->capture_default_str()
+      ->check(in_range(ranges::kServers));
   command.add_option("--server-bandwidth", flags.server_bandwidth,
-                     "each server's link (--arch ps); default: same as --bandwidth");
+                     "each server's link (--arch ps); default: same as --bandwidth")
+      ->check(in_range(ranges::kServerBandwidth));
   command.add_option("--network", flags.network_file,
                      "measured all-reduce times from `weft profile --network --out FILE` (T(n) follows them; a "
                      "file with only a_s and b_s_per_byte: a + b*n); "
@@ -49,13 +68,21 @@ void add_host_flag(CLI::App& command, ClusterFlags& flags) {
 
 void add_strategy_flags(CLI::App& command, StrategyFlags& flags) {
   command.add_option("--H", flags.H, "local SGD period H (flsgd, plsgd, dreamddp, dreamddp-opt)")
-      ->capture_default_str();
-  command.add_option("--T", flags.T, "interleaving period T (ps-interleaved)")->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kH));
+  command.add_option("--T", flags.T, "interleaving period T (ps-interleaved)")
+      ->capture_default_str()
+      ->check(in_range(ranges::kT));
   command.add_option("--partition", flags.partition,
-                     "block size S_p for bytescheduler/dcredit, e.g. 4MiB (default: tuned)");
-  command.add_option("--credit", flags.credit, "credit C for bytescheduler, e.g. 16MiB (default: tuned)");
-  command.add_option("--easgd-alpha", flags.easgd_alpha, "EASGD elastic coefficient (default: beta / P)");
-  command.add_option("--easgd-beta", flags.easgd_beta, "EASGD centre moving rate")->capture_default_str();
+                     "block size S_p for bytescheduler/dcredit, e.g. 4MiB (default: tuned)")
+      ->check(in_range(ranges::kPartition));
+  command.add_option("--credit", flags.credit, "credit C for bytescheduler, e.g. 16MiB (default: tuned)")
+      ->check(in_range(ranges::kCredit));
+  command.add_option("--easgd-alpha", flags.easgd_alpha, "EASGD elastic coefficient (default: beta / P)")
+      ->check(in_range(ranges::kEasgdAlpha));
+  command.add_option("--easgd-beta", flags.easgd_beta, "EASGD centre moving rate")
+      ->capture_default_str()
+      ->check(in_range(ranges::kEasgdBeta));
   command.add_option("--compression", flags.compression,
                      fmt::format("wire encoding of every message (S-SGD: gradients; local SGD: each "
                                  "worker's change since the last average; parameter servers: pushes and "
@@ -66,7 +93,8 @@ void add_strategy_flags(CLI::App& command, StrategyFlags& flags) {
 
 Profile load_model(const ModelFlags& flags) {
   if (!flags.profile_file.empty()) return load_profile(flags.profile_file);
-  if (flags.batch < 1) throw UsageError(fmt::format("--batch {}: expected an integer >= 1", flags.batch));
+  ranges::check(ranges::kBatch, flags.batch);
+  ranges::check(ranges::kSequence, flags.sequence_length);
   const std::vector<std::string> zoo = zoo_models();
   if (std::find(zoo.begin(), zoo.end(), flags.model) == zoo.end()) {
     // A model weft trains has layer times only where they are measured.
@@ -170,12 +198,12 @@ Host host_of(const std::string& host_file, const std::string& profile_file) {
 Cluster make_cluster(const ClusterFlags& flags, const std::string& profile_file) {
   Cluster c;
   c.workers = flags.workers;
-  c.bandwidth = parse_flag("--bandwidth", flags.bandwidth, parse_bandwidth);
-  c.latency = parse_flag("--latency", flags.latency, parse_duration);
+  c.bandwidth = ranges::parse(ranges::kBandwidth, flags.bandwidth);
+  c.latency = ranges::parse(ranges::kLatency, flags.latency);
   c.arch = parse_flag("--arch", flags.arch, parse_arch);
   c.servers = flags.servers;
   if (!flags.server_bandwidth.empty()) {
-    c.server_bandwidth = parse_flag("--server-bandwidth", flags.server_bandwidth, parse_bandwidth);
+    c.server_bandwidth = ranges::parse(ranges::kServerBandwidth, flags.server_bandwidth);
   }
   if (!flags.network_file.empty()) c.fitted = load_fit(flags.network_file);
   c.host = host_of(flags.host_file, profile_file);
@@ -184,23 +212,15 @@ Cluster make_cluster(const ClusterFlags& flags, const std::string& profile_file)
 }
 
 StrategyOptions make_strategy_options(const StrategyFlags& flags) {
-  if (flags.H < 1 || flags.H > limits::kMaxPeriod) {
-    throw UsageError(fmt::format("--H {}: expected an integer in [1, {}]", flags.H, limits::kMaxPeriod));
-  }
-  if (flags.T < 1 || flags.T > limits::kMaxPeriod) {
-    throw UsageError(fmt::format("--T {}: expected an integer in [1, {}]", flags.T, limits::kMaxPeriod));
-  }
-  if (flags.easgd_alpha && !(*flags.easgd_alpha >= 0 && *flags.easgd_alpha <= 1)) {
-    throw UsageError(fmt::format("--easgd-alpha {}: expected a number in [0, 1]", *flags.easgd_alpha));
-  }
-  if (!(flags.easgd_beta > 0 && flags.easgd_beta <= 1)) {
-    throw UsageError(fmt::format("--easgd-beta {}: expected a number in (0, 1]", flags.easgd_beta));
-  }
+  ranges::check(ranges::kH, flags.H);
+  ranges::check(ranges::kT, flags.T);
+  if (flags.easgd_alpha) ranges::check(ranges::kEasgdAlpha, *flags.easgd_alpha);
+  ranges::check(ranges::kEasgdBeta, flags.easgd_beta);
   StrategyOptions o;
   o.H = flags.H;
   o.T = flags.T;
-  if (!flags.partition.empty()) o.partition = parse_flag("--partition", flags.partition, parse_bytes);
-  if (!flags.credit.empty()) o.credit = parse_flag("--credit", flags.credit, parse_bytes);
+  if (!flags.partition.empty()) o.partition = static_cast<Bytes>(ranges::parse(ranges::kPartition, flags.partition));
+  if (!flags.credit.empty()) o.credit = static_cast<Bytes>(ranges::parse(ranges::kCredit, flags.credit));
   o.easgd_alpha = flags.easgd_alpha;
   o.easgd_beta = flags.easgd_beta;
   o.compression = parse_encoding(flags.compression, "--compression");

@@ -10,9 +10,11 @@
 #include "cost/cluster.h"
 #include "profile/profile.h"
 #include "schedulers/strategies.h"
+#include "units/ranges.h"
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace weft::cli {
@@ -45,6 +47,11 @@ struct StrategyFlags {
   double easgd_beta = 0.9;
   std::string compression = "none";  // schedule/encoding.h; `weft plan` also takes "auto"
 };
+
+// A check for `add_option(...)->check(in_range(range))`: the flag's text is
+// parsed as the range's kind and THROWS UsageError "FLAG TEXT: expected
+// ACCEPTED" (ranges::parse) as the command line is parsed; --help shows the range.
+CLI::Validator in_range(const ranges::Range& range);
 
 void add_model_flags(CLI::App& command, ModelFlags& flags);
 void add_cluster_flags(CLI::App& command, ClusterFlags& flags);  // --host included

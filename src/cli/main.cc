@@ -14,6 +14,11 @@ int main(int argc, char** argv) {
   CLI::App app{"weft: schedules the communication of data-parallel training so it hides behind "
                "computation.\nPlan and simulate strategies, train for real over Gloo, emulate slow links."};
   app.require_subcommand(1);
+  // CLI11's own messages quote the value as given: cut a pasted one as weft's
+  // own messages are (units.h, UsageError). Set before the subcommands copy it.
+  app.failure_message([](const CLI::App* command, const CLI::Error& e) {
+    return weft::cut_long_words(CLI::FailureMessage::simple(command, e));
+  });
   int exit_status = 0;
   weft::cli::add_plan(app, exit_status);
   weft::cli::add_simulate(app, exit_status);
@@ -52,7 +57,7 @@ int main(int argc, char** argv) {
     std::cerr << "weft: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "weft: failed: " << e.what() << "\n";
+    std::cerr << "weft: failed: " << weft::cut_long_words(e.what()) << "\n";
     return 1;
   }
   return exit_status;

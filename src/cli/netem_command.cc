@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "netem/netem.h"
 #include "netem/process.h"
@@ -37,16 +38,17 @@ void run_netem(const NetemFlags& flags, int& exit_status) {
   netem::NetemOptions network{
       .workers = flags.workers,
       .servers = flags.servers,
-      .bandwidth = parse_bandwidth(flags.bandwidth),
-      .latency = parse_duration(flags.latency),
-      .server_bandwidth = flags.server_bandwidth.empty() ? 0 : parse_bandwidth(flags.server_bandwidth),
+      .bandwidth = ranges::parse(ranges::kBandwidth, flags.bandwidth),
+      .latency = ranges::parse(ranges::kLatency, flags.latency),
+      .server_bandwidth = flags.server_bandwidth.empty() ? 0 : ranges::parse(ranges::kServerBandwidth, flags.server_bandwidth),
       .master_port = flags.port,
       .mtu = flags.mtu,
       .cores = parse_core_placement(flags.cores),
   };
   netem::validate(network);  // before anything is sized by the counts
-  const netem::SuperviseOptions supervision{.timeout = parse_duration(flags.timeout),
-                                            .grace = parse_duration(flags.grace)};
+  netem::require_executable(flags.command[0]);  // before the line saying it runs
+  const netem::SuperviseOptions supervision{.timeout = ranges::parse(ranges::kJobTimeout, flags.timeout),
+                                            .grace = ranges::parse(ranges::kGrace, flags.grace)};
   std::cerr << fmt::format("weft netem: {} worker{} at {}{}, running `{}` in each\n", flags.workers,
                            flags.workers == 1 ? "" : "s", format_bandwidth(network.bandwidth),
                            flags.servers == 0
@@ -78,24 +80,33 @@ void add_netem(CLI::App& app, int& exit_status) {
       "Example: sudo weft netem --workers 4 --bandwidth 100Mbit -- weft train --strategy dcredit");
   cmd->add_option("--workers,-P", flags->workers,
                   fmt::format("number of workers P (workers + servers: at most {} on one machine)", netem::kMaxRanks))
-      ->required();
-  cmd->add_option("--servers", flags->servers, "parameter servers S")->capture_default_str();
+      ->required()
+      ->check(in_range(ranges::kLocalWorkers));
+  cmd->add_option("--servers", flags->servers, "parameter servers S")->capture_default_str()
+      ->check(in_range(ranges::kLocalServers));
   cmd->add_option("--bandwidth,-B", flags->bandwidth,
                   "each worker's link, both directions: 100Mbit, 1Gbit, 10MB/s, bytes/s")
-      ->required();
+      ->required()
+      ->check(in_range(ranges::kBandwidth));
   cmd->add_option("--latency", flags->latency,
                   "delay between two ranks: 50us, 2ms (needs the kernel's netem qdisc)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kLatency));
   cmd->add_option("--server-bandwidth", flags->server_bandwidth,
-                  "each server's link (default: --bandwidth)");
+                  "each server's link (default: --bandwidth)")
+      ->check(in_range(ranges::kServerBandwidth));
   cmd->add_option("--timeout", flags->timeout, "end every rank after this long, e.g. 600s (0: no limit)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kJobTimeout));
   cmd->add_option("--grace", flags->grace,
                   "after a rank fails, how long the others may run before they are terminated")
-      ->capture_default_str();
-  cmd->add_option("--port", flags->port, "MASTER_PORT given to every rank")->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kGrace));
+  cmd->add_option("--port", flags->port, "MASTER_PORT given to every rank")->capture_default_str()
+      ->check(in_range(ranges::kPort));
   cmd->add_option("--mtu", flags->mtu, "MTU of the emulated links, bytes (9000: jumbo frames)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kMtu));
   cmd->add_option("--cores", flags->cores, kCorePlacementHelp)->capture_default_str();
   cmd->add_option("command", flags->command, "the command and its arguments, after --")->required();
   cmd->callback([flags, &exit_status] { run_netem(*flags, exit_status); });

@@ -269,12 +269,14 @@ void add_simulate(CLI::App& app, int& exit_status) {
   add_strategy_flags(*cmd, flags->strategy);
   cmd->add_option("--strategy", flags->name, "the strategy")->capture_default_str();
   cmd->add_option("--iterations,-n", flags->iterations, "iterations to simulate (0 = enough for a steady state)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kIterations));
   cmd->add_flag("--json", flags->json, "print the summary as JSON");
   cmd->add_flag("--no-tune", flags->no_tune, "use default partition/credit instead of searching them");
   cmd->add_option("--trace", flags->trace, "write the timeline (Chrome trace JSON, opens in Perfetto)");
   cmd->add_option("--trace-iterations", flags->trace_iterations, "iterations recorded in --trace")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kTraceIterations));
   cmd->add_option("--schedule-out", flags->schedule_out, "write the schedule as JSON");
   CLI::Option* schedule = cmd->add_option(
       "--schedule", flags->schedule,

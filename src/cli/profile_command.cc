@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "cost/host.h"
 #include "profile/profile.h"
@@ -144,8 +145,8 @@ int run_network_profile(const ProfileFlags& flags) {
   runtime::NetworkProfileOptions options = flags.network_options;
   options.out = flags.out;
   options.cores = parse_core_placement(flags.cores);
-  if (!flags.min_bytes.empty()) options.min_bytes = parse_bytes(flags.min_bytes);
-  if (!flags.max_bytes.empty()) options.max_bytes = parse_bytes(flags.max_bytes);
+  if (!flags.min_bytes.empty()) options.min_bytes = static_cast<Bytes>(ranges::parse(ranges::kMinBytes, flags.min_bytes));
+  if (!flags.max_bytes.empty()) options.max_bytes = static_cast<Bytes>(ranges::parse(ranges::kMaxBytes, flags.max_bytes));
   return runtime::run_network_profile(options);
 }
 
@@ -156,13 +157,17 @@ void add_profile(CLI::App& app, int& exit_status) {
   CLI::App* cmd = app.add_subcommand("profile", "Measure a runtime model's per-layer times, or (--network) "
                                                 "fit the all-reduce cost a + b*n; writes a profile JSON");
   cmd->add_option("--model", flags->model, fmt::format("runtime model: {}", fmt::join(runtime::model_names(), ", ")));
-  cmd->add_option("--batch", flags->batch, "batch per worker")->capture_default_str();
+  cmd->add_option("--batch", flags->batch, "batch per worker")->capture_default_str()
+      ->check(in_range(ranges::kBatch));
   cmd->add_option("--iterations,-n", flags->iterations,
                   "timed iterations (the median is kept); default 20, or 200 with --nproc 2 or more (or "
-                  "WORLD_SIZE >= 2)");
-  cmd->add_option("--warmup", flags->warmup, "untimed iterations first")->capture_default_str();
+                  "WORLD_SIZE >= 2)")
+      ->check(in_range(ranges::kProfileIterations));
+  cmd->add_option("--warmup", flags->warmup, "untimed iterations first")->capture_default_str()
+      ->check(in_range(ranges::kWarmup));
   cmd->add_option("--threads", flags->threads, "LibTorch intra-op threads (1: workers share the cores)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kThreads));
   cmd->add_option("--seed", flags->seed, "model initialisation seed")->capture_default_str();
   cmd->add_flag("--interference", flags->interference,
                 "--model --host FILE with --nproc K >= 2: then all-reduce and train beside the layers and write "
@@ -172,15 +177,20 @@ void add_profile(CLI::App& app, int& exit_status) {
   cmd->add_option("--nproc", flags->network_options.nproc,
                   "local processes: --model profiles them together, sharing the cores as K workers will (the "
                   "median per layer is kept); --network measures all-reduces between them (>= 2). Default: "
-                  "alone, or one process of a job given by MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE");
-  cmd->add_option("--min-bytes", flags->min_bytes, "--network: smallest all-reduce (default 4KiB)");
-  cmd->add_option("--max-bytes", flags->max_bytes, "--network: largest all-reduce; sizes grow 4x (default 64MiB)");
+                  "alone, or one process of a job given by MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE")
+      ->check(in_range(ranges::kProcesses));
+  cmd->add_option("--min-bytes", flags->min_bytes, "--network: smallest all-reduce (default 4KiB)")
+      ->check(in_range(ranges::kMinBytes));
+  cmd->add_option("--max-bytes", flags->max_bytes, "--network: largest all-reduce; sizes grow 4x (default 64MiB)")
+      ->check(in_range(ranges::kMaxBytes));
   cmd->add_option("--repeats", flags->network_options.repeats,
                   "--network: rounds, each timing every message size once (medians kept)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kRepeats));
   cmd->add_option("--failure-timeout", flags->network_options.failure_timeout,
                   "--nproc: seconds a collective may make no progress before the processes give up")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kFailureTimeout));
   cmd->add_option("--cores", flags->cores, std::string("--nproc: ") + kCorePlacementHelp)->capture_default_str();
   cmd->add_option("--out", flags->out, "write the result as JSON (atomically)");
   cmd->add_option("--host", flags->host,

@@ -22,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "cli/emulated_training.h"
 #include "netem/netem.h"
@@ -61,26 +62,17 @@ int run(const RunFlags& flags, bool bandwidth_given) {
   if (flags.command.empty()) {
     throw UsageError("no command to run: give it after `--`, as in `weft run --nproc 2 -- /usr/bin/python3 train.py`");
   }
-  if (flags.nproc < 1 || flags.nproc > netem::kMaxRanks) {
-    throw UsageError(fmt::format("--nproc {}: expected an integer 1..{} (processes on this machine)", flags.nproc,
-                                 netem::kMaxRanks));
-  }
-  if (flags.servers < 0 || flags.nproc + flags.servers > netem::kMaxRanks) {
+  ranges::check(ranges::kProcesses, flags.nproc);
+  ranges::check(ranges::kLocalServers, flags.servers);
+  if (flags.nproc + flags.servers > netem::kMaxRanks) {
     throw UsageError(fmt::format("--servers {}: expected an integer >= 0, with --nproc + --servers at most {}",
                                  flags.servers, netem::kMaxRanks));
   }
-  if (!(flags.failure_timeout > 0)) {
-    throw UsageError(fmt::format("--failure-timeout {}: expected a number of seconds > 0", flags.failure_timeout));
-  }
+  ranges::check(ranges::kFailureTimeout, flags.failure_timeout);
   if (!flags.server_bandwidth.empty() && !bandwidth_given) {
     throw UsageError("--server-bandwidth: only with --bandwidth (the workers' emulated links)");
   }
-  const std::string executable = netem::find_executable(flags.command[0]);
-  if (executable.empty()) {
-    throw UsageError(fmt::format("command `{}` is not an executable file in PATH; give its path (for example "
-                                 "/usr/bin/python3) or install it",
-                                 flags.command[0]));
-  }
+  const std::string executable = netem::require_executable(flags.command[0]);
   const CorePlacement cores = parse_core_placement(flags.cores);
   std::vector<std::string> environment = python_path_environment();
   const std::string servers =
@@ -101,8 +93,8 @@ int run(const RunFlags& flags, bool bandwidth_given) {
   const netem::NetemOptions network{
       .workers = flags.nproc,
       .servers = flags.servers,
-      .bandwidth = parse_bandwidth(flags.bandwidth),
-      .server_bandwidth = flags.server_bandwidth.empty() ? 0 : parse_bandwidth(flags.server_bandwidth),
+      .bandwidth = ranges::parse(ranges::kBandwidth, flags.bandwidth),
+      .server_bandwidth = flags.server_bandwidth.empty() ? 0 : ranges::parse(ranges::kServerBandwidth, flags.server_bandwidth),
       .cores = cores};
   netem::validate(network);
   if (!netem::has_network_privileges()) {
@@ -140,16 +132,21 @@ void add_run(CLI::App& app, int& exit_status) {
       "Example: weft run --nproc 2 -- /usr/bin/python3 train.py");
   cmd->add_option("--nproc", flags->nproc,
                   fmt::format("worker processes K (with --servers: at most {} in all)", netem::kMaxRanks))
-      ->required();
-  cmd->add_option("--servers", flags->servers, "parameter-server processes S, ranks K..K+S-1")->capture_default_str();
+      ->required()
+      ->check(in_range(ranges::kProcesses));
+  cmd->add_option("--servers", flags->servers, "parameter-server processes S, ranks K..K+S-1")->capture_default_str()
+      ->check(in_range(ranges::kLocalServers));
   cmd->add_option("--bandwidth,-B", flags->bandwidth,
                   "run each process behind its own emulated link of this rate, both directions: 100Mbit, 1Gbit "
-                  "(root; default: loopback, not shaped)");
-  cmd->add_option("--server-bandwidth", flags->server_bandwidth, "each server's emulated link (default: --bandwidth)");
+                  "(root; default: loopback, not shaped)")
+      ->check(in_range(ranges::kBandwidth));
+  cmd->add_option("--server-bandwidth", flags->server_bandwidth, "each server's emulated link (default: --bandwidth)")
+      ->check(in_range(ranges::kServerBandwidth));
   cmd->add_option("--failure-timeout", flags->failure_timeout,
                   "seconds the other processes may take to exit after one failed (or stays stopped) before they "
                   "are terminated")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kFailureTimeout));
   cmd->add_option("--cores", flags->cores, kCorePlacementHelp)->capture_default_str();
   cmd->add_option("command", flags->command, "the program and its arguments, after --");
   cmd->callback([cmd, flags, &exit_status] { exit_status = run(*flags, cmd->count("--bandwidth") > 0); });

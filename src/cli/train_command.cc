@@ -84,40 +84,51 @@ void add_train(CLI::App& app, int& exit_status) {
       "With --nproc K --bandwidth Q the K workers (and --servers) train behind emulated Q links (root).");
   cmd->add_option("--model", o.model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
   cmd->add_option("--strategy", o.strategy, "strategy: " + strategy_names())->capture_default_str();
-  cmd->add_option("--nproc", flags->nproc, "start this many local worker processes (default: be one worker)");
+  cmd->add_option("--nproc", flags->nproc, "start this many local worker processes (default: be one worker)")
+      ->check(in_range(ranges::kProcesses));
   cmd->add_option("--cores", flags->cores, std::string("--nproc: ") + kCorePlacementHelp)->capture_default_str();
   cmd->add_option("--servers", o.servers,
                   "parameter servers, for ps and ps-interleaved: started beside the --nproc workers; in a job, "
                   "the last S ranks serve")
-      ->capture_default_str();
-  auto* steps = cmd->add_option("--steps", flags->steps, "iterations to train (default: 100 if no --epochs)");
+      ->capture_default_str()
+      ->check(in_range(ranges::kLocalServers));
+  auto* steps = cmd->add_option("--steps", flags->steps, "iterations to train (default: 100 if no --epochs)")
+      ->check(in_range(ranges::kSteps));
   cmd->add_option("--epochs", flags->epochs, "epochs of each worker's shard to train (fractions allowed)")
-      ->excludes(steps);
-  cmd->add_option("--batch", o.batch, "samples per worker per iteration")->capture_default_str();
-  cmd->add_option("--lr", o.lr, "learning rate")->capture_default_str();
+      ->excludes(steps)
+      ->check(in_range(ranges::kEpochs));
+  cmd->add_option("--batch", o.batch, "samples per worker per iteration")->capture_default_str()
+      ->check(in_range(ranges::kBatch));
+  cmd->add_option("--lr", o.lr, "learning rate")->capture_default_str()
+      ->check(in_range(ranges::kLr));
   cmd->add_option("--optimizer", o.optimizer, "sgd | momentum | adam")->capture_default_str();
   cmd->add_option("--seed", o.seed, "seed of the model initialisation and the data order")->capture_default_str();
   cmd->add_flag("--synthetic", o.synthetic, "random data of the right shapes instead of the dataset");
   cmd->add_option("--eval-every", o.eval_every,
                   "rank 0 evaluates on the test set every N iterations and at the end (0 = never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kEvalEvery));
   cmd->add_option("--metrics", flags->metrics, "append per-iteration metrics of every rank (JSON lines, docs/formats.md §6)");
   cmd->add_option("--trace", flags->trace, "write the measured timeline of every rank (Chrome trace JSON)");
   cmd->add_option("--trace-iterations", o.trace_iterations, "iterations recorded in --trace (the first ones)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kTraceIterations));
   cmd->add_option("--save-params", flags->save_params,
                   "write each rank's final parameters to FILE.rank<r> (raw float32, layers in order)");
   cmd->add_option("--outer-optimizer", o.outer_optimizer,
                   "local SGD: none (set each averaged layer to the average) or nesterov (step the averaged change "
                   "since the layer's last average with Nesterov momentum; docs/local-sgd.md)")
       ->capture_default_str();
-  cmd->add_option("--outer-lr", o.outer_lr, "the outer optimizer's learning rate")->capture_default_str();
-  cmd->add_option("--outer-momentum", o.outer_momentum, "the outer optimizer's momentum")->capture_default_str();
+  cmd->add_option("--outer-lr", o.outer_lr, "the outer optimizer's learning rate")->capture_default_str()
+      ->check(in_range(ranges::kOuterLr));
+  cmd->add_option("--outer-momentum", o.outer_momentum, "the outer optimizer's momentum")->capture_default_str()
+      ->check(in_range(ranges::kOuterMomentum));
   cmd->add_option("--checkpoint", flags->checkpoint,
                   "write every worker's training state to DIR after every --checkpoint-every iterations and after "
                   "the last (docs/checkpoints.md)");
   cmd->add_option("--checkpoint-every", o.checkpoint_every, "iterations between checkpoints (0 = only at the end)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kCheckpointEvery));
   cmd->add_flag("--resume", o.resume,
                 "continue the job from the last complete checkpoint in --checkpoint DIR (refused if it is of "
                 "another job)");
@@ -127,12 +138,15 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--bandwidth,-B", flags->bandwidth,
                   "each worker's link, which the schedule is planned for (mgwfbp merging, dcredit windows; "
                   "default 1Gbit). Given with --nproc, the workers also run behind links emulated at this rate "
-                  "(as weft netem; needs root); in a job started otherwise it only informs the planner");
+                  "(as weft netem; needs root); in a job started otherwise it only informs the planner")
+      ->check(in_range(ranges::kBandwidth));
   cmd->add_option("--server-bandwidth", flags->server_bandwidth,
                   "each parameter server's link, planned and (with --nproc --bandwidth) emulated; default: "
-                  "--bandwidth");
+                  "--bandwidth")
+      ->check(in_range(ranges::kServerBandwidth));
   cmd->add_option("--latency", flags->latency, "per-message latency the planner assumes (never emulated)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kLatency));
   cmd->add_option("--network", flags->network,
                   "measured all-reduce times from `weft profile --network --out FILE`; replaces "
                   "--bandwidth/--latency");
@@ -148,13 +162,15 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--failure-timeout", flags->failure_timeout,
                   "seconds a collective may make no progress, and the other workers may take to exit after one "
                   "failed, before they are stopped")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(ranges::kFailureTimeout));
   cmd->add_flag("--no-progress", flags->no_progress, "no progress line on stderr");
   cmd->callback([cmd, flags, &exit_status] {
     runtime::TrainOptions options = to_options(*flags);
     options.cluster = planned_cluster(options.cluster);
     // Note [Training on emulated links] (cli/emulated_training.h).
     if (trains_on_emulated_links(cmd->count("--bandwidth") > 0, options.nproc.has_value())) {
+      if (options.resume) runtime::check_resumable(options, *options.nproc);  // before any rank starts
       exit_status = run_emulated_training({.workers = *options.nproc,
                                            .servers = options.servers,
                                            .bandwidth = options.cluster.bandwidth,

@@ -257,11 +257,7 @@ RunReport run_emulated(const NetemOptions& network,
   }
   for (std::size_t r = 0; r < ranks; ++r) {
     if (argv_per_rank[r].empty()) throw std::logic_error(fmt::format("run_emulated: rank {} has an empty command", r));
-    if (find_executable(argv_per_rank[r][0]).empty()) {
-      throw UsageError(fmt::format("command `{}` (rank {}) is not an executable file in PATH; "
-                                   "give its path or install it",
-                                   argv_per_rank[r][0], r));
-    }
+    require_executable(argv_per_rank[r][0], fmt::format("rank {}", r));
   }
   // Installed before the network exists, so that Ctrl-C during set-up stops the
   // building or is noticed by supervise(), and everything is still removed.

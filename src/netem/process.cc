@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <system_error>
 
 #include <fmt/format.h>
+
+#include "units/units.h"
 
 extern char** environ;
 
@@ -157,19 +160,41 @@ pid_t spawn(const SpawnRequest& request) {
                   describe(failure.step)));
 }
 
+namespace {
+bool executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+}  // namespace
+
 std::string find_executable(std::string_view name) {
   if (name.empty()) return {};
-  if (name.find('/') != std::string_view::npos) return std::string(name);
+  if (name.find('/') != std::string_view::npos) return executable_file(std::string(name)) ? std::string(name) : "";
   const char* path = std::getenv("PATH");
   std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   while (true) {
     const std::size_t colon = dirs.find(':');
     std::string_view dir = dirs.substr(0, colon);
     std::string candidate = std::string(dir.empty() ? "." : dir) + "/" + std::string(name);
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (executable_file(candidate)) return candidate;
     if (colon == std::string_view::npos) return {};
     dirs.remove_prefix(colon + 1);
   }
+}
+
+std::string require_executable(std::string_view name, std::string_view where) {
+  std::string found = find_executable(name);
+  if (!found.empty()) return found;
+  const std::string path(name);
+  struct stat st {};
+  std::string why;
+  if (name.find('/') == std::string_view::npos) why = "not an executable file in PATH";
+  else if (::stat(path.c_str(), &st) != 0) why = "no such file";
+  else if (S_ISDIR(st.st_mode)) why = "a directory, not a program";
+  else why = "not an executable file (chmod +x it, or name its interpreter first)";
+  throw UsageError(fmt::format("command `{}`{}: {}; give the path of a program (for example /usr/bin/python3) or "
+                               "install it",
+                               name, where.empty() ? "" : fmt::format(" ({})", where), why));
 }
 
 std::vector<std::string> environment_with(const std::vector<std::string>& overrides) {

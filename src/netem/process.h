@@ -52,8 +52,14 @@ struct SpawnRequest {
 pid_t spawn(const SpawnRequest& request);
 
 // The path execvp would run for `name`: `name` itself if it contains a '/', else the
-// first executable file called `name` in the directories of $PATH. Empty if none.
+// first executable file called `name` in the directories of $PATH. Empty if none,
+// or if `name` with a '/' is not an executable file (missing, a directory, no x bit).
 std::string find_executable(std::string_view name);
+
+// find_executable(name), for a program the user named. THROWS UsageError "command
+// `NAME` (WHERE) ...: WHY; give ..." if there is none, saying whether it is missing,
+// a directory or not executable. `where` names whose program it is ("rank 2"), or "".
+std::string require_executable(std::string_view name, std::string_view where = "");
 
 // The calling process's environment with `overrides` ("NAME=value") replacing or
 // adding the variables they name.

@@ -183,4 +183,28 @@ TEST_F(Checkpoints, ResumingAnotherJobIsRefusedWithExitTwo) {
   EXPECT_NE(err.find("--resume: give --checkpoint DIR"), std::string::npos) << err;
 }
 
+// The launcher reads every rank's file before any worker starts (check_resumable in
+// runtime/train.h): a corrupt or missing one is exit 2 naming that file, never a
+// worker's failure that depends on which rank read first.
+TEST_F(Checkpoints, ACorruptOrMissingRankFileIsRefusedBeforeAnyWorkerStarts) {
+  const fs::path ckpt = dir_ / "ckpt";
+  auto [status, err] = weft("first", train_args("wfbp", 2, dir_ / "p", {"--checkpoint", ckpt.string()}));
+  ASSERT_EQ(status, 0) << err;
+  const fs::path rank1 = ckpt / "rank1-iter2.ckpt";
+  std::string bytes = read_text(rank1);
+  bytes.back() = static_cast<char>(bytes.back() ^ 0x55);
+  std::ofstream(rank1, std::ios::binary | std::ios::trunc) << bytes;
+  const std::vector<std::string> resume = train_args("wfbp", 4, dir_ / "p", {"--checkpoint", ckpt.string(), "--resume"});
+  for (int run = 0; run < 2; ++run) {  // the same answer each time
+    std::tie(status, err) = weft("corrupt", resume);
+    EXPECT_EQ(status, 2) << err;
+    EXPECT_NE(err.find(rank1.string() + ": corrupt (CRC-32 mismatch)"), std::string::npos) << err;
+    EXPECT_EQ(err.find("rank 0 failed"), std::string::npos) << "a worker started: " << err;
+  }
+  fs::remove(rank1);
+  std::tie(status, err) = weft("missing", resume);
+  EXPECT_EQ(status, 2) << err;
+  EXPECT_NE(err.find("rank 1's checkpoint of iteration 2 is missing"), std::string::npos) << err;
+}
+
 }  // namespace

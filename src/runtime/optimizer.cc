@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "units/ranges.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -20,7 +21,7 @@ void validate(const OptimizerOptions& o) {
     throw UsageError(fmt::format("unknown optimizer '{}'; accepted: sgd, momentum, adam, adamw, none", o.kind));
   }
   // lr 0 is torch.optim's too (a warm-up's first step); the command line asks for > 0 itself.
-  require(std::isfinite(o.lr) && o.lr >= 0, "lr", o.lr, "a number >= 0");
+  require(o.lr >= 0 && o.lr <= ranges::kLr.high, "lr", o.lr, fmt::format("a number in [0, {}]", ranges::kLr.high));
   require(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "weight_decay", o.weight_decay, "a number >= 0");
   if (o.kind == "momentum") require(o.momentum >= 0 && o.momentum < 1, "momentum", o.momentum, "0 <= momentum < 1");
   if (o.kind == "momentum") {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "schedulers/strategies.h"
+#include "units/ranges.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -15,12 +16,8 @@ void validate(const OuterOptions& o) {
   if (o.kind != "none" && o.kind != "nesterov") {
     throw UsageError(fmt::format("--outer-optimizer {}: not an outer optimizer; accepted: none, nesterov", o.kind));
   }
-  if (!std::isfinite(o.lr) || !(o.lr > 0)) {
-    throw UsageError(fmt::format("--outer-lr {}: expected a finite number > 0", o.lr));
-  }
-  if (!(o.momentum >= 0 && o.momentum < 1)) {
-    throw UsageError(fmt::format("--outer-momentum {}: expected 0 <= momentum < 1", o.momentum));
-  }
+  ranges::check(ranges::kOuterLr, o.lr);
+  ranges::check(ranges::kOuterMomentum, o.momentum);
 }
 
 void check_outer_step(const OuterOptions& o, std::string_view strategy) {

@@ -12,6 +12,7 @@
 #include "runtime/worker_env.h"
 #include "units/files.h"
 #include "units/limits.h"
+#include "units/ranges.h"
 
 namespace weft::runtime {
 
@@ -29,24 +30,23 @@ void validate(const TrainOptions& o) {
                                  "--strategy {} is all-reduce",
                                  o.servers, o.strategy));
   }
-  if (o.nproc && (*o.nproc < 1 || *o.nproc > limits::kMaxProcesses - std::max(o.servers, 0))) {
+  if (o.nproc) ranges::check(ranges::kProcesses, *o.nproc);
+  ranges::check(ranges::kLocalServers, o.servers);
+  if (o.nproc && *o.nproc + o.servers > limits::kMaxProcesses) {
     throw UsageError(fmt::format("--nproc {}: expected 1 to {} worker processes on this machine, with --servers {} "
                                  "beside them (docs/limits.md)",
-                                 *o.nproc, limits::kMaxProcesses - std::max(o.servers, 0), o.servers));
+                                 *o.nproc, limits::kMaxProcesses - o.servers, o.servers));
   }
-  if (o.steps && *o.steps < 1) throw UsageError(fmt::format("--steps {}: expected an integer >= 1", *o.steps));
+  if (o.steps) ranges::check(ranges::kSteps, static_cast<double>(*o.steps));
   if (o.steps && o.epochs) throw UsageError("--steps and --epochs: give one of them");
-  if (o.epochs && !(*o.epochs > 0)) throw UsageError(fmt::format("--epochs {}: expected a number > 0", *o.epochs));
-  if (o.batch < 1) throw UsageError(fmt::format("--batch {}: expected an integer >= 1", o.batch));
-  if (!(o.lr > 0)) throw UsageError(fmt::format("--lr {}: expected a number > 0", o.lr));
+  if (o.epochs) ranges::check(ranges::kEpochs, *o.epochs);
+  ranges::check(ranges::kBatch, o.batch);
+  ranges::check(ranges::kLr, o.lr);
   validate(OptimizerOptions{.kind = o.optimizer, .lr = o.lr});
-  if (o.eval_every < 0) throw UsageError(fmt::format("--eval-every {}: expected an integer >= 0", o.eval_every));
-  if (o.trace_iterations < 0) {
-    throw UsageError(fmt::format("--trace-iterations {}: expected an integer >= 0", o.trace_iterations));
-  }
-  if (!(o.failure_timeout > 0)) {
-    throw UsageError(fmt::format("--failure-timeout {}: expected a number of seconds > 0", o.failure_timeout));
-  }
+  ranges::check(ranges::kEvalEvery, o.eval_every);
+  ranges::check(ranges::kTraceIterations, o.trace_iterations);
+  ranges::check(ranges::kCheckpointEvery, static_cast<double>(o.checkpoint_every));
+  ranges::check(ranges::kFailureTimeout, o.failure_timeout);
   const OuterOptions outer{.kind = o.outer_optimizer, .lr = o.outer_lr, .momentum = o.outer_momentum};
   validate(outer);
   check_outer_step(outer, o.strategy);
@@ -70,6 +70,7 @@ int run_train(const TrainOptions& options) {
   }
   if (has_worker_env()) return run_worker(options, read_worker_env());
   // Neither a launcher nor part of a job: train alone, through the same path.
+  if (options.resume) check_resumable(options, 1);
   return launch({.nproc = 1, .servers = options.servers, .failure_timeout = options.failure_timeout});
 }
 

@@ -97,6 +97,14 @@ struct TrainOptions {
 // naming the option (as its command-line flag), the value and what is accepted.
 void validate(const TrainOptions& options);
 
+// That options.checkpoint holds a whole checkpoint of this job with `workers`
+// workers (and options.servers servers): the manifest, and every rank's file of
+// the iteration it names read and checked (header, size, CRC-32) as a worker
+// would load it. The launcher calls it before any worker starts, so that a bad
+// checkpoint is one message naming the file whatever the timing.
+// THROWS UsageError "--resume FILE: WHY" (runtime/checkpoint.h).
+void check_resumable(const TrainOptions& options, int workers);
+
 // Runs the training in the role described above. Returns the process exit status
 // (0 success; non-zero after a worker failed, with the reason printed on stderr).
 // THROWS UsageError for bad options or a bad/missing environment variable (named),

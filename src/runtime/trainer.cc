@@ -40,6 +40,7 @@
 #include "plan/tuning.h"
 #include "schedulers/strategies.h"
 #include "timeline/timeline.h"
+#include "units/ranges.h"
 #include "units/files.h"
 
 namespace weft::runtime {
@@ -326,8 +327,12 @@ void write_trace(const TrainOptions& options, const Group& group, Recorder& reco
 std::int64_t total_steps(const TrainOptions& options, const DataSource& data) {
   if (options.steps) return *options.steps;
   if (options.epochs) {
-    return std::max<std::int64_t>(
-        1, static_cast<std::int64_t>(std::llround(*options.epochs * static_cast<double>(data.batches_per_epoch()))));
+    const double steps = std::max(1.0, std::round(*options.epochs * static_cast<double>(data.batches_per_epoch())));
+    if (!ranges::contains(ranges::kSteps, steps)) {
+      throw UsageError(fmt::format("--epochs {}: {} steps of {} batches an epoch; expected at most {} steps",
+                                   *options.epochs, steps, data.batches_per_epoch(), ranges::kMaxSteps));
+    }
+    return static_cast<std::int64_t>(steps);
   }
   return 100;
 }
@@ -778,7 +783,11 @@ void check_checkpoint_options(const TrainOptions& o) {
 }
 
 void check_resumable(const TrainOptions& options, int workers) {
-  latest_checkpoint(options.checkpoint, job_identity(options, workers));
+  const json job = job_identity(options, workers);
+  const std::int64_t iteration = latest_checkpoint(options.checkpoint, job);
+  for (int rank = 0; rank < workers + options.servers; ++rank) {
+    load_rank_checkpoint(options.checkpoint, job, rank, iteration);
+  }
 }
 
 int run_worker(const TrainOptions& options, const WorkerEnv& env) {

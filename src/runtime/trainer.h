@@ -65,10 +65,6 @@ nlohmann::json job_identity(const TrainOptions& options, int workers);
 // directory is one or can be made. THROWS UsageError naming the flag.
 void check_checkpoint_options(const TrainOptions& options);
 
-// That options.checkpoint holds a checkpoint of this job with `workers` workers.
-// THROWS UsageError (latest_checkpoint in runtime/checkpoint.h).
-void check_resumable(const TrainOptions& options, int workers);
-
 // Trains as rank env.rank of env.world. Returns 0, or 1 after printing why the
 // worker failed (a lost peer, a timeout). THROWS UsageError for bad input (a bad
 // --profile, a missing dataset, a strategy the runtime cannot run).

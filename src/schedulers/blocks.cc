@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "units/limits.h"
+
 namespace weft {
 
 std::vector<Block> partition_blocks(const Profile& profile, Bytes partition) {
@@ -12,7 +14,19 @@ std::vector<Block> partition_blocks(const Profile& profile, Bytes partition) {
         "partition size S_p (--partition): {} bytes; need a size > 0 (e.g. 4MiB, 512KiB)",
         partition));
   }
+  // Counted before anything is allocated: a partition of a few bytes would cut a
+  // model into hundreds of millions of messages (docs/limits.md).
+  Bytes count = 0;
+  for (const Layer& layer : profile.layers) count += (layer.bytes() + partition - 1) / partition;
+  if (count > limits::kMaxMessages) {
+    throw UsageError(fmt::format(
+        "--partition {}: {} in blocks of {} is {} messages an iteration, more than the {} weft schedules; expected "
+        "at least {} (docs/limits.md)",
+        format_bytes(partition), profile.model, format_bytes(partition), count, limits::kMaxMessages,
+        format_bytes(std::max<Bytes>(profile.total_bytes() / limits::kMaxMessages, 1) * 2)));
+  }
   std::vector<Block> blocks;
+  blocks.reserve(static_cast<std::size_t>(count));
   for (int l = 0; l < profile.size(); ++l) {
     const Bytes n = profile.layers[static_cast<size_t>(l)].bytes();
     for (Bytes offset = 0; offset < n; offset += partition) {

@@ -35,7 +35,8 @@ struct Block {
 };
 
 // The blocks of every layer, in priority order: layer ascending, then offset
-// ascending. THROWS UsageError naming the partition size if `partition` <= 0.
+// ascending. THROWS UsageError naming the partition size if `partition` <= 0 or
+// cuts the model into more than limits::kMaxMessages blocks.
 std::vector<Block> partition_blocks(const Profile& profile, Bytes partition);
 
 // One operation per block, in the same order (see the header comment for its

@@ -16,6 +16,7 @@
 #include "schedule/index.h"
 #include "schedule/wire_cost.h"
 #include "sim/network.h"
+#include "units/limits.h"
 
 namespace weft {
 
@@ -152,6 +153,12 @@ ScheduleIndex validated_index(const Schedule& schedule, const Profile& profile, 
 
 // Default length of a run: one warm-up period, then whole periods for at least ~10
 // iterations, and never fewer than two measured periods.
+// Note [Bounded simulation]
+// A run handles about iterations × (operations + layers) events per simulated
+// worker (one when the workers are symmetric, else every worker). Each bound on
+// its own (limits.h) allows products that would run for days, so the product is
+// bounded too, before anything is allocated: a minute or so of work at most.
+
 int default_iterations(int period) { return period * (1 + std::max(2, (10 + period - 1) / period)); }
 
 class Simulation {
@@ -161,6 +168,9 @@ class Simulation {
   Timeline run();
 
  private:
+  // THROWS UsageError if the run would handle more than limits::kMaxSimulatedEvents
+  // events (Note [Bounded simulation]).
+  void check_work(const Schedule& schedule, const Profile& profile) const;
   // ---- compute stream ----
   struct Worker {
     explicit Worker(const Schedule& schedule) : dispatcher(schedule) {}
@@ -404,6 +414,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
   measure_end_ = iterations_ >= period ? iterations_ / period * period : iterations_;
 
   sim_workers_ = symmetric_workers(schedule, cluster) ? 1 : workers_;
+  check_work(schedule, profile);
   stands_for_ = sim_workers_ == 1 ? std::min(workers_, machine_workers_) : 1;
   machines_.resize(static_cast<size_t>((sim_workers_ + machine_workers_ - 1) / machine_workers_));
   for (Machine& m : machines_) m.shares = core_shares(host_, 0, 0);
@@ -438,6 +449,22 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
     answer_channels_.resize(static_cast<size_t>(cluster.servers));
     for (int s = 0; s < cluster.servers; ++s) next_answer_.push_back(next_op_of(s, {.iteration = 0, .index = -1}));
   }
+}
+
+void Simulation::check_work(const Schedule& schedule, const Profile& profile) const {
+  double operations = 0;
+  for (const std::vector<CommOp>& ops : schedule.iterations) operations += static_cast<double>(ops.size());
+  operations /= static_cast<double>(std::max<std::size_t>(schedule.iterations.size(), 1));
+  const double per_iteration = (operations + profile.size()) * sim_workers_;
+  const double events = per_iteration * iterations_;
+  if (events <= limits::kMaxSimulatedEvents) return;
+  throw UsageError(fmt::format(
+      "{} iterations of {} operations and {} layers{} are about {:.3g} events to simulate, more than the {:.3g} "
+      "weft simulates (about a minute); give fewer iterations (at most {}), or fewer layers or messages "
+      "(a coarser --partition) (docs/limits.md)",
+      iterations_, operations, profile.size(),
+      sim_workers_ > 1 ? fmt::format(" on each of {} workers", sim_workers_) : "", events,
+      limits::kMaxSimulatedEvents, static_cast<std::int64_t>(limits::kMaxSimulatedEvents / per_iteration)));
 }
 
 Timeline Simulation::run() {

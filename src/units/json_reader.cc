@@ -131,11 +131,6 @@ json parse_json(std::string_view text, std::string_view origin, std::string_view
   return json::parse(text.begin(), text.end());
 }
 
-std::string excerpt_text(std::string_view text, std::size_t keep) {
-  if (text.size() <= keep) return std::string(text);
-  return fmt::format("{}… ({} characters)", text.substr(0, keep), text.size());
-}
-
 std::string excerpt(const json& value) { return excerpt_text(value.dump()); }
 
 JsonReader::JsonReader(const json& object, std::string path, std::string_view origin, std::string_view what)

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "units/units.h"
+
 namespace weft {
 
 // Parses `text`, refusing what weft never writes and what would make reading
@@ -31,8 +33,6 @@ nlohmann::json parse_json(std::string_view text, std::string_view origin, std::s
 // `value` as JSON text, cut to at most about 60 characters ("[1,2,3,… (2310512
 // characters)") so that an error message stays one line.
 std::string excerpt(const nlohmann::json& value);
-// The same for text, cut to `keep` characters.
-std::string excerpt_text(std::string_view text, std::size_t keep = 60);
 
 // Reads the fields of one JSON object. Every accessor THROWS UsageError naming
 // `origin`, the field's path and, for a missing field, `what` (what kind of file

@@ -46,6 +46,16 @@ inline constexpr double kMaxFactor = 1'000;
 // Any size in bytes (a layer, a chunk, a credit): a petabyte, so that sums of
 // sizes over layers and workers stay exact in a double and far from overflow.
 inline constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;
+// Messages of one iteration a partition may cut a model into (--partition,
+// --credit): a floor of a KiB on their size keeps most models far below it; a
+// million is where one iteration's state in the simulator and the runtime grows
+// past a few hundred MB.
+inline constexpr std::int64_t kMaxMessages = std::int64_t{1} << 20;
+// Events one simulation handles: about iterations × (operations + layers) ×
+// simulated workers (Note [Bounded simulation], sim/simulator.cc); each factor
+// bounded alone still allows days of work. The simulator handles 1.5 to 5
+// million events a second (bytescheduler's blocks to wfbp's layers, one core).
+inline constexpr double kMaxSimulatedEvents = 1e8;
 // Nesting of a JSON document: weft's formats nest 5 deep at most.
 inline constexpr int kMaxJsonDepth = 64;
 // Elements of one JSON array: ten times the longest a file of weft's holds (a

@@ -53,12 +53,12 @@ double parse_with_units(std::string_view text, std::initializer_list<Unit> units
       if (suffix == u.suffix) {
         const double result = value * u.scale;
         if (result > 0 || (allow_zero && result == 0)) return result;
-        throw UsageError(fmt::format("{} '{}' must be {}; accepted forms: {}", what, text,
+        throw UsageError(fmt::format("{} '{}' must be {}; accepted forms: {}", what, excerpt_text(text),
                                      allow_zero ? ">= 0" : "> 0", accepted));
       }
     }
   }
-  throw UsageError(fmt::format("{} '{}' is not understood; accepted forms: {}", what, text, accepted));
+  throw UsageError(fmt::format("{} '{}' is not understood; accepted forms: {}", what, excerpt_text(text), accepted));
 }
 
 // Prints `value` with up to 3 significant decimals and no trailing zeros.
@@ -76,7 +76,7 @@ BytesPerSecond parse_bandwidth(std::string_view text) {
       text,
       {{"", 1}, {"B/s", 1}, {"Bps", 1},
        {"bit", 1.0 / 8}, {"bps", 1.0 / 8}, {"Kbit", 1e3 / 8}, {"Mbit", 1e6 / 8}, {"Gbit", 1e9 / 8},
-       {"kbit", 1e3 / 8}, {"mbit", 1e6 / 8}, {"gbit", 1e9 / 8},
+       {"kbit", 1e3 / 8}, {"mbit", 1e6 / 8}, {"gbit", 1e9 / 8}, {"Tbit", 1e12 / 8}, {"tbit", 1e12 / 8},
        {"KB/s", 1e3}, {"kB/s", 1e3}, {"MB/s", 1e6}, {"GB/s", 1e9},
        {"KiB/s", 1024.0}, {"MiB/s", 1024.0 * 1024}, {"GiB/s", 1024.0 * 1024 * 1024}},
       "bandwidth",
@@ -96,6 +96,10 @@ Bytes parse_bytes(std::string_view text) {
       {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
        {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024}},
       "size", "a positive number of bytes (4194304) or with a unit: 4MiB, 512KiB, 25MB", false);
+  if (value > 0x1p62) {
+    throw UsageError(fmt::format("size '{}' is more than 2^62 bytes; accepted forms: 4MiB, 512KiB, 25MB",
+                                 excerpt_text(text)));
+  }
   return static_cast<Bytes>(std::llround(value));
 }
 
@@ -121,6 +125,26 @@ std::string format_bytes(Bytes n) {
   if (n >= (Bytes{1} << 20)) return trim(v / (1 << 20)) + "MiB";
   if (n >= (Bytes{1} << 10)) return trim(v / (1 << 10)) + "KiB";
   return std::to_string(n) + "B";
+}
+
+UsageError::UsageError(const std::string& what) : std::runtime_error(cut_long_words(what)) {}
+
+std::string excerpt_text(std::string_view text, std::size_t keep) {
+  if (text.size() <= keep) return std::string(text);
+  return fmt::format("{}… ({} characters)", text.substr(0, keep), text.size());
+}
+
+std::string cut_long_words(std::string_view message) {
+  std::string out;
+  while (!message.empty()) {
+    const std::size_t space = message.find(' ');
+    const std::string_view word = message.substr(0, space);
+    out += word.size() > kLongestWord ? excerpt_text(word) : std::string(word);
+    if (space == std::string_view::npos) break;
+    out += ' ';
+    message.remove_prefix(space + 1);
+  }
+  return out;
 }
 
 double median(std::vector<double> values) {
