@@ -174,13 +174,13 @@ TEST_F(RunCommandTest, BadUsageExitsTwoWithAClearMessage) {
   for (const Case& c : std::vector<Case>{
            {{"run", "--nproc", "2"}, "no command to run"},
            {{"run", "--nproc", "2", "--"}, "no command to run"},
-           {{"run", "--nproc", "0", "--", "/bin/true"}, "--nproc 0: expected an integer 1..256"},
+           {{"run", "--nproc", "0", "--", "/bin/true"}, "--nproc 0: expected an integer in [1, 256]"},
            {{"run", "--nproc", "-3", "--", "/bin/true"}, "--nproc -3"},
            {{"run", "--nproc", "100000", "--", "/bin/true"}, "--nproc 100000"},
            {{"run", "--nproc", "2", "--servers", "-1", "--", "/bin/true"}, "--servers -1"},
            {{"run", "--nproc", "2", "--frobnicate", "--", "/bin/true"}, "--frobnicate"},
            {{"run", "--", "/bin/true"}, "--nproc is required"},
-           {{"run", "--nproc", "2", "--", "no-such-program-here"}, "`no-such-program-here` is not an executable"},
+           {{"run", "--nproc", "2", "--", "no-such-program-here"}, "`no-such-program-here`: not an executable file in PATH"},
            {{"run", "--nproc", "2", "--failure-timeout", "0", "--", "/bin/true"}, "--failure-timeout 0"},
            {{"run", "--nproc", "2", "--server-bandwidth", "1Gbit", "--", "/bin/true"}, "only with --bandwidth"},
        }) {
@@ -192,8 +192,8 @@ TEST_F(RunCommandTest, BadUsageExitsTwoWithAClearMessage) {
 
 TEST_F(RunCommandTest, NetemRefusesBadWorkerCountsWithExitTwo) {
   for (const auto& [workers, says] : std::vector<std::pair<std::string, std::string>>{
-           {"-1", "--workers -1: at least 1 worker is needed"},
-           {"5000", "at most 256 processes"}}) {
+           {"-1", "--workers -1: expected an integer in [1, 256]"},
+           {"5000", "--workers 5000: expected an integer in [1, 256]"}}) {
     const Ran ran = weft({"netem", "--workers", workers, "--bandwidth", "1Gbit", "--", "/bin/true"});
     EXPECT_EQ(ran.status, 2) << ran.output;
     EXPECT_NE(ran.output.find(says), std::string::npos) << ran.output;

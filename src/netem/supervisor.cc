@@ -176,10 +176,7 @@ RunReport supervise(const std::vector<ProcessSpec>& specs, const SuperviseOption
   for (std::size_t i = 0; i < ranks.size() && signals.received() == 0; ++i) {
     Rank& rank = ranks[i];
     try {
-      const std::string executable = find_executable(rank.spec->argv[0]);
-      if (executable.empty()) {
-        throw std::runtime_error(fmt::format("{} is not an executable in PATH", rank.spec->argv[0]));
-      }
+      const std::string executable = require_executable(rank.spec->argv[0]);
       rank.exit.pid = spawn({.executable = executable,
                              .argv = rank.spec->argv,
                              .environment = environment_with(rank.spec->environment),

@@ -51,10 +51,11 @@ void validate(const TrainOptions& o) {
   validate(outer);
   check_outer_step(outer, o.strategy);
   check_checkpoint_options(o);
-  for (const auto& [flag, file] : {std::pair{"--metrics", o.metrics}, std::pair{"--trace", o.trace},
-                                   std::pair{"--save-params", o.save_params}}) {
+  for (const auto& [flag, file] : {std::pair{"--metrics", o.metrics}, std::pair{"--trace", o.trace}}) {
     if (!file.empty()) check_output(flag, file);
   }
+  // Each rank writes FILE.rank<r> beside the others: FILE itself may be anything.
+  if (!o.save_params.empty()) check_output("--save-params", o.save_params.string() + ".rank0");
 }
 
 int run_train(const TrainOptions& options) {
