@@ -18,12 +18,18 @@ def test_profile_and_plan(tmp_path):
     profile = json.loads(text)
     assert [l["name"] for l in profile["layers"]] == ["conv", "norm", "fc"]
     assert [l["params"] for l in profile["layers"]] == [40, 512, 2570]
+    assert [l["shapes"] for l in profile["layers"]] == [[[4, 1, 3, 3], [4]], [[4, 8, 8], [4, 8, 8]],
+                                                        [[10, 256], [10]]]  # PowerSGD is costed from them
     assert all(l["fp_s"] >= 0 and l["bp_s"] >= 0 for l in profile["layers"])
     assert json.loads((tmp_path / "p.json").read_text()) == profile
     plan = weft.plan(tmp_path / "p.json", workers=4, bandwidth="100Mbit")
     assert plan["recommended"] in weft.strategies()
     with pytest.raises(TypeError, match="accepted"):
         weft.plan(text, credits=3)
+    shapeless = dict(profile, layers=[{k: v for k, v in l.items() if k != "shapes"} for l in profile["layers"]])
+    assert weft.plan(profile, workers=4, strategies=["wfbp"], compression="powersgd:1")["strategies"]
+    with pytest.raises(ValueError, match=r"cannot plan wfbp\+powersgd:1: the profile gives no tensor shapes"):
+        weft.plan(shapeless, workers=4, strategies=["wfbp"], compression="powersgd:1")
 
 
 def test_auto_runs_the_recommended_strategy(capsys):

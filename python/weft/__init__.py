@@ -62,7 +62,7 @@ def profile(module, example_batch, loss_fn=None, *, out=None, layers=None, warmu
         raise ValueError(f"module: {type(module).__name__} has no parameters that require a gradient")
     fp, bp = _measure(module, found, run, loss_of, warmup=warmup, iterations=iterations)
     batch = next((t.shape[0] for t in _tensors_in(args) if t.dim() > 0), 1)
-    rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b)
+    rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b, [list(p.shape) for p in params])
             for (name, params), f, b in zip(found, fp, bp)]
     text = _C.profile_json(type(module).__name__, int(batch), rows)
     if out is not None:
@@ -76,10 +76,10 @@ def plan(profile, workers=16, bandwidth="1Gbit", *, latency="50us", strategies=N
     """`weft plan --json` as a dict: every strategy's predicted iteration, and the recommended one.
 
     profile: the JSON text weft.profile returns, a dict of it, or a file name.
-    strategy_options: H, T, partition, credit, easgd_alpha, easgd_beta (unset:
-    the command line's defaults; partition and credit tuned).
+    strategy_options: H, T, partition, credit, easgd_alpha, easgd_beta, compression
+    (unset: the command line's defaults; partition and credit tuned).
     """
-    accepted = {"H", "T", "partition", "credit", "easgd_alpha", "easgd_beta"}
+    accepted = {"H", "T", "partition", "credit", "easgd_alpha", "easgd_beta", "compression"}
     unknown = sorted(set(strategy_options) - accepted)
     if unknown:
         raise TypeError(f"weft.plan: unknown option {', '.join(unknown)}; accepted: workers, bandwidth, latency, "

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import warnings
+import weakref
 
 import torch
 from torch import nn
@@ -56,8 +57,11 @@ WRAPPER_OPTIONS = {
 }
 ACCEPTED = sorted(SCHEDULE_OPTIONS) + sorted(WRAPPER_OPTIONS)
 FAMILIES = ("ssgd", "local_sgd", "ps")
-# The jobs this process joined, as (MASTER_ADDR, MASTER_PORT).
+# The jobs this process joined, as (MASTER_ADDR, MASTER_PORT); the modules and
+# optimizers a weft.DataParallel trains until its finish() (not marked on them:
+# a deep copy of either is free to be wrapped).
 _JOINED = set()
+_WRAPPED = weakref.WeakSet()
 
 
 def strategies():
@@ -207,8 +211,8 @@ class DataParallel(nn.Module):
         self._sync = True  # False inside no_sync()
         self._said = set()
         self._update = None  # _update.py, from the first forward
-        module._weft_wrapped = True
-        optimizer._weft_wrapper = self
+        _WRAPPED.add(module)
+        _WRAPPED.add(optimizer)
 
     # -- the job -----------------------------------------------------------
 
@@ -292,7 +296,7 @@ class DataParallel(nn.Module):
                 return text, called, f"the profile {o['profile']}"
             fp, bp = measure(twin, layers, run, surrogate_loss)
         batch = next((t.shape[0] for t in tensors_in((args, kwargs)) if t.dim() > 0), 1)
-        rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b)
+        rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b, [list(p.shape) for p in params])
                 for (name, params), f, b in zip(layers, fp, bp)]
         return _C.profile_json(type(self.module).__name__, int(batch), rows), called, "rank 0's first batch"
 
@@ -613,8 +617,8 @@ class DataParallel(nn.Module):
         if self._finished:
             return
         self._finished = True
-        self.module._weft_wrapped = False
-        self._optimizer._weft_wrapper = None
+        _WRAPPED.discard(self.module)
+        _WRAPPED.discard(self._optimizer)
         if self._update is not None:
             self._update.release()
         if self._engine is not None:
@@ -640,10 +644,9 @@ def _check_not_wrapped(module, optimizer):
     if isinstance(module, nn.parallel.DistributedDataParallel):
         raise ValueError("module: it is a torch DistributedDataParallel; give weft.DataParallel the module "
                          "itself (ddp.module), not both")
-    owner = getattr(optimizer, "_weft_wrapper", None)
-    if owner is not None:
+    if optimizer in _WRAPPED:
         raise ValueError("optimizer: another weft.DataParallel already steps it; give each wrapper an optimizer "
                          "of its own")
     for sub in module.modules():
-        if getattr(sub, "_weft_wrapped", False):
+        if sub in _WRAPPED:
             raise ValueError("module: it (or a submodule) is already wrapped by a weft.DataParallel")

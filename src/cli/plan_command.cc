@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/cluster_flags.h"
@@ -119,6 +120,11 @@ void print_table(const Plan& plan, const Profile& profile) {
                                                                                             : "");
   }
   print_compression_note(plan);
+  if (!plan.uncosted.empty()) {  // Note [Costed only with shapes], plan/planner.cc
+    std::vector<std::string> labels;
+    for (const Uncosted& u : plan.uncosted) labels.push_back(u.label);
+    fmt::print("not costed: {}: {}\n", fmt::join(labels, ", "), plan.uncosted.front().why);
+  }
   // DreamDDP's sets, once per strategy: again for a codec only where they differ.
   std::map<std::string, std::string> printed;
   for (const PlannedStrategy& s : plan.strategies) {

@@ -47,6 +47,24 @@ PlannedStrategy evaluate(const StrategyInfo& info, const Profile& profile, const
   return out;
 }
 
+// Note [Costed only with shapes]
+// ------------------------------
+// A low-rank codec's bytes depend on each tensor's shape (Note [Which tensors
+// PowerSGD factorises], schedule/encoding.h). A profile whose layers do not all
+// give their shapes cannot cost it: such rows are left out and listed with the
+// reason, rather than shown with fp16's or float32's figures under the codec's
+// name. Profiles from `weft profile`, weft.profile and the zoo give shapes.
+std::string shapeless_reason(const Profile& profile) {
+  std::vector<std::string> names;
+  for (const Layer& layer : profile.layers) {
+    if (layer.params > 0 && layer.shapes.empty()) names.push_back(layer.name);
+  }
+  if (names.empty()) return "";
+  return fmt::format("the profile gives no tensor shapes for {} of its {} layers (e.g. {}), and a low-rank codec's "
+                     "bytes depend on them; profile the model with `weft profile` or weft.profile(), which record them",
+                     names.size(), profile.layers.size(), names.front());
+}
+
 }  // namespace
 
 Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& options) {
@@ -69,6 +87,7 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
 
   const std::vector<Encoding> compressions =
       options.compressions.empty() ? std::vector<Encoding>{options.strategy.compression} : options.compressions;
+  const std::string shapeless = shapeless_reason(profile);
   for (const StrategyInfo* info : selected(cluster, options)) {
     std::vector<Encoding> encodings = compressions;
     // Parameter servers exchange element-wise encodings only (schedulers/ps.cc
@@ -77,6 +96,10 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
     const bool named = !options.strategies.empty() && options.compressions.empty();
     if (info->family == Family::kParameterServer && !named) encodings = exchange_encodings(encodings);
     for (const Encoding& encoding : encodings) {
+      if (low_rank(encoding) && !shapeless.empty()) {  // Note [Costed only with shapes]
+        result.uncosted.push_back({.label = fmt::format("{}+{}", info->name, to_string(encoding)), .why = shapeless});
+        continue;
+      }
       PlanOptions with = options;
       with.strategy.compression = encoding;
       PlannedStrategy row = evaluate(*info, profile, cluster, with);
@@ -86,6 +109,9 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
       });
       if (!seen) result.strategies.push_back(std::move(row));
     }
+  }
+  if (result.strategies.empty() && !result.uncosted.empty()) {
+    throw UsageError(fmt::format("cannot plan {}: {}", result.uncosted.front().label, shapeless));
   }
   const auto best = std::min_element(
       result.strategies.begin(), result.strategies.end(), [](const auto& a, const auto& b) {
@@ -134,6 +160,10 @@ std::string plan_json(const Plan& plan) {
     rows.push_back(std::move(row));
   }
   j["recommended"] = plan.recommended;
+  if (!plan.uncosted.empty()) {
+    auto& uncosted = j["uncosted"] = nlohmann::json::array();
+    for (const Uncosted& u : plan.uncosted) uncosted.push_back({{"label", u.label}, {"why", u.why}});
+  }
   if (lossy(plan.recommended_compression)) j["recommended_compression"] = to_string(plan.recommended_compression);
   return j.dump(2);
 }

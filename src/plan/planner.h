@@ -40,17 +40,25 @@ struct PlannedStrategy {
   std::string label() const { return lossy(compression) ? name + "+" + to_string(compression) : name; }
 };
 
+// A row the planner could not cost (Note [Costed only with shapes], planner.cc).
+struct Uncosted {
+  std::string label;  // as PlannedStrategy::label
+  std::string why;
+};
+
 struct Plan {
   std::string model;
   Cluster cluster;
   std::vector<PlannedStrategy> strategies;  // in the registry's order
+  std::vector<Uncosted> uncosted;           // asked for, not costed, and why
   Seconds wfbp_iteration = 0;               // the reference (all-reduce WFBP, uncompressed)
   std::string recommended;                  // the fastest strategy
   Encoding recommended_compression;         // with this encoding
 };
 
 // THROWS UsageError for an unknown strategy name or one that does not run on the
-// cluster's architecture (naming the ones that do), and for invalid options.
+// cluster's architecture (naming the ones that do), for invalid options, and when
+// no row asked for could be costed (saying why).
 Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& options = {});
 
 // The JSON object of docs/formats.md §6.

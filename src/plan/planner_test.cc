@@ -52,6 +52,41 @@ TEST(Planner, JsonHasExactlyTheFieldsOfTheSpec) {
               row["iteration_s"].get<double>() - row["compute_s"].get<double>(), 1e-12);
 }
 
+// Note [Costed only with shapes]: the zoo's models give their tensors' shapes, so
+// PowerSGD costs less than fp16 there; without shapes its rows are listed, not
+// shown with another codec's figures, and asking for nothing else is refused.
+TEST(Planner, LowRankCodecsAreCostedOnlyWithShapes) {
+  const PlanOptions every{.strategies = {"wfbp"},
+                          .compressions = {{}, parse_encoding("fp16", "test"), parse_encoding("powersgd:1", "test")}};
+  Profile profile = zoo_profile("resnet50");
+  std::int64_t params = 0;
+  for (const Layer& layer : profile.layers) {
+    std::int64_t elements = 0;
+    for (const auto& shape : layer.shapes) {
+      std::int64_t n = 1;
+      for (std::int64_t d : shape) n *= d;
+      elements += n;
+    }
+    EXPECT_EQ(elements, layer.params) << layer.name;
+    params += layer.params;
+  }
+  EXPECT_GT(params, 0);
+  const Plan shaped = plan(profile, kCluster, every);
+  ASSERT_EQ(shaped.strategies.size(), 3u);
+  EXPECT_TRUE(shaped.uncosted.empty());
+  EXPECT_LT(shaped.strategies[2].timeline.summary.iteration, shaped.strategies[1].timeline.summary.iteration);
+
+  for (Layer& layer : profile.layers) layer.shapes.clear();
+  const Plan shapeless = plan(profile, kCluster, every);
+  ASSERT_EQ(shapeless.strategies.size(), 2u);
+  ASSERT_EQ(shapeless.uncosted.size(), 1u);
+  EXPECT_EQ(shapeless.uncosted[0].label, "wfbp+powersgd:1");
+  EXPECT_NE(shapeless.uncosted[0].why.find("no tensor shapes"), std::string::npos);
+  EXPECT_TRUE(nlohmann::json::parse(plan_json(shapeless)).contains("uncosted"));
+  const PlanOptions only{.strategies = {"wfbp"}, .compressions = {parse_encoding("powersgd:1", "test")}};
+  EXPECT_THROW(plan(profile, kCluster, only), UsageError);
+}
+
 TEST(Planner, RejectsUnknownStrategiesNamingTheAcceptedOnes) {
   try {
     plan(zoo_profile("resnet18"), kCluster, {.strategies = {"magic"}});

@@ -26,7 +26,8 @@ struct Layer {
   Seconds bp = 0;  // backward compute time of this layer
   // Optional: the shapes of its tensors, in order (their elements add up to
   // params), from which PowerSGD's factors are sized (docs/compression.md). Empty:
-  // unknown, and PowerSGD is costed as fp16.
+  // unknown; the planner then costs no low-rank codec (Note [Costed only with
+  // shapes], plan/planner.cc), the wire cost sends the layer whole.
   std::vector<std::vector<std::int64_t>> shapes;
 
   Bytes bytes() const { return params * bytes_per_param; }

@@ -108,6 +108,7 @@ struct Module {
   std::string name;
   std::int64_t params = 0;
   double flops = 0;
+  std::vector<std::vector<std::int64_t>> shapes;  // PyTorch's, in parameters() order
 };
 using Modules = std::vector<Module>;
 
@@ -118,31 +119,35 @@ int conv_out(int side, int kernel, int stride, int padding) {
 
 // A k×k convolution with groups = 1, producing a `side`×`side` output.
 Module conv(std::string name, int k, std::int64_t cin, std::int64_t cout, bool bias, int side) {
-  return {std::move(name), k * k * cin * cout + (bias ? cout : 0),
-          2.0 * k * k * cin * cout * side * side};
+  Module m{std::move(name), k * k * cin * cout + (bias ? cout : 0), 2.0 * k * k * cin * cout * side * side,
+           {{cout, cin, k, k}}};
+  if (bias) m.shapes.push_back({cout});
+  return m;
 }
 
 // BatchNorm2d: a weight and a bias per channel (running statistics are buffers).
 Module batchnorm(std::string name, std::int64_t channels, int side) {
-  return {std::move(name), 2 * channels, kNormFlopsPerElement * channels * side * side};
+  return {std::move(name), 2 * channels, kNormFlopsPerElement * channels * side * side, {{channels}, {channels}}};
 }
 
 // A linear layer applied to `rows` vectors per sample (tokens, or 1 for a head).
 Module linear(std::string name, std::int64_t in, std::int64_t out, bool bias, std::int64_t rows) {
-  return {std::move(name), in * out + (bias ? out : 0), 2.0 * in * out * rows};
+  Module m{std::move(name), in * out + (bias ? out : 0), 2.0 * in * out * rows, {{out, in}}};
+  if (bias) m.shapes.push_back({out});
+  return m;
 }
 
 Module layernorm(std::string name, std::int64_t width, std::int64_t rows) {
-  return {std::move(name), 2 * width, kNormFlopsPerElement * width * rows};
+  return {std::move(name), 2 * width, kNormFlopsPerElement * width * rows, {{width}, {width}}};
 }
 
 // RMSNorm (Llama): a weight, no bias.
 Module rmsnorm(std::string name, std::int64_t width, std::int64_t rows) {
-  return {std::move(name), width, kNormFlopsPerElement * width * rows};
+  return {std::move(name), width, kNormFlopsPerElement * width * rows, {{width}}};
 }
 
 Module embedding(std::string name, std::int64_t entries, std::int64_t width, std::int64_t rows) {
-  return {std::move(name), entries * width, kEmbeddingFlopsPerElement * width * rows};
+  return {std::move(name), entries * width, kEmbeddingFlopsPerElement * width * rows, {{entries, width}}};
 }
 
 // QKᵀ and (softmax)·V for one sequence, summed over heads (Note [Zoo time model]).
@@ -427,7 +432,8 @@ Profile zoo_profile(std::string_view name, const ZooOptions& options) {
                                    .params = module.params,
                                    .bytes_per_param = kBytesPerParam,
                                    .fp = fp,
-                                   .bp = kBackwardPerForward * fp});
+                                   .bp = kBackwardPerForward * fp,
+                                   .shapes = std::move(module.shapes)});
   }
   return profile;
 }

@@ -333,7 +333,9 @@ std::string profile_json(const std::string& model, int batch, const std::vector<
   Profile p{.model = model, .batch = batch, .device = "cpu"};
   for (const py::tuple& t : layers) {
     p.layers.push_back({.name = t[0].cast<std::string>(), .params = t[1].cast<std::int64_t>(),
-                        .bytes_per_param = t[2].cast<int>(), .fp = t[3].cast<double>(), .bp = t[4].cast<double>()});
+                        .bytes_per_param = t[2].cast<int>(), .fp = t[3].cast<double>(), .bp = t[4].cast<double>(),
+                        .shapes = t.size() > 5 ? t[5].cast<std::vector<std::vector<std::int64_t>>>()
+                                               : std::vector<std::vector<std::int64_t>>{}});
   }
   validate(p, "the measured profile");
   return to_json(p);
@@ -483,7 +485,7 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("profile_json", &profile_json, py::arg("model"), py::arg("batch"), py::arg("layers"),
-        "The profile file's JSON (profile/profile.h) of layers (name, params, bytes_per_param, fp_s, bp_s).");
+        "The profile file's JSON (profile/profile.h) of layers (name, params, bytes_per_param, fp_s, bp_s[, shapes]).");
   m.def("plan_json", &plan_of, py::arg("profile"), py::arg("workers"), py::arg("options"),
         py::arg("strategies"), py::arg("arch"), py::arg("servers"),
         "`weft plan --json` for a profile's JSON text.");
