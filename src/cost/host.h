@@ -61,6 +61,19 @@ struct Host {
 // advances at its share over the share it was profiled with, min(1, cores /
 // processes); a message at its share over comm_cores. Both stretches are 1
 // where the host counts no cores.
+//
+// Note [Two max-min solvers]
+// --------------------------
+// Cores are shared here, links in sim/network.h, both max-min fairly, by two
+// solvers rather than SimGrid's one system over every resource. A machine's
+// cores see a handful of demands (its computing workers, its messages) and are
+// solved in closed form at each change; the links carry up to tens of thousands
+// of flows, solved incrementally with one virtual clock per link (Note [One link,
+// one clock]). At any instant the coupling runs one way — a message's core
+// share stretches its start-up and transfer on the links (Network::Stretch),
+// while a link's share changes what the cores give only later, through which
+// messages are still in flight — so one joint system would buy no accuracy and
+// lose the per-link clock that keeps 20,000-layer plans fast.
 struct CoreShares {
   double compute = 1;  // a layer takes this times its profiled time
   double message = 1;  // a message advances this many times slower
