@@ -10,6 +10,8 @@
     # examples/resnet18_fashion_mnist.py with weft's strategies and with PyTorch DDP,
     # each rank behind an emulated link (root):
     tools/python_bench.py resnet18 --weft build/weft --runs torch-ddp,ssgd,wfbp --bandwidths 100Mbit
+    # the same for examples/vit_fashion_mnist.py (a small vision transformer, AdamW):
+    tools/python_bench.py vit --runs torch-ddp,wfbp,ssgd+powersgd:2 --bandwidths 100Mbit
 
 Runs go in rounds (every run once, then every run again) so that drift on a shared
 machine falls on all of them alike. A run's figure is the mean iteration time of
@@ -27,6 +29,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
+# The examples that `resnet18` and `vit` race: the same flags, torch-ddp or weft.
+EXAMPLES = {"resnet18": "resnet18_fashion_mnist.py", "vit": "vit_fashion_mnist.py"}
 
 
 def mean_iteration(metrics, warmup):
@@ -83,9 +87,9 @@ def update_runs(a):
     return links
 
 
-def resnet18_runs(a):
-    """Per link, (name, command(metrics)) pairs: the example under each --runs entry
-    (torch-ddp, a weft strategy, or STRATEGY+CODEC for weft with compression)."""
+def example_runs(a):
+    """Per link, (name, command(metrics)) pairs: the example EXAMPLES[a.what] under each
+    --runs entry (torch-ddp, a weft strategy, or STRATEGY+CODEC for weft with compression)."""
     links = []
     for link in a.bandwidths.split(","):
         runs = []
@@ -93,7 +97,7 @@ def resnet18_runs(a):
             strategy, _, codec = r.partition("+")
             runs.append((r, lambda m, link=link, strategy=strategy, codec=codec: [
                 a.weft, "run", "--nproc", str(a.nproc), "--bandwidth", link, "--", PYTHON,
-                os.path.join(ROOT, "examples", "resnet18_fashion_mnist.py"), "--strategy", strategy,
+                os.path.join(ROOT, "examples", EXAMPLES[a.what]), "--strategy", strategy,
                 "--compression", codec or "none", "--bandwidth", link, "--steps", str(a.steps),
                 "--batch", str(a.batch), "--eval-samples", "0", "--metrics", m]))
         links.append((link, runs))
@@ -102,13 +106,13 @@ def resnet18_runs(a):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["overhead", "update", "resnet18"])
+    parser.add_argument("what", choices=["overhead", "update", *EXAMPLES])
     parser.add_argument("--weft", default=os.path.join(ROOT, "build", "weft"))
     parser.add_argument("--strategies", default="wfbp", help="overhead: weft strategies")
     parser.add_argument("--runs", default="torch-ddp,ssgd,wfbp",
-                        help="resnet18: torch-ddp, weft strategies, STRATEGY+CODEC (e.g. wfbp+powersgd:2)")
+                        help="resnet18, vit: torch-ddp, weft strategies, STRATEGY+CODEC (e.g. wfbp+powersgd:2)")
     parser.add_argument("--bandwidths", default="100Mbit",
-                        help="update, resnet18: emulated links (root); update also takes loopback")
+                        help="update, resnet18, vit: emulated links (root); update also takes loopback")
     parser.add_argument("--nproc", type=int, default=4)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
@@ -122,7 +126,7 @@ def main():
         parser.error(f"--weft {a.weft}: not an executable; build weft first (make build)")
     os.makedirs(a.out, exist_ok=True)
 
-    groups = {"overhead": overhead_runs, "update": update_runs, "resnet18": resnet18_runs}[a.what](a)
+    groups = {"overhead": overhead_runs, "update": update_runs}.get(a.what, example_runs)(a)
     results = []
     for link, runs in groups:
         times = {name: [] for name, _ in runs}
