@@ -44,6 +44,24 @@ TEST_P(LauncherSignals, EndTheJobWithTheShellsStatus) {
   EXPECT_NE(out.err.find(fmt::format("interrupted by SIG{}", ::sigabbrev_np(signal))), std::string::npos) << out.err;
 }
 
+// Note [Signals a worker ends on]: started as a script's `weft train &` (SIGINT
+// ignored) or under nohup (SIGHUP ignored), the job still ends at once on the
+// signal: the workers do not inherit "ignored". Without that they waited for the
+// launcher's SIGKILL, 5 s later. (Within a second on an idle machine; the bound
+// leaves room for a loaded one.)
+TEST_P(LauncherSignals, EndTheJobAtOnceEvenWhenTheLauncherInheritedThemIgnored) {
+  const int signal = GetParam();
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(signal, &ignore, &previous);
+  const FaultOutcome out = inject(job_args({"--nproc", "2"}), 2, 2,
+                                  [signal](pid_t launcher, const std::vector<pid_t>&) { ::kill(launcher, signal); });
+  ::sigaction(signal, &previous, nullptr);
+  EXPECT_EQ(out.status, 128 + signal) << out.err;
+  EXPECT_LT(out.took, seconds(3)) << out.err;
+  EXPECT_EQ(out.err.find("killing"), std::string::npos) << out.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(IntTermHup, LauncherSignals, testing::Values(SIGINT, SIGTERM, SIGHUP),
                          [](const testing::TestParamInfo<int>& info) { return std::string(::sigabbrev_np(info.param)); });
 

@@ -2,8 +2,11 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,9 +23,11 @@
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "runtime/rank_output.h"
 #include "runtime/worker_env.h"
 #include "units/cores.h"
 
@@ -89,26 +94,68 @@ std::string signal_name(int signal) {
 
 bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
+// "rank 2" for a worker, "server 0 (rank 4)" for a parameter server.
+std::string rank_name(int rank, int workers) {
+  if (rank >= workers) return fmt::format("server {} (rank {})", rank - workers, rank);
+  return fmt::format("rank {}", rank);
+}
+
+// A descriptor closed when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// The read end of one rank's stderr pipe (Note [Ranks' stderr]), -1 once it ended.
+struct RankPipe {
+  Fd fd;
+  int source = -1;  // in the RankOutput
+};
+
 class Supervisor {
  public:
-  explicit Supervisor(const LaunchOptions& options) : options_(options) {}
+  // `pipes[rank]`: the read end of the rank's stderr, or none (Note [Ranks' stderr]).
+  // `signals`: a signalfd of SIGINT, SIGTERM, SIGHUP and SIGCHLD.
+  Supervisor(const LaunchOptions& options, RankOutput& output, std::vector<RankPipe> pipes, Fd signals)
+      : options_(options), output_(output), pipes_(std::move(pipes)), signals_(std::move(signals)) {}
 
   // REQUIRES: SIGINT, SIGTERM, SIGHUP, SIGCHLD blocked in this thread (so none is
-  // lost between a check and the wait).
-  int run(const std::vector<pid_t>& pids, pid_t group, const sigset_t& signals) {
+  // lost between a check and the wait, and they reach the signalfd).
+  int run(const std::vector<pid_t>& pids, pid_t group) {
     group_ = group;
     for (size_t rank = 0; rank < pids.size(); ++rank) rank_of_[pids[rank]] = static_cast<int>(rank);
     while (!rank_of_.empty()) {
       reap();
       if (rank_of_.empty()) break;
       escalate();
-      wait_for_signal(signals);
+      wait_for_event();
     }
+    // What the ranks' own children still hold open is not waited for.
+    for (size_t rank = 0; rank < pipes_.size(); ++rank) drain(static_cast<int>(rank), /*ended=*/true);
     if (interrupted_signal_ != 0) return 128 + interrupted_signal_;
     return any_failure_ ? first_status_ : 0;
   }
 
  private:
+  void say(const std::string& line) { output_.say(line); }
+
   void reap() {
     int status = 0;
     pid_t pid = 0;
@@ -122,24 +169,51 @@ class Supervisor {
       }
       if (WIFCONTINUED(status)) {
         if (stopped_.erase(pid) != 0 && interrupted_signal_ == 0 && !any_failure_) {
-          std::fprintf(stderr, "weft: %s continued\n", name(rank).c_str());
+          say(fmt::format("weft: {} continued", name(rank)));
         }
         continue;
       }
       stopped_.erase(pid);
       rank_of_.erase(it);
+      drain(rank, /*ended=*/true);  // its last words before the verdict on it
       if (!failed(status)) continue;
       if (!any_failure_ && interrupted_signal_ == 0) {
-        std::fprintf(stderr, "weft: %s failed (%s)%s; waiting up to %s for the other processes to exit\n",
-                     name(rank).c_str(), describe(status).c_str(), while_stopped().c_str(),
-                     format_duration(options_.failure_timeout).c_str());
+        say(fmt::format("weft: {} failed ({}){}; waiting up to {} for the other processes to exit", name(rank),
+                        describe(status), while_stopped(), format_duration(options_.failure_timeout)));
         // The failed worker's own status where it has one (2: bad input), else 1.
         fail(rank, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
       } else if (interrupted_signal_ == 0 && rank != first_failure_) {
-        std::fprintf(stderr, "weft: %s failed (%s) after %s\n", name(rank).c_str(), describe(status).c_str(),
-                     name(first_failure_).c_str());
+        say(fmt::format("weft: {} failed ({}) after {}", name(rank), describe(status), name(first_failure_)));
       }
     }
+  }
+
+  // Forwards what rank `rank` wrote that is there to read now; `ended`: the rank
+  // has exited, so its pipe is closed after (what its own children, still
+  // holding it, write later is not waited for).
+  void drain(int rank, bool ended) {
+    if (static_cast<size_t>(rank) >= pipes_.size()) return;
+    RankPipe& pipe = pipes_[static_cast<size_t>(rank)];
+    if (pipe.fd.get() < 0) return;
+    const auto close_pipe = [&] {
+      output_.end(pipe.source);
+      pipe.fd.reset();
+    };
+    char buffer[64 * 1024];
+    // Bounded per call, so that a rank that writes without pause cannot hold up
+    // the signals: the rest is read at the next wake-up.
+    for (int reads = 0; reads < (ended ? 64 : 16); ++reads) {
+      const ssize_t n = ::read(pipe.fd.get(), buffer, sizeof buffer);
+      if (n > 0) {
+        output_.feed(pipe.source, std::string_view(buffer, static_cast<size_t>(n)));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      close_pipe();  // its end, or an error
+      return;
+    }
+    if (ended) close_pipe();
   }
 
   // Note [Stopped workers]: a stopped rank blocks every collective, so the job
@@ -151,9 +225,9 @@ class Supervisor {
       end_stopped();  // it cannot exit by itself while stopped
       return;
     }
-    std::fprintf(stderr, "weft: %s was stopped (%s): the other processes cannot go on without it; it is ended if "
-                         "still stopped in %s\n",
-                 name(rank).c_str(), signal_name(signal).c_str(), format_duration(options_.failure_timeout).c_str());
+    say(fmt::format("weft: {} was stopped ({}): the other processes cannot go on without it; it is ended if "
+                    "still stopped in {}",
+                    name(rank), signal_name(signal), format_duration(options_.failure_timeout)));
   }
 
   void fail(int rank, int status) {
@@ -186,8 +260,8 @@ class Supervisor {
       for (const auto& [pid, stopped] : stopped_) {
         if (now < stopped.fail_at) continue;
         const int rank = rank_of_.at(pid);
-        std::fprintf(stderr, "weft: %s still stopped (%s) after %s: ending the job\n", name(rank).c_str(),
-                     signal_name(stopped.signal).c_str(), format_duration(options_.failure_timeout).c_str());
+        say(fmt::format("weft: {} still stopped ({}) after {}: ending the job", name(rank),
+                        signal_name(stopped.signal), format_duration(options_.failure_timeout)));
         fail(rank, 1);
         terminate_at_ = now;  // the others have waited for it long enough
         break;
@@ -195,20 +269,21 @@ class Supervisor {
     }
     if (terminate_at_ && now >= *terminate_at_) {
       terminate_at_.reset();
-      std::fprintf(stderr, "weft: %s still running after %s failed: terminating\n", still_running().c_str(),
-                   name(first_failure_).c_str());
-      signal_all(SIGTERM);
-      kill_at_ = now + seconds(options_.kill_grace);
+      say(fmt::format("weft: {} still running after {} failed: terminating", still_running(),
+                      name(first_failure_)));
+      end_gracefully(SIGTERM);
     }
     if (kill_at_ && now >= *kill_at_) {
       kill_at_.reset();
-      std::fprintf(stderr, "weft: %s ignored SIGTERM for %s: killing\n", still_running().c_str(),
-                   format_duration(options_.kill_grace).c_str());
+      say(fmt::format("weft: {} ignored {} for {}: killing", still_running(), signal_name(sent_signal_),
+                      format_duration(options_.kill_grace)));
       signal_all(SIGKILL);
     }
   }
 
-  void wait_for_signal(const sigset_t& signals) {
+  // Sleeps until a signal arrives, a rank writes to its stderr, or the next
+  // deadline (escalate()'s, a stopped rank's).
+  void wait_for_event() {
     std::optional<Clock::time_point> next;
     for (const auto& t : {terminate_at_, kill_at_}) {
       if (t && (!next || *t < *next)) next = t;
@@ -218,21 +293,45 @@ class Supervisor {
     }
     // Children exit with SIGCHLD, so this wakes for them; the periodic wake-up only
     // guards against a SIGCHLD coalesced with one already consumed.
-    auto wait = std::chrono::nanoseconds(std::chrono::seconds(1));
-    if (next) wait = std::min(wait, std::max(std::chrono::nanoseconds(0), *next - Clock::now()));
-    timespec timeout{.tv_sec = static_cast<time_t>(wait.count() / 1'000'000'000),
-                     .tv_nsec = static_cast<long>(wait.count() % 1'000'000'000)};
-    const int sig = ::sigtimedwait(&signals, nullptr, &timeout);
-    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;
+    auto wait = std::chrono::milliseconds(1000);
+    if (next) {
+      wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(
+                                std::max(Clock::duration(0), *next - Clock::now())));
+    }
+    std::vector<pollfd> fds{{.fd = signals_.get(), .events = POLLIN, .revents = 0}};
+    std::vector<int> ranks{-1};
+    for (size_t rank = 0; rank < pipes_.size(); ++rank) {
+      if (pipes_[rank].fd.get() < 0) continue;
+      fds.push_back({.fd = pipes_[rank].fd.get(), .events = POLLIN, .revents = 0});
+      ranks.push_back(static_cast<int>(rank));
+    }
+    if (::poll(fds.data(), fds.size(), static_cast<int>(wait.count())) <= 0) return;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) drain(ranks[i], /*ended=*/false);
+    }
+    signalfd_siginfo info{};
+    while (::read(signals_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      on_signal(static_cast<int>(info.ssi_signo));
+    }
+  }
+
+  void on_signal(int sig) {
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;  // SIGCHLD: reap() looks
     if (interrupted_signal_ != 0) {
-      std::fprintf(stderr, "weft: second signal: killing the workers\n");
+      say("weft: second signal: killing the workers");
       signal_all(SIGKILL);
       return;
     }
     interrupted_signal_ = sig;
-    std::fprintf(stderr, "weft: interrupted by %s: ending %s\n", signal_name(sig).c_str(), still_running().c_str());
-    signal_all(sig);
+    say(fmt::format("weft: interrupted by {}: ending {}", signal_name(sig), still_running()));
     terminate_at_.reset();
+    end_gracefully(sig);
+  }
+
+  // `sig` to every child, and SIGKILL after the grace to those it did not end.
+  void end_gracefully(int sig) {
+    signal_all(sig);
+    sent_signal_ = sig;
     kill_at_ = Clock::now() + seconds(options_.kill_grace);
   }
 
@@ -253,11 +352,7 @@ class Supervisor {
     return names;
   }
 
-  // "rank 2" for a worker, "server 0 (rank 4)" for a parameter server.
-  std::string name(int rank) const {
-    if (rank >= options_.nproc) return fmt::format("server {} (rank {})", rank - options_.nproc, rank);
-    return fmt::format("rank {}", rank);
-  }
+  std::string name(int rank) const { return rank_name(rank, options_.nproc); }
 
   static Clock::duration seconds(Seconds s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -269,6 +364,9 @@ class Supervisor {
   };
 
   const LaunchOptions& options_;
+  RankOutput& output_;
+  std::vector<RankPipe> pipes_;  // by rank; empty for a job of one process
+  Fd signals_;
   pid_t group_ = 0;
   std::map<pid_t, int> rank_of_;    // children not yet reaped
   std::map<pid_t, Stopped> stopped_;  // of those, the ones stopped now
@@ -276,6 +374,7 @@ class Supervisor {
   int first_failure_ = -1;
   int first_status_ = 1;
   int interrupted_signal_ = 0;
+  int sent_signal_ = 0;  // the last signal end_gracefully() sent: what kill_at_ waits on
   std::optional<Clock::time_point> terminate_at_;
   std::optional<Clock::time_point> kill_at_;
 };
@@ -298,8 +397,9 @@ class BlockedSignals {
 };
 
 // Runs in the child between fork() and execve(): async-signal-safe calls only.
+// `stderr_fd`: the write end of the rank's stderr pipe, or -1 to keep ours.
 [[noreturn]] void exec_child(const char* executable, char** argv, char** envp, pid_t group, pid_t parent,
-                             const sigset_t& mask, const CoreSet& cores) {
+                             const sigset_t& mask, const CoreSet& cores, int stderr_fd) {
   const auto fail = [](const char* message, size_t length) {
     [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, message, length);
     ::_exit(127);
@@ -307,6 +407,13 @@ class BlockedSignals {
   ::setpgid(0, group);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl
+  if (stderr_fd >= 0 && ::dup2(stderr_fd, STDERR_FILENO) < 0) ::_exit(127);
+  // Note [Signals a worker ends on]: the signals the launcher forwards end a worker,
+  // whatever disposition the launcher inherited (a script's `weft train &` runs
+  // with SIGINT ignored, nohup with SIGHUP ignored, and exec keeps "ignored").
+  struct sigaction by_default {};
+  by_default.sa_handler = SIG_DFL;
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &by_default, nullptr);
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
   static constexpr char kCores[] = "weft: cannot pin the worker to its cores (sched_setaffinity)\n";
   if (!pin(cores)) fail(kCores, sizeof kCores - 1);
@@ -385,13 +492,34 @@ int launch(const LaunchOptions& options) {
   sigaddset(&signals, SIGCHLD);
   BlockedSignals blocked(signals);
 
+  // Before any child exists, so that the job can always be supervised.
+  Fd signal_fd(::signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (signal_fd.get() < 0) throw errno_error("signalfd");
+
+  // Note [Ranks' stderr]: a job of two or more processes has its ranks' stderr
+  // piped here and forwarded line by line.
+  RankOutput output(STDERR_FILENO, ::isatty(STDERR_FILENO) == 1);
+  std::vector<RankPipe> pipes;
   const pid_t parent = ::getpid();
   std::vector<pid_t> pids;
   pid_t group = 0;
   for (int rank = 0; rank < world; ++rank) {
+    Fd write_end;
+    if (world > 1) {
+      int ends[2];
+      if (::pipe2(ends, O_CLOEXEC) != 0) {
+        const auto error = errno_error(fmt::format("creating the stderr pipe of process {} of {}", rank, world));
+        for (pid_t p : pids) ::kill(p, SIGKILL);
+        for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+        throw error;
+      }
+      ::fcntl(ends[0], F_SETFL, O_NONBLOCK);
+      pipes.push_back({.fd = Fd(ends[0]), .source = output.add(rank_name(rank, options.nproc))});
+      write_end = Fd(ends[1]);
+    }
     const pid_t pid = ::fork();
     if (pid == 0) exec_child(executable.c_str(), argv.data(), environments[rank].envp(), group, parent,
-                             blocked.previous(), cores[static_cast<size_t>(rank)]);
+                             blocked.previous(), cores[static_cast<size_t>(rank)], write_end.get());
     if (pid < 0) {
       const auto error = errno_error(fmt::format("starting process {} of {}", rank, world));
       for (pid_t p : pids) ::kill(p, SIGKILL);
@@ -402,7 +530,7 @@ int launch(const LaunchOptions& options) {
     ::setpgid(pid, group);  // also in the child: whichever runs first wins, both agree
     pids.push_back(pid);
   }
-  return Supervisor(options).run(pids, group, signals);
+  return Supervisor(options, output, std::move(pipes), std::move(signal_fd)).run(pids, group);
 }
 
 }  // namespace weft::runtime

@@ -19,9 +19,17 @@
 // one host) and the roles `weft netem` gives (netem/netem.h): WEFT_ROLE
 // (worker|server), WEFT_WORKERS, WEFT_SERVERS and, on servers, WEFT_SERVER_RANK.
 //
+// In a job of two or more processes each child's stderr is a pipe to the launcher,
+// which forwards it line by line, each line prefixed by its rank ("[rank 1] ...")
+// and never mixed with another's (Note [Ranks' stderr], runtime/rank_output.h).
+//
 // Supervision. The children form their own process group, so a terminal's Ctrl-C
 // reaches only the launcher, which forwards SIGINT/SIGTERM/SIGHUP to every child; a
-// second signal, or a child that ignores the first for `kill_grace`, gets SIGKILL.
+// second signal, or a child that ignores the first for `kill_grace`, gets SIGKILL
+// (the message names the signal it ignored). Each child starts with the three at
+// their default action, whatever the launcher inherited (a script's `weft train &`
+// runs with SIGINT ignored, and exec keeps "ignored"), so a forwarded signal ends a
+// worker at once (Note [Signals a worker ends on], launcher.cc).
 // Each child asks the kernel (PR_SET_PDEATHSIG) for SIGKILL when the launcher
 // dies, so no worker outlives a launcher killed with SIGKILL either. Signals from
 // the launcher go to the children's whole process group. When a child
@@ -41,8 +49,8 @@
 // the launcher sends is followed by SIGCONT, so that a stopped child receives it.
 //
 // Thread-safety: launch() blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD in the calling thread
-// while it runs (it waits for them with sigtimedwait); call it from the main
-// thread, before other threads exist, once at a time.
+// while it runs (it reads them from a signalfd); call it from the main thread,
+// before other threads exist, once at a time.
 #pragma once
 
 #include <filesystem>

@@ -14,10 +14,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "runtime/worker_env.h"
 #include "units/cores.h"
@@ -116,6 +121,93 @@ TEST_F(LauncherTest, ARankKilledBySignalIsReportedSo) {
   const auto [status, err] = run(2, "if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 60", /*failure_timeout=*/0.5);
   EXPECT_NE(status, 0);
   EXPECT_NE(err.find("rank 0 failed (killed by signal 9)"), std::string::npos) << err;
+}
+
+// Note [Ranks' stderr]: four ranks each write 300 lines in two write()s apiece;
+// every line arrives whole, prefixed by its rank, none lost.
+TEST_F(LauncherTest, LinesOfDifferentRanksAreNeverMixed) {
+  const std::string payload(200, 'y');
+  const std::string script = "i=0; while [ $i -lt 300 ]; do printf 'r%s-%s-' $RANK $i >&2; printf '" + payload +
+                             "%s\\n' $RANK >&2; i=$((i+1)); done";
+  const auto [status, err] = run(4, script);
+  EXPECT_EQ(status, 0) << err;
+  std::map<int, int> next;  // each rank's next line number
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    int rank = -1, i = -1;
+    char tail[256] = {};
+    ASSERT_EQ(std::sscanf(line.c_str(), "[rank %d] r%*d-%d-%250s", &rank, &i, tail), 3) << line;
+    EXPECT_EQ(line, fmt::format("[rank {}] r{}-{}-{}{}", rank, rank, i, payload, rank));
+    EXPECT_EQ(i, next[rank]++) << line;
+  }
+  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(next[rank], 300) << "rank " << rank;
+}
+
+// A rank that dies mid-line: its unfinished line comes out, before the verdict.
+TEST_F(LauncherTest, ALineLeftUnfinishedByADeadRankIsNotLost) {
+  const auto [status, err] =
+      run(2, "if [ $RANK = 1 ]; then printf 'last words' >&2; kill -9 $$; fi; exec sleep 60", /*failure_timeout=*/0.5);
+  EXPECT_NE(status, 0);
+  const auto words = err.find("[rank 1] last words\n");
+  EXPECT_NE(words, std::string::npos) << err;
+  EXPECT_LT(words, err.find("rank 1 failed (killed by signal 9)")) << err;
+}
+
+// Far more than a pipe holds (64 KiB), from two ranks at once: each is read as it
+// writes, so neither blocks, and all of it arrives.
+TEST_F(LauncherTest, ARankWritingMoreThanAPipeHoldsIsNotHeldUp) {
+  const auto [status, err] = run(2, "head -c 2000000 /dev/zero | tr '\\0' x | fold -w 99 >&2");
+  EXPECT_EQ(status, 0);
+  std::map<std::string, size_t> bytes_of;  // by prefix
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    const auto end = line.find("] ");
+    ASSERT_NE(end, std::string::npos) << line.substr(0, 200);
+    const std::string text = line.substr(end + 2);
+    ASSERT_EQ(text.find_first_not_of('x'), std::string::npos) << line.substr(0, 200);
+    bytes_of[line.substr(0, end + 1)] += text.size();
+  }
+  EXPECT_EQ(bytes_of["[rank 0]"], 2000000u);
+  EXPECT_EQ(bytes_of["[rank 1]"], 2000000u);
+}
+
+// A rank's own child that keeps the rank's stderr open does not keep the launcher.
+TEST_F(LauncherTest, ARanksChildHoldingItsStderrDoesNotHoldTheLauncher) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto [status, err] = run(2, "sleep 30 & echo $! > " + dir_.string() + "/pid.$RANK; echo started >&2");
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (pid_t pid : pids()) ::kill(pid, SIGKILL);
+  EXPECT_EQ(status, 0) << err;
+  EXPECT_NE(err.find("[rank 1] started\n"), std::string::npos) << err;
+  EXPECT_LT(took, std::chrono::seconds(10)) << err;
+}
+
+// Note [Signals a worker ends on]: a script's `weft train &` runs with SIGINT
+// ignored; the children start with SIGINT, SIGTERM and SIGHUP at their defaults.
+TEST_F(LauncherTest, ChildrenStartWithTheForwardedSignalsAtTheirDefaults) {
+  struct sigaction ignore {}, previous[3];
+  ignore.sa_handler = SIG_IGN;
+  const int signals[3] = {SIGINT, SIGTERM, SIGHUP};
+  for (int k = 0; k < 3; ++k) ::sigaction(signals[k], &ignore, &previous[k]);
+  const auto [status, err] = run(2, "grep SigIgn /proc/self/status > " + dir_.string() + "/ignored.$RANK");
+  for (int k = 0; k < 3; ++k) ::sigaction(signals[k], &previous[k], nullptr);
+  ASSERT_EQ(status, 0) << err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string line = read_text(dir_ / ("ignored." + std::to_string(rank)));
+    const unsigned long long mask = std::stoull(line.substr(line.find(':') + 1), nullptr, 16);
+    for (const int sig : signals) EXPECT_EQ(mask & (1ULL << (sig - 1)), 0u) << ::sigabbrev_np(sig) << ": " << line;
+  }
+}
+
+// The launcher names the signal a rank ignored: the one it sent.
+TEST_F(LauncherTest, ARankThatIgnoresAForwardedSignalIsKilledNamingIt) {
+  const auto [status, err] =
+      run(2, "trap '' INT; echo ready > " + dir_.string() +
+                 "/ready.$RANK; while [ ! -e " + dir_.string() + "/ready.0 ] || [ ! -e " + dir_.string() +
+                 "/ready.1 ]; do sleep 0.05; done; if [ $RANK = 0 ]; then kill -INT $PPID; fi; exec sleep 60");
+  EXPECT_EQ(status, 128 + SIGINT) << err;
+  EXPECT_NE(err.find("interrupted by SIGINT"), std::string::npos) << err;
+  EXPECT_NE(err.find("ignored SIGINT for 1s: killing"), std::string::npos) << err;
 }
 
 // Binds a fresh TCP socket on `host`:`port`, with SO_REUSEADDR if `reuse`, and
