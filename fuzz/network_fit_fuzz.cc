@@ -3,13 +3,13 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "cli/cluster_flags.h"
+#include "plan/options.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return weft::fuzz::refuse_or_read(data, size, [](std::string_view text) {
     weft::Cluster c{.workers = 4, .bandwidth = 1e8, .latency = 1e-5};
-    c.fitted = weft::cli::parse_fit(text, "fuzz.json");
+    c.fitted = weft::parse_fit(text, "fuzz.json");
     weft::validate(c);
     for (weft::Bytes n : {weft::Bytes{0}, weft::Bytes{1}, weft::Bytes{1} << 20, weft::Bytes{1} << 40}) {
       if (!std::isfinite(weft::allreduce_time(c, n))) throw std::logic_error("a fitted all-reduce time is not finite");

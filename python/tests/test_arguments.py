@@ -20,11 +20,33 @@ def test_unknown_strategy():
         weft.DataParallel(net, sgd(net), strategy="fast")
 
 
-@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+@pytest.mark.parametrize("value", [0, -1])
 def test_H_below_one(value):
     net = models.make_net()
-    with pytest.raises(ValueError, match=r"H=.*expected an integer >= 1"):
+    with pytest.raises(ValueError, match=rf"^H={value}: expected an integer in \[1, "):
         weft.DataParallel(net, sgd(net), strategy="flsgd", H=value)
+
+
+@pytest.mark.parametrize("value", [1.5, True, "5"])
+def test_H_not_an_integer(value):
+    net = models.make_net()
+    with pytest.raises(TypeError, match=r"^H=.*: expected an integer"):
+        weft.DataParallel(net, sgd(net), strategy="flsgd", H=value)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(failure_timeout=0), r"^failure_timeout=0: expected a duration in \(0, "),
+    (dict(failure_timeout=float("inf")), r"^failure_timeout=inf: expected"),
+    (dict(steps=0), r"^steps=0: expected an integer in \[1, "),
+    (dict(partition=16), r"^partition=16B: expected a size in \[1KiB, "),
+    (dict(bandwidth="1e-300Gbit"), r"^bandwidth=1e-300Gbit: expected a rate in"),
+    (dict(outer_lr=1e308), r"^outer_lr=1e\+308: expected"),
+])
+def test_values_are_checked_by_the_command_lines_ranges(options, message):
+    """The same check and the same words as weft train's flags, named as keywords (units/ranges.h)."""
+    net = models.make_net()
+    with pytest.raises(ValueError, match=message):
+        weft.DataParallel(net, sgd(net), strategy="flsgd", **options)
 
 
 def test_module_without_parameters():
@@ -46,27 +68,27 @@ def test_unknown_option_names_the_accepted_ones():
 
 def test_bad_option_value_names_it():
     net = models.make_net()
-    with pytest.raises(ValueError, match=r"--bandwidth"):
+    with pytest.raises(ValueError, match=r"^bandwidth: .*'fast' is not understood"):
         weft.DataParallel(net, sgd(net), bandwidth="fast")
 
 
 def test_bad_compression_names_the_accepted_encodings():
     net = models.make_net()
-    with pytest.raises(ValueError, match=r"--compression zip.*none, fp16, bf16, int8, powersgd:R"):
+    with pytest.raises(ValueError, match=r"^compression=zip: .*none, fp16, bf16, int8, powersgd:R"):
         weft.DataParallel(net, sgd(net), compression="zip")
     for low_rank in ("powersgd:2", "acpsgd:2"):
-        with pytest.raises(ValueError, match=rf"--compression {low_rank}: .*accepted with ps: none, fp16, bf16, int8"):
+        with pytest.raises(ValueError, match=rf"^compression={low_rank}: .*accepted with ps: none, fp16, bf16, int8"):
             weft.DataParallel(net, sgd(net), strategy="ps", compression=low_rank, servers=1)
 
 
 def test_outer_optimizer_only_for_local_sgd_and_checked():
     net = models.make_net()
     with pytest.raises(ValueError,
-                       match=r"--outer-optimizer nesterov: .*\(flsgd, .*ps-interleaved\); --strategy wfbp has none"):
+                       match=r"^outer_optimizer=nesterov: .*\(flsgd, .*ps-interleaved\); strategy=wfbp has none"):
         weft.DataParallel(net, sgd(net), strategy="wfbp", outer_optimizer="nesterov")
-    with pytest.raises(ValueError, match=r"--outer-optimizer adam"):
+    with pytest.raises(ValueError, match=r"^outer_optimizer=adam"):
         weft.DataParallel(net, sgd(net), strategy="flsgd", outer_optimizer="adam")
-    with pytest.raises(ValueError, match=r"--outer-momentum"):
+    with pytest.raises(ValueError, match=r"^outer_momentum=1.5: expected"):
         weft.DataParallel(net, sgd(net), strategy="flsgd", outer_optimizer="nesterov", outer_momentum=1.5)
 
 
@@ -80,7 +102,7 @@ def test_not_a_module_or_optimizer():
 
 def test_ps_without_servers():
     net = models.make_net()
-    with pytest.raises(ValueError, match=r"strategy='ps' needs parameter servers"):
+    with pytest.raises(ValueError, match=r"^strategy=ps: a parameter-server strategy needs parameter servers: servers=S >= 1"):
         weft.DataParallel(net, sgd(net), strategy="ps")
 
 

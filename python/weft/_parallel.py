@@ -124,21 +124,23 @@ class DataParallel(nn.Module):
             raise ValueError(f"strategy={strategy!r} is not a weft strategy; accepted: auto, {', '.join(known)}")
         schedule_options = {k: options.get(k, v) for k, v in SCHEDULE_OPTIONS.items()}
         o = {k: options.get(k, v) for k, v in WRAPPER_OPTIONS.items()}
+        # Types here; every value is checked by the C++ job (runtime/job.h), as
+        # weft train checks its flags, and named as these keywords.
         for name in ("H", "T"):
-            value = schedule_options[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r}: expected an integer >= 1")
-        _C.check_options(schedule_options)
+            _expect(name, schedule_options[name], int, "an integer")
+        _expect("failure_timeout", o["failure_timeout"], (int, float), "a number of seconds")
+        if o["steps"] is not None:
+            _expect("steps", o["steps"], int, "an integer")
+        for name in ("outer_lr", "outer_momentum"):
+            _expect(name, o[name], (int, float), "a number")
+        _expect("outer_optimizer", o["outer_optimizer"], str, "a string")
         allow = (o["allow"],) if isinstance(o["allow"], str) else tuple(o["allow"])
         if not set(allow) <= set(FAMILIES):
             raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}")
-        self._outer = _C.outer_options(str(o["outer_optimizer"]), float(o["outer_lr"]), float(o["outer_momentum"]))
-        _C.check_outer_step(self._outer, strategy)
-        if strategy != "auto" and known[strategy] == "ps":
-            _C.check_exchange_encoding(str(schedule_options["compression"]), strategy)
-        timeout = o["failure_timeout"]
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"failure_timeout={timeout!r}: expected a number of seconds > 0")
+        self._servers = _servers_of(o["servers"])
+        self._job_options = _C.job_options(strategy, schedule_options, self._servers, o["steps"],
+                                           float(o["failure_timeout"]), o["outer_optimizer"],
+                                           float(o["outer_lr"]), float(o["outer_momentum"]))
 
         trainable = [p for p in module.parameters() if p.requires_grad]
         if not trainable:
@@ -162,9 +164,6 @@ class DataParallel(nn.Module):
                     raise ValueError(f"layers: {type(m).__name__} is not a submodule of the module; "
                                      "accepted: submodules of it, in forward order")
                 user_layers.append(names[id(m)])
-        if o["steps"] is not None and (isinstance(o["steps"], bool) or not isinstance(o["steps"], int)
-                                       or o["steps"] < 1):
-            raise ValueError(f"steps={o['steps']!r}: expected an integer >= 1")
 
         self.module = module
         self._optimizer = optimizer
@@ -179,22 +178,18 @@ class DataParallel(nn.Module):
         self._finished = False
         self._in_backward = False
         self._handles = []
-        self._servers = _servers_of(o["servers"])
 
         where = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
         if where[1] is not None and where in _JOINED:
             raise ValueError(f"weft.DataParallel: this process already joined the job at {where[0]}:{where[1]} "
                              "with another weft.DataParallel; a job has one per process (give the next job "
                              "another MASTER_PORT)")
-        self._job = _C.connect(float(timeout))
+        self._job = _C.connect(float(o["failure_timeout"]))
         if where[1] is not None:
             _JOINED.add(where)
         self.rank = self._job.rank
         self.world = self._job.world
-        self.workers = self.world - self._servers
-        if self.workers < 1:
-            raise ValueError(f"servers={self._servers}: the job has only {self.world} ranks (WORLD_SIZE); "
-                             "it needs at least one worker besides the servers")
+        self.workers = _C.workers_of(self._job_options, self.world)
         if strategy != "auto":
             self._check_family(strategy)
         elif bool(self._servers) != ("ps" in allow) or (self._servers and o["steps"] is None):
@@ -217,17 +212,8 @@ class DataParallel(nn.Module):
     # -- the job -----------------------------------------------------------
 
     def _check_family(self, strategy):
+        """What the strategy's family asks of the optimizer and the update mode (Python objects)."""
         family = strategies()[strategy]
-        if family == "ps":
-            if self._servers < 1:
-                raise ValueError(f"strategy={strategy!r} needs parameter servers: servers=S (or `weft run "
-                                 "--servers S`), S >= 1")
-            if self._options["steps"] is None:
-                raise ValueError(f"strategy={strategy!r}: give steps=N, the iterations the job trains "
-                                 "(the servers serve exactly those)")
-        elif self._servers:
-            raise ValueError(f"servers={self._servers}: only the parameter-server strategies (ps, "
-                             f"ps-interleaved) have servers, not {strategy!r}")
         if family != "ssgd" and not self._mirrored_optimizer():
             raise ValueError(f"strategy={strategy!r} steps the optimizer inside weft: use torch.optim.SGD, "
                              f"Adam or AdamW ({mirror_reason(self._optimizer)})")
@@ -266,9 +252,9 @@ class DataParallel(nn.Module):
                 raise ValueError(f"rank 0 could not build the schedule: {chosen['error']}")
             strategy = chosen["strategy"]
             if not error:
+                self._job_options = self._job_options.with_strategy(strategy)
                 self._check_family(strategy)
-        plan = _C.shared_schedule(job, strategy, self._schedule_options, self.workers, self._servers,
-                                  profile_text, extra, error)
+        plan = _C.shared_schedule(job, self._job_options, self.workers, profile_text, extra, error)
         self.strategy = strategy
         shared = json.loads(plan.extra)
         layers = assign(self.module, shared["called"], self._user_layers)
@@ -303,11 +289,9 @@ class DataParallel(nn.Module):
     def _choose(self, profile_text, why):
         """strategy="auto": the plan's fastest strategy among the allowed families."""
         # With servers only the parameter-server family runs; without, every other allowed one.
-        arch = "ps" if self._servers else "allreduce"
         candidates = [n for n, family in strategies().items()
                       if family in self._allow and (family == "ps") == bool(self._servers)]
-        plan = json.loads(_C.plan_json(profile_text, self.workers, self._schedule_options, candidates, arch,
-                                       max(self._servers, 1)))
+        plan = json.loads(self._job_options.plan_json(profile_text, self.workers, candidates))
         chosen = plan["recommended"]
         if self._options["verbose"]:
             rows = {s["name"]: s for s in plan.get("strategies", [])}
@@ -341,10 +325,9 @@ class DataParallel(nn.Module):
         if self._loaded is not None:
             self._check_job(self._loaded["job"], check_strategy=True)
             first = self._loaded["iteration"]
-        self._engine = _C.Engine(self._job, plan, params, [n or "(root)" for n, _ in layers],
+        self._engine = _C.Engine(self._job, plan, self._job_options, params, [n or "(root)" for n, _ in layers],
                                  self._cpp_optimizer, self.workers,
-                                 bool(self._options["find_unused_parameters"]),
-                                 2.0 * float(self._options["failure_timeout"]), self._outer, first)
+                                 bool(self._options["find_unused_parameters"]), first)
         if self._loaded is not None:
             self._engine.load_state(self._loaded["tensors"])
             if not stepped and self._mirrored_optimizer() and any(k.startswith("opt/") for k in self._loaded["tensors"]):
@@ -412,18 +395,18 @@ class DataParallel(nn.Module):
         plan, layers = self._setup(None, None)
         params = [ps for _, ps in layers]
         optimizer = _C.LayerOptimizer(params, Mirror(self._optimizer, params).options(stepped=True))
-        _C.serve(self._job, plan, params, optimizer, self.workers, int(self._options["steps"]), self._outer)
+        _C.serve(self._job, plan, self._job_options, params, optimizer, self.workers)
         sys.exit(0)
 
     # -- checkpoints (docs/checkpoints.md) ----------------------------------
 
     def _identity(self):
-        """What a checkpoint of this worker must match to be resumed here."""
-        o, s = self._options, self._schedule_options
-        return {"strategy": self.strategy, "workers": self.workers, "rank": self.rank, "servers": self._servers,
-                "compression": str(s["compression"]), "H": s["H"], "T": s["T"],
-                "outer_optimizer": str(o["outer_optimizer"]), "outer_lr": float(o["outer_lr"]),
-                "outer_momentum": float(o["outer_momentum"])}
+        """What a checkpoint of this worker must match to be resumed here: the job's
+        identity as weft train records it (runtime/job.h), and the rank. Before
+        strategy='auto' has chosen, only what does not depend on the strategy."""
+        if self.strategy == "auto":
+            return {"workers": self.workers, "servers": self._servers, "rank": self.rank}
+        return dict(json.loads(self._job_options.identity(self.workers)), rank=self.rank)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         """state_dict(): the module's tensors ("module.*") and weft's state ("weft.*").
@@ -635,6 +618,12 @@ class DataParallel(nn.Module):
                     with torch.no_grad():
                         for p, value in zip(params, agreed):
                             p.copy_(value)
+
+
+def _expect(name, value, types, what):
+    """TypeError unless `value` is of `types` (a bool is not a number here)."""
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise TypeError(f"{name}={value!r}: expected {what}")
 
 
 def _check_not_wrapped(module, optimizer):

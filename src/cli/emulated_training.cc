@@ -1,7 +1,5 @@
 #include "cli/emulated_training.h"
 
-#include <charconv>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -12,6 +10,7 @@
 #include "netem/netem.h"
 #include "netem/netns.h"
 #include "netem/shaping.h"
+#include "runtime/job.h"
 #include "runtime/launcher.h"
 
 namespace weft::cli {
@@ -49,25 +48,9 @@ int run_emulated_training(const EmulatedTraining& job) {
   const netem::RunReport report =
       netem::run_emulated(network, argv_per_rank, {.grace = job.failure_timeout},
                           {std::string(runtime::kLaunchedWorkerVariable) + "=1",
-                           fmt::format("{}={}", kEmulatedMtuVariable, network.mtu)});
+                           fmt::format("{}={}", runtime::kEmulatedMtuVariable, network.mtu)});
   if (report.exit_status != 0) std::cerr << "weft train: " << report.message << "\n";
   return report.exit_status;
-}
-
-Cluster planned_cluster(Cluster given) {
-  const char* text = std::getenv(kEmulatedMtuVariable);
-  if (text == nullptr || !runtime::is_launched_worker()) return given;
-  int mtu = 0;
-  const std::string_view value = text;
-  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), mtu);
-  if (error != std::errc{} || end != value.data() + value.size()) {
-    throw UsageError(fmt::format("{}={}: expected the emulated links' MTU in bytes (68..65535)",
-                                 kEmulatedMtuVariable, value));
-  }
-  netem::check_mtu(mtu, kEmulatedMtuVariable);
-  given.bandwidth = netem::payload_rate(given.bandwidth, mtu);
-  if (given.server_bandwidth > 0) given.server_bandwidth = netem::payload_rate(given.server_bandwidth, mtu);
-  return given;
 }
 
 }  // namespace weft::cli

@@ -18,7 +18,7 @@
 // kernels lack netem's delays, docs/runtime.md §3): the planner uses it as given. The ranks
 // plan for what TCP delivers over the shaped links (netem::payload_rate, about 95%
 // of the rate at a 1500-byte MTU), as `weft bench` does: the launch tells them the
-// links' MTU in kEmulatedMtuVariable, and planned_cluster() applies it.
+// links' MTU in runtime::kEmulatedMtuVariable, and runtime::cluster_of (runtime/job.h) applies it.
 //
 // Thread-safety: run_emulated_training once per process, from the main thread.
 #pragma once
@@ -28,9 +28,6 @@
 #include "units/units.h"
 
 namespace weft::cli {
-
-// Set by run_emulated_training in each rank's environment: the emulated links' MTU.
-inline constexpr const char* kEmulatedMtuVariable = "WEFT_EMULATED_MTU";
 
 struct EmulatedTraining {
   int workers = 0;                      // --nproc, >= 1
@@ -51,11 +48,5 @@ bool trains_on_emulated_links(bool bandwidth_given, bool nproc_given);
 // THROWS UsageError without the privileges to build namespaces, saying to use sudo
 // or to leave out --bandwidth; otherwise what run_emulated throws.
 int run_emulated_training(const EmulatedTraining& job);
-
-// The cluster a rank plans for (the note): in a rank of run_emulated_training's
-// job, `given` with each worker's and server's rate replaced by TCP's payload rate
-// over it; otherwise `given` unchanged.
-// THROWS UsageError if kEmulatedMtuVariable is set but not an MTU (68..65535).
-Cluster planned_cluster(Cluster given);
 
 }  // namespace weft::cli

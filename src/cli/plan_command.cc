@@ -21,8 +21,8 @@ namespace {
 
 struct PlanFlags {
   ModelFlags model;
-  ClusterFlags cluster;
-  StrategyFlags strategy;
+  ClusterSpec cluster;
+  StrategySpec strategy;
   std::vector<std::string> strategies;
   bool json = false;
   bool no_tune = false;
@@ -141,7 +141,7 @@ void run_plan(const PlanFlags& flags) {
   const Cluster cluster = make_cluster(flags.cluster, flags.model.profile_file);
   // --compression auto: every S-SGD strategy with every codec (docs/compression.md).
   const bool every_codec = flags.strategy.compression == "auto";
-  StrategyFlags strategy = flags.strategy;
+  StrategySpec strategy = flags.strategy;
   if (every_codec) strategy.compression = "none";
   PlanOptions options{.strategies = flags.strategies,
                       .strategy = make_strategy_options(strategy),
@@ -164,8 +164,8 @@ void run_plan(const PlanFlags& flags) {
 
 struct SimulateFlags {
   ModelFlags model;
-  ClusterFlags cluster;
-  StrategyFlags strategy;
+  ClusterSpec cluster;
+  StrategySpec strategy;
   std::string name = "wfbp";
   std::string schedule;  // simulate this schedule instead of planning `name`
   int iterations = 0;

@@ -70,9 +70,9 @@ nlohmann::json read_json(const fs::path& file) {
 
 // The cluster `weft bench` planned the run for: the link's fit, and for a
 // parameter server the servers and bandwidths its plan-LINK-ps.json records.
-ClusterFlags cluster_of(const fs::path& bench, const nlohmann::json& run) {
+ClusterSpec cluster_of(const fs::path& bench, const nlohmann::json& run) {
   const std::string link = run.at("link");
-  ClusterFlags flags{.workers = run.at("workers").get<int>(),
+  ClusterSpec flags{.workers = run.at("workers").get<int>(),
                      .network_file = (bench / fmt::format("net-{}.json", link)).string(),
                      .host_file = (bench / fmt::format("host-{}.json", link)).string()};
   if (on_servers(run.at("strategy"))) {

@@ -43,7 +43,7 @@ struct RunFlags {
   int servers = 0;
   std::string bandwidth;         // empty: loopback, no emulation
   std::string server_bandwidth;  // empty: same as --bandwidth
-  double failure_timeout = runtime::TrainDefaults::kFailureTimeout;
+  double failure_timeout = runtime::kDefaultFailureTimeout;
   std::string cores = "auto";
   std::vector<std::string> command;
 };
@@ -107,7 +107,7 @@ int run(const RunFlags& flags, bool bandwidth_given) {
                            flags.nproc == 1 ? "" : "es", servers, netem::join_command(flags.command),
                            format_bandwidth(network.bandwidth));
   environment.push_back(std::string(runtime::kLaunchedWorkerVariable) + "=1");
-  environment.push_back(fmt::format("{}={}", kEmulatedMtuVariable, network.mtu));  // weft.DataParallel plans with it
+  environment.push_back(fmt::format("{}={}", runtime::kEmulatedMtuVariable, network.mtu));  // weft.DataParallel plans with it
   std::vector<std::string> argv = flags.command;
   argv[0] = executable;
   const std::vector<std::vector<std::string>> argv_per_rank(static_cast<std::size_t>(flags.nproc + flags.servers),

@@ -36,8 +36,8 @@ struct TrainFlags {
   std::string latency = "50us";
   std::string network;
   std::string host;
-  StrategyFlags strategy;
-  double failure_timeout = runtime::TrainDefaults::kFailureTimeout;
+  StrategySpec strategy;
+  double failure_timeout = runtime::kDefaultFailureTimeout;
   bool no_progress = false;
   std::string cores = "auto";
 };
@@ -52,20 +52,20 @@ runtime::TrainOptions to_options(const TrainFlags& flags) {
   runtime::TrainOptions o = flags.options;
   o.nproc = flags.nproc;
   o.cores = parse_core_placement(flags.cores);
-  o.steps = flags.steps;
+  o.job.steps = flags.steps;
   o.epochs = flags.epochs;
   o.profile = flags.profile;
   o.metrics = flags.metrics;
   o.trace = flags.trace;
   o.save_params = flags.save_params;
   o.checkpoint = flags.checkpoint;
-  o.failure_timeout = flags.failure_timeout;
+  o.job.failure_timeout = flags.failure_timeout;
   o.progress = !flags.no_progress;
-  ClusterFlags cluster{.workers = 1, .bandwidth = flags.bandwidth, .latency = flags.latency,
+  ClusterSpec cluster{.workers = 1, .bandwidth = flags.bandwidth, .latency = flags.latency,
                        .server_bandwidth = flags.server_bandwidth, .network_file = flags.network,
                        .host_file = flags.host};
-  o.cluster = make_cluster(cluster, flags.profile);  // workers is replaced by the world size
-  o.strategy_options = make_strategy_options(flags.strategy);
+  o.job.cluster = make_cluster(cluster, flags.profile);  // workers is replaced by the world size
+  o.job.strategy_options = make_strategy_options(flags.strategy);
   runtime::validate(o);
   return o;
 }
@@ -83,11 +83,11 @@ void add_train(CLI::App& app, int& exit_status) {
       "MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (as torchrun sets them), or trains alone if none is set.\n"
       "With --nproc K --bandwidth Q the K workers (and --servers) train behind emulated Q links (root).");
   cmd->add_option("--model", o.model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
-  cmd->add_option("--strategy", o.strategy, "strategy: " + strategy_names())->capture_default_str();
+  cmd->add_option("--strategy", o.job.strategy, "strategy: " + strategy_names())->capture_default_str();
   cmd->add_option("--nproc", flags->nproc, "start this many local worker processes (default: be one worker)")
       ->check(in_range(ranges::kProcesses));
   cmd->add_option("--cores", flags->cores, std::string("--nproc: ") + kCorePlacementHelp)->capture_default_str();
-  cmd->add_option("--servers", o.servers,
+  cmd->add_option("--servers", o.job.servers,
                   "parameter servers, for ps and ps-interleaved: started beside the --nproc workers; in a job, "
                   "the last S ranks serve")
       ->capture_default_str()
@@ -115,13 +115,13 @@ void add_train(CLI::App& app, int& exit_status) {
       ->check(in_range(ranges::kTraceIterations));
   cmd->add_option("--save-params", flags->save_params,
                   "write each rank's final parameters to FILE.rank<r> (raw float32, layers in order)");
-  cmd->add_option("--outer-optimizer", o.outer_optimizer,
+  cmd->add_option("--outer-optimizer", o.job.outer.kind,
                   "local SGD: none (set each averaged layer to the average) or nesterov (step the averaged change "
                   "since the layer's last average with Nesterov momentum; docs/local-sgd.md)")
       ->capture_default_str();
-  cmd->add_option("--outer-lr", o.outer_lr, "the outer optimizer's learning rate")->capture_default_str()
+  cmd->add_option("--outer-lr", o.job.outer.lr, "the outer optimizer's learning rate")->capture_default_str()
       ->check(in_range(ranges::kOuterLr));
-  cmd->add_option("--outer-momentum", o.outer_momentum, "the outer optimizer's momentum")->capture_default_str()
+  cmd->add_option("--outer-momentum", o.job.outer.momentum, "the outer optimizer's momentum")->capture_default_str()
       ->check(in_range(ranges::kOuterMomentum));
   cmd->add_option("--checkpoint", flags->checkpoint,
                   "write every worker's training state to DIR after every --checkpoint-every iterations and after "
@@ -167,15 +167,14 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_flag("--no-progress", flags->no_progress, "no progress line on stderr");
   cmd->callback([cmd, flags, &exit_status] {
     runtime::TrainOptions options = to_options(*flags);
-    options.cluster = planned_cluster(options.cluster);
     // Note [Training on emulated links] (cli/emulated_training.h).
     if (trains_on_emulated_links(cmd->count("--bandwidth") > 0, options.nproc.has_value())) {
       if (options.resume) runtime::check_resumable(options, *options.nproc);  // before any rank starts
       exit_status = run_emulated_training({.workers = *options.nproc,
-                                           .servers = options.servers,
-                                           .bandwidth = options.cluster.bandwidth,
-                                           .server_bandwidth = options.cluster.server_bandwidth,
-                                           .failure_timeout = options.failure_timeout,
+                                           .servers = options.job.servers,
+                                           .bandwidth = options.job.cluster.bandwidth,
+                                           .server_bandwidth = options.job.cluster.server_bandwidth,
+                                           .failure_timeout = options.job.failure_timeout,
                                            .cores = options.cores});
     } else {
       exit_status = runtime::run_train(options);

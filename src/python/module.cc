@@ -1,9 +1,10 @@
 // weft._C: the C++ half of the Python package (docs/python.md). It exposes the
-// pieces `weft train` is made of — rendezvous (runtime/process_group.h), the
-// shared schedule (Note [Shared schedule], runtime/trainer.h), the per-layer
-// optimizer, the communication engine and the parameter server — so that
-// python/weft/ can drive them with a user's torch.nn.Module. No strategy, update
-// rule or message is implemented on the Python side.
+// pieces `weft train` is made of — the job's options and identity (runtime/
+// job.h), rendezvous (runtime/process_group.h), the shared schedule and a
+// worker's state (runtime/worker.h), the per-layer optimizer, the communication
+// engine and the parameter server — so that python/weft/ can drive them with a
+// user's torch.nn.Module. No strategy, update rule, option check or message is
+// implemented on the Python side but those about Python's own types.
 //
 // Tensors cross the boundary without a copy: Debian's python3-torch loads the same
 // libtorch the runtime links, and torch/extension.h converts torch.Tensor to
@@ -27,19 +28,20 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cluster_flags.h"
-#include "cli/emulated_training.h"
+#include "plan/options.h"
 #include "plan/planner.h"
-#include "plan/tuning.h"
 #include "profile/profile.h"
 #include "runtime/engine.h"
+#include "runtime/job.h"
 #include "runtime/optimizer.h"
 #include "runtime/outer_optimizer.h"
 #include "runtime/parameter_server.h"
 #include "runtime/process_group.h"
+#include "runtime/worker.h"
 #include "runtime/worker_env.h"
 #include "schedule/encoding.h"
 #include "schedulers/strategies.h"
+#include "units/ranges.h"
 #include "units/units.h"
 
 namespace py = pybind11;
@@ -123,7 +125,8 @@ void average(Job& job, const std::vector<torch::Tensor>& tensors) {
 }
 
 // ---------------------------------------------------------------------------
-// Options with the command line's names (cli/cluster_flags.h).
+// Options with the command line's names (plan/options.h, runtime/job.h), checked
+// in C++ and named as Python keywords (Note [One message, two spellings]).
 
 std::string text_of(const py::handle& value) {
   if (py::isinstance<py::str>(value)) return value.cast<std::string>();
@@ -132,16 +135,11 @@ std::string text_of(const py::handle& value) {
   throw UsageError(fmt::format("expected a string or a number, got {}", py::str(value).cast<std::string>()));
 }
 
-struct PlanInputs {
-  Cluster cluster;
-  StrategyOptions strategy;
-};
-
-// `options` holds only accepted names (checked in Python); unset ones keep the
-// command line's defaults.
-PlanInputs plan_inputs(const py::dict& options, int workers, int servers) {
-  cli::ClusterFlags cluster{.workers = workers, .servers = std::max(servers, 1)};
-  cli::StrategyFlags strategy;
+// The schedule options of `options` (only accepted names: checked in Python);
+// unset ones keep the command line's defaults.
+std::pair<ClusterSpec, StrategySpec> specs_of(const py::dict& options, int workers, int servers) {
+  ClusterSpec cluster{.workers = workers, .servers = std::max(servers, 1)};
+  StrategySpec strategy;
   for (const auto& [key, value] : options) {
     const std::string name = key.cast<std::string>();
     if (value.is_none()) continue;
@@ -158,61 +156,50 @@ PlanInputs plan_inputs(const py::dict& options, int workers, int servers) {
     else if (name == "easgd_beta") strategy.easgd_beta = value.cast<double>();
     else if (name == "compression") strategy.compression = text_of(value);
   }
-  // Under `weft run --bandwidth`, planned for what TCP delivers over the emulated
-  // links, as `weft train --bandwidth` plans (cli/emulated_training.h).
-  return {.cluster = cli::planned_cluster(cli::make_cluster(cluster)),
-          .strategy = cli::make_strategy_options(strategy)};
+  return {cluster, strategy};
 }
 
-Cluster cluster_for(const StrategyInfo& info, Cluster cluster, int workers, int servers) {
-  cluster.workers = workers;
-  cluster.arch = info.arch;
-  if (info.arch == Arch::kParameterServer) cluster.servers = servers;
-  validate(cluster);
-  return cluster;
+// The job of weft.DataParallel's arguments, checked as weft train checks its
+// flags. `strategy` may be "auto": what depends on it is checked by with_strategy.
+runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedule_options, int servers,
+                             std::optional<std::int64_t> steps, double failure_timeout, const std::string& outer,
+                             double outer_lr, double outer_momentum) {
+  ranges::KeywordSpelling keywords;
+  const auto [cluster, strategy_spec] = specs_of(schedule_options, 1, servers);
+  runtime::JobOptions job{.strategy = strategy,
+                          .servers = servers,
+                          .steps = steps,
+                          .cluster = make_cluster(cluster),
+                          .strategy_options = make_strategy_options(strategy_spec),
+                          .outer = {.kind = outer, .lr = outer_lr, .momentum = outer_momentum},
+                          .failure_timeout = failure_timeout};
+  runtime::validate(job);
+  if (strategy != "auto") runtime::check_length_known(job);
+  return job;
+}
+
+runtime::JobOptions with_strategy(runtime::JobOptions job, const std::string& strategy) {
+  ranges::KeywordSpelling keywords;
+  job.strategy = strategy;
+  runtime::validate(job);
+  runtime::check_length_known(job);
+  return job;
 }
 
 // ---------------------------------------------------------------------------
-// The shared schedule (Note [Shared schedule], runtime/trainer.h): rank 0 gives
-// the profile and tunes; every rank builds the schedule from what rank 0 published.
+// The shared schedule (Note [Shared schedule], runtime/worker.h): rank 0 gives
+// the profile it measured (or `error`, which every rank then raises).
 
-struct SharedSchedule {
-  Schedule schedule;
-  Profile profile;
-  std::string extra;  // what rank 0 published beside it (the layer order)
-  Bytes gather_below = 0;
-};
-
-std::shared_ptr<SharedSchedule> shared_schedule(Job& job, const std::string& strategy, const py::dict& options,
-                                                int workers, int servers, const std::optional<std::string>& profile,
-                                                const std::string& extra, const std::string& error) {
-  const std::string key = "weft/python/plan";
-  const StrategyInfo& info = find_strategy(strategy);
-  const PlanInputs inputs = plan_inputs(options, workers, servers);
+std::shared_ptr<runtime::SharedPlan> shared_schedule(Job& job, const runtime::JobOptions& options, int workers,
+                                                     const std::optional<std::string>& profile,
+                                                     const std::string& extra, const std::string& error) {
   py::gil_scoped_release release;
-  const Group& group = job.group;
-  const json message = json::parse(decided_by_rank0(group, key, [&] {
+  ranges::KeywordSpelling keywords;
+  return std::make_shared<runtime::SharedPlan>(runtime::share_plan(job.group, options, workers, [&] {
     if (!error.empty()) throw UsageError(error);
     if (!profile) throw std::logic_error("rank 0 needs the profile");
-    const Profile parsed = parse_profile(*profile, "the profile");
-    const StrategyOptions tuned = tune(info, parsed, cluster_for(info, inputs.cluster, workers, servers), inputs.strategy);
-    json decided;
-    decided["profile"] = to_json(parsed);
-    decided["extra"] = extra;
-    if (tuned.partition) decided["partition_B"] = *tuned.partition;
-    if (tuned.credit) decided["credit_B"] = *tuned.credit;
-    return decided.dump();
-  }, "rank 0 could not build the schedule"));
-  auto out = std::make_shared<SharedSchedule>();
-  out->profile = parse_profile(message["profile"].get<std::string>(), "rank 0's profile");
-  out->extra = message["extra"].get<std::string>();
-  StrategyOptions chosen = inputs.strategy;
-  if (message.contains("partition_B")) chosen.partition = message["partition_B"].get<Bytes>();
-  if (message.contains("credit_B")) chosen.credit = message["credit_B"].get<Bytes>();
-  out->schedule = info.make(out->profile, cluster_for(info, inputs.cluster, workers, servers), chosen);
-  validate(out->schedule, out->profile, workers);
-  out->gather_below = inputs.cluster.fitted ? inputs.cluster.fitted->gather_below : 0;
-  return out;
+    return std::pair{parse_profile(*profile, "the profile"), extra};
+  }));
 }
 
 // ---------------------------------------------------------------------------
@@ -252,12 +239,12 @@ std::unique_ptr<runtime::LayerOptimizer> make_optimizer(const Layers& layers, co
 
 class PyEngine {
  public:
-  PyEngine(std::shared_ptr<Job> job, std::shared_ptr<SharedSchedule> plan, Layers layers,
-           std::vector<std::string> names, runtime::LayerOptimizer& optimizer, int workers,
-           bool zero_missing_gradients, double stall_timeout, runtime::OuterOptions outer, int first_iteration)
+  PyEngine(std::shared_ptr<Job> job, std::shared_ptr<runtime::SharedPlan> plan, const runtime::JobOptions& options,
+           Layers layers, std::vector<std::string> names, runtime::LayerOptimizer& optimizer, int workers,
+           bool zero_missing_gradients, int first_iteration)
       : job_(std::move(job)), plan_(std::move(plan)), optimizer_(&optimizer) {
     Job& j = *job_;
-    if (outer.enabled()) outer_ = std::make_unique<runtime::OuterOptimizer>(layers, outer);
+    outer_ = runtime::make_outer(options, layers, find_strategy(options.strategy).family == Family::kLocalSgd);
     const std::string announcements = fmt::format("python-announcements-{}", j.announcement_groups++);
     engine_ = std::make_unique<runtime::Engine>(runtime::EngineOptions{
         .schedule = &plan_->schedule,
@@ -268,51 +255,30 @@ class PyEngine {
         .open_announcements = [&j, announcements] { return runtime::open_subgroup(j.group, announcements, 1); },
         .workers = workers,
         .gather_below = plan_->gather_below,
-        .stall_timeout = stall_timeout,
+        .stall_timeout = 2 * options.failure_timeout,
         .outer = outer_.get(),
         .first_iteration = first_iteration,
         .zero_missing_gradients = zero_missing_gradients});
   }
   runtime::Engine& operator*() { return *engine_; }
 
-  // What a checkpoint of this worker holds besides the module's own tensors, as
-  // weft train names it (docs/checkpoints.md): "opt/...", "outer/...", "codec/...".
-  // REQUIRES: drained.
+  // What a checkpoint of this worker holds besides the module's own tensors
+  // (Note [A worker's state], runtime/worker.h). REQUIRES: drained.
   std::map<std::string, torch::Tensor> state() const {
-    std::map<std::string, torch::Tensor> out;
-    for (auto& [name, t] : optimizer_->state()) out["opt/" + name] = t;
-    if (outer_) {
-      for (int l = 0; l < outer_->agreed().num_layers(); ++l) {
-        out[fmt::format("outer/agreed/{}", l)] = outer_->agreed().flat(l).clone();
-        out[fmt::format("outer/momentum/{}", l)] = outer_->momentum(l).clone();
-      }
-    }
-    for (auto& [name, t] : engine_->state()) out["codec/" + name] = t;
-    return out;
+    return runtime::worker_state(*optimizer_, outer_.get(), engine_.get());
   }
   // Sets what state() returned. REQUIRES: before the first iteration. THROWS
   // UsageError (ValueError) naming an entry this worker does not keep or that does not fit.
   void load_state(const std::map<std::string, torch::Tensor>& state) {
-    std::map<std::string, torch::Tensor> optimizer, engine;
-    torch::NoGradGuard no_grad;
     try {
       for (const auto& [name, t] : state) {
-        if (name.starts_with("opt/")) {
-          optimizer[name.substr(4)] = t;
-        } else if (name.starts_with("codec/")) {
-          engine[name.substr(6)] = t;
-        } else if (name.starts_with("outer/") && outer_) {
-          const auto slash = name.rfind('/');
-          const int l = std::stoi(name.substr(slash + 1));
-          torch::Tensor& into = name.starts_with("outer/agreed/") ? outer_->agreed().flat(l) : outer_->momentum(l);
-          if (!t.sizes().equals(into.sizes())) throw std::invalid_argument("another size");
-          into.copy_(t);
-        } else {
-          throw std::invalid_argument("this job keeps no such state");
+        if (!name.starts_with(runtime::kOptimizerEntries) && !name.starts_with(runtime::kOuterEntries) &&
+            !name.starts_with(runtime::kEngineEntries)) {
+          throw std::invalid_argument(fmt::format("{}: this job keeps no such state", name));
         }
       }
-      if (!optimizer.empty()) optimizer_->load_state(optimizer);  // empty: a state before any step
-      engine_->load_state(engine);
+      runtime::load_worker_state(state, *optimizer_, outer_.get());
+      runtime::load_engine_state(state, *engine_);
     } catch (const std::exception& e) {
       throw UsageError(fmt::format("load_state_dict: {}", e.what()));
     }
@@ -320,7 +286,7 @@ class PyEngine {
 
  private:
   std::shared_ptr<Job> job_;
-  std::shared_ptr<SharedSchedule> plan_;  // the engine reads the schedule throughout
+  std::shared_ptr<runtime::SharedPlan> plan_;  // the engine reads the schedule throughout
   runtime::LayerOptimizer* optimizer_;    // kept alive by the Python engine object (keep_alive)
   std::unique_ptr<runtime::OuterOptimizer> outer_;  // declared before the engine, which uses it
   std::unique_ptr<runtime::Engine> engine_;
@@ -341,16 +307,32 @@ std::string profile_json(const std::string& model, int batch, const std::vector<
   return to_json(p);
 }
 
+// strategy="auto"'s plan: `weft plan --json` of the job's cluster and options
+// for `strategies` (one family: with servers the parameter-server ones).
+std::string plan_for_job(const runtime::JobOptions& job, const std::string& profile_text, int workers,
+                         const std::vector<std::string>& strategies) {
+  ranges::KeywordSpelling keywords;
+  const Profile profile = parse_profile(profile_text, "profile");
+  Cluster cluster = runtime::planned_cluster(job.cluster);
+  cluster.workers = workers;
+  cluster.arch = job.servers > 0 ? Arch::kParameterServer : Arch::kAllReduce;
+  cluster.servers = std::max(job.servers, 1);
+  validate(cluster);
+  PlanOptions plan_options{.strategies = strategies, .strategy = job.strategy_options};
+  py::gil_scoped_release release;
+  return plan_json(plan(profile, cluster, plan_options));
+}
+
 std::string plan_of(const std::string& profile_text, int workers, const py::dict& options,
                     const std::vector<std::string>& strategies, const std::string& arch, int servers) {
+  ranges::KeywordSpelling keywords;
   const Profile profile = parse_profile(profile_text, "profile");
-  PlanInputs inputs = plan_inputs(options, workers, servers);
-  inputs.cluster.arch = parse_arch(arch);
-  inputs.cluster.servers = std::max(servers, 1);
-  validate(inputs.cluster);
-  PlanOptions plan_options{.strategies = strategies, .strategy = inputs.strategy};
+  auto [cluster_spec, strategy_spec] = specs_of(options, workers, servers);
+  cluster_spec.arch = arch;
+  const Cluster cluster = runtime::planned_cluster(make_cluster(cluster_spec));
+  PlanOptions plan_options{.strategies = strategies, .strategy = make_strategy_options(strategy_spec)};
   py::gil_scoped_release release;
-  return plan_json(plan(profile, inputs.cluster, plan_options));
+  return plan_json(plan(profile, cluster, plan_options));
 }
 
 }  // namespace
@@ -410,23 +392,33 @@ PYBIND11_MODULE(_C, m) {
   m.def("connect", &join_job, py::arg("timeout"),
         "Joins the job of the torchrun variables, or a job of one when none is set.");
 
-  py::class_<SharedSchedule, std::shared_ptr<SharedSchedule>>(m, "SharedSchedule")
-      .def_property_readonly("extra", [](const SharedSchedule& s) { return s.extra; })
-      .def_property_readonly("profile_json", [](const SharedSchedule& s) { return to_json(s.profile); })
-      .def_property_readonly("options_json", [](const SharedSchedule& s) { return s.schedule.options_json; })
+  py::class_<runtime::JobOptions>(m, "JobOptions")
+      .def_property_readonly("strategy", [](const runtime::JobOptions& j) { return j.strategy; })
+      .def("with_strategy", &with_strategy, py::arg("strategy"),
+           "These options for `strategy` (chosen by strategy='auto'), checked; ValueError as job_options.")
+      .def("plan_json", &plan_for_job, py::arg("profile"), py::arg("workers"), py::arg("strategies"),
+           "`weft plan --json` of these options on `workers` workers for `strategies` (strategy='auto').")
+      .def("identity", [](const runtime::JobOptions& j, int workers) {
+        return runtime::job_identity(j, workers).dump();
+      }, py::arg("workers"), "What a checkpoint records of the job (runtime/job.h), as JSON text.");
+  m.def("job_options", &make_job, py::arg("strategy"), py::arg("schedule_options"), py::arg("servers"),
+        py::arg("steps"), py::arg("failure_timeout"), py::arg("outer_optimizer"), py::arg("outer_lr"),
+        py::arg("outer_momentum"),
+        "The job's options, checked as weft train checks its flags; ValueError naming the keyword.");
+  m.def("workers_of", [](const runtime::JobOptions& j, int world) {
+    ranges::KeywordSpelling keywords;
+    return runtime::workers_of(j, world);
+  }, py::arg("job"), py::arg("world"), "The job's workers among `world` ranks; ValueError if none.");
+
+  py::class_<runtime::SharedPlan, std::shared_ptr<runtime::SharedPlan>>(m, "SharedPlan")
+      .def_property_readonly("extra", [](const runtime::SharedPlan& s) { return s.extra; })
+      .def_property_readonly("profile_json", [](const runtime::SharedPlan& s) { return to_json(s.profile); })
+      .def_property_readonly("options_json", [](const runtime::SharedPlan& s) { return s.schedule.options_json; })
       .def_property_readonly("messages_per_iteration",
-                             [](const SharedSchedule& s) { return s.schedule.ops(0).size(); });
-  m.def("shared_schedule", &shared_schedule, py::arg("job"), py::arg("strategy"), py::arg("options"),
-        py::arg("workers"), py::arg("servers"), py::arg("profile"), py::arg("extra"), py::arg("error") = "",
+                             [](const runtime::SharedPlan& s) { return s.schedule.ops(0).size(); });
+  m.def("shared_schedule", &shared_schedule, py::arg("job"), py::arg("options"), py::arg("workers"),
+        py::arg("profile"), py::arg("extra"), py::arg("error") = "",
         "Every rank's copy of rank 0's schedule (rank 0 gives `profile`, or `error` to fail every rank).");
-  m.def("check_options", [](const py::dict& options) { plan_inputs(options, 1, 1); },
-        "THROWS ValueError naming an option with a value the command line would refuse.");
-  m.def("check_exchange_encoding",
-        [](const std::string& compression, const std::string& strategy) {
-          check_exchange_encoding(parse_encoding(compression, "--compression"), strategy);
-        },
-        py::arg("compression"), py::arg("strategy"),
-        "THROWS ValueError if the parameter-server strategy's exchanges cannot take the encoding.");
 
   py::class_<runtime::LayerOptimizer>(m, "LayerOptimizer")
       .def(py::init(&make_optimizer), py::arg("layers"), py::arg("options"))
@@ -444,22 +436,12 @@ PYBIND11_MODULE(_C, m) {
         }
       }, py::arg("state"), "Sets what state() returned; ValueError naming a tensor that does not fit.");
 
-  m.def("outer_options", [](const std::string& kind, double lr, double momentum) {
-    runtime::OuterOptions o{.kind = kind, .lr = lr, .momentum = momentum};
-    runtime::validate(o);
-    return o;
-  }, py::arg("kind"), py::arg("lr"), py::arg("momentum"),
-        "Checked outer-optimizer options (runtime/outer_optimizer.h); ValueError naming the bad one.");
-  py::class_<runtime::OuterOptions>(m, "OuterOptions");
-  m.def("check_outer_step", &runtime::check_outer_step, py::arg("options"), py::arg("strategy"),
-        "ValueError if the options step and the strategy has no outer step.");
-
   py::class_<PyEngine>(m, "Engine")
-      .def(py::init<std::shared_ptr<Job>, std::shared_ptr<SharedSchedule>, Layers, std::vector<std::string>,
-                    runtime::LayerOptimizer&, int, bool, double, runtime::OuterOptions, int>(),
-           py::arg("job"), py::arg("schedule"), py::arg("layers"), py::arg("names"), py::arg("optimizer"),
-           py::arg("workers"), py::arg("zero_missing_gradients"), py::arg("stall_timeout"), py::arg("outer"),
-           py::arg("first_iteration"), py::keep_alive<1, 6>(), py::call_guard<py::gil_scoped_release>())
+      .def(py::init<std::shared_ptr<Job>, std::shared_ptr<runtime::SharedPlan>, const runtime::JobOptions&, Layers,
+                    std::vector<std::string>, runtime::LayerOptimizer&, int, bool, int>(),
+           py::arg("job"), py::arg("schedule"), py::arg("options"), py::arg("layers"), py::arg("names"),
+           py::arg("optimizer"), py::arg("workers"), py::arg("zero_missing_gradients"), py::arg("first_iteration"),
+           py::keep_alive<1, 7>(), py::call_guard<py::gil_scoped_release>())
       .def("state", &PyEngine::state, "The worker's state besides the module's tensors (REQUIRES: drained).")
       .def("load_state", &PyEngine::load_state, py::arg("state"), "Sets state() before the first iteration.")
       .def("wait_for_forward", [](PyEngine& e, int l) { (*e).wait_for_forward(l); },
@@ -473,16 +455,16 @@ PYBIND11_MODULE(_C, m) {
            "Every layer's agreed parameters, flat in layer order, or None (Engine::agreed_parameters; REQUIRES: drained).")
       .def_property_readonly("iterations_done", [](PyEngine& e) { return (*e).iterations_done(); });
 
-  m.def("serve", [](std::shared_ptr<Job> job, std::shared_ptr<SharedSchedule> plan, Layers layers,
-                    runtime::LayerOptimizer& optimizer, int workers, std::int64_t iterations,
-                    runtime::OuterOptions outer) {
+  m.def("serve", [](std::shared_ptr<Job> job, std::shared_ptr<runtime::SharedPlan> plan,
+                    const runtime::JobOptions& options, Layers layers, runtime::LayerOptimizer& optimizer,
+                    int workers) {
     py::gil_scoped_release release;
-    std::unique_ptr<runtime::OuterOptimizer> centre;  // EASGD's (ServerOptions::outer)
-    if (outer.enabled() && plan->schedule.easgd.beta > 0) centre = std::make_unique<runtime::OuterOptimizer>(layers, outer);
+    // EASGD's centre (ServerOptions::outer).
+    const auto centre = runtime::make_outer(options, layers, plan->schedule.easgd.beta > 0);
     runtime::run_server({.schedule = &plan->schedule, .layers = std::move(layers), .optimizer = &optimizer,
                          .outer = centre.get(), .group = job->group.collectives, .workers = workers,
-                         .server = job->group.rank - workers, .iterations = iterations});
-  });
+                         .server = job->group.rank - workers, .iterations = *options.steps});
+  }, "Serves the job's steps as parameter server rank - workers (REQUIRES: options.steps set).");
 
   m.def("profile_json", &profile_json, py::arg("model"), py::arg("batch"), py::arg("layers"),
         "The profile file's JSON (profile/profile.h) of layers (name, params, bytes_per_param, fp_s, bp_s[, shapes]).");

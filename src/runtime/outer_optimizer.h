@@ -22,27 +22,11 @@
 
 #include <torch/torch.h>
 
+#include "runtime/job.h"
 #include "runtime/synchronised.h"
 #include "schedule/schedule.h"
 
 namespace weft::runtime {
-
-struct OuterOptions {
-  std::string kind = "none";  // "none" | "nesterov"
-  double lr = 1.0;
-  double momentum = 0.0;
-
-  bool enabled() const { return kind != "none"; }
-};
-
-// THROWS UsageError naming the flag (--outer-optimizer, --outer-lr,
-// --outer-momentum), the value and what is accepted.
-void validate(const OuterOptions& options);
-
-// THROWS UsageError naming --outer-optimizer, `strategy` and the strategies that
-// have an outer step (StrategyInfo::moves_parameters) if `options` are enabled()
-// and `strategy` (a strategy's name, or anything else: "auto") has none.
-void check_outer_step(const OuterOptions& options, std::string_view strategy);
 
 class OuterOptimizer {
  public:

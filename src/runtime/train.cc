@@ -21,24 +21,16 @@ void validate(const TrainOptions& o) {
   if (std::find(names.begin(), names.end(), o.model) == names.end()) {
     throw UsageError(fmt::format("--model {}: not a runtime model; accepted: {}", o.model, fmt::join(names, ", ")));
   }
-  const StrategyInfo& info = find_strategy(o.strategy);
-  if (info.arch == Arch::kParameterServer && o.servers < 1) {
-    throw UsageError(fmt::format("--strategy {}: a parameter-server strategy needs --servers S >= 1", o.strategy));
-  }
-  if (info.arch == Arch::kAllReduce && o.servers != 0) {
-    throw UsageError(fmt::format("--servers {}: only parameter-server strategies (ps, ps-interleaved) use servers; "
-                                 "--strategy {} is all-reduce",
-                                 o.servers, o.strategy));
-  }
+  validate(o.job);
+  const int servers = o.job.servers;
   if (o.nproc) ranges::check(ranges::kProcesses, *o.nproc);
-  ranges::check(ranges::kLocalServers, o.servers);
-  if (o.nproc && *o.nproc + o.servers > limits::kMaxProcesses) {
+  ranges::check(ranges::kLocalServers, servers);
+  if (o.nproc && *o.nproc + servers > limits::kMaxProcesses) {
     throw UsageError(fmt::format("--nproc {}: expected 1 to {} worker processes on this machine, with --servers {} "
                                  "beside them (docs/limits.md)",
-                                 *o.nproc, limits::kMaxProcesses - o.servers, o.servers));
+                                 *o.nproc, limits::kMaxProcesses - servers, servers));
   }
-  if (o.steps) ranges::check(ranges::kSteps, static_cast<double>(*o.steps));
-  if (o.steps && o.epochs) throw UsageError("--steps and --epochs: give one of them");
+  if (o.job.steps && o.epochs) throw UsageError("--steps and --epochs: give one of them");
   if (o.epochs) ranges::check(ranges::kEpochs, *o.epochs);
   ranges::check(ranges::kBatch, o.batch);
   ranges::check(ranges::kLr, o.lr);
@@ -46,10 +38,6 @@ void validate(const TrainOptions& o) {
   ranges::check(ranges::kEvalEvery, o.eval_every);
   ranges::check(ranges::kTraceIterations, o.trace_iterations);
   ranges::check(ranges::kCheckpointEvery, static_cast<double>(o.checkpoint_every));
-  ranges::check(ranges::kFailureTimeout, o.failure_timeout);
-  const OuterOptions outer{.kind = o.outer_optimizer, .lr = o.outer_lr, .momentum = o.outer_momentum};
-  validate(outer);
-  check_outer_step(outer, o.strategy);
   check_checkpoint_options(o);
   for (const auto& [flag, file] : {std::pair{"--metrics", o.metrics}, std::pair{"--trace", o.trace}}) {
     if (!file.empty()) check_output(flag, file);
@@ -65,14 +53,14 @@ int run_train(const TrainOptions& options) {
     // A job that cannot resume is refused before any worker starts.
     if (options.resume) check_resumable(options, *options.nproc);
     return launch({.nproc = *options.nproc,
-                   .servers = options.servers,
-                   .failure_timeout = options.failure_timeout,
+                   .servers = options.job.servers,
+                   .failure_timeout = options.job.failure_timeout,
                    .cores = options.cores});
   }
   if (has_worker_env()) return run_worker(options, read_worker_env());
   // Neither a launcher nor part of a job: train alone, through the same path.
   if (options.resume) check_resumable(options, 1);
-  return launch({.nproc = 1, .servers = options.servers, .failure_timeout = options.failure_timeout});
+  return launch({.nproc = 1, .servers = options.job.servers, .failure_timeout = options.job.failure_timeout});
 }
 
 }  // namespace weft::runtime

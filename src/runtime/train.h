@@ -24,8 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "cost/cluster.h"
-#include "schedulers/strategies.h"
+#include "runtime/job.h"
 #include "units/cores.h"
 #include "units/units.h"
 
@@ -33,10 +32,6 @@ namespace weft::runtime {
 
 // Defaults, with the reason for each value.
 struct TrainDefaults {
-  // No progress in a collective, or no exit after a peer failed, for this long is a
-  // failure. Generous: the slowest thing a healthy worker waits for is rank 0's
-  // evaluation of the test set (a few seconds) or its start-up profiling.
-  static constexpr Seconds kFailureTimeout = 60;
   // Iterations recorded in --trace: enough to see the steady state without making
   // the file (and rank 0's gather) large on long runs.
   static constexpr int kTraceIterations = 50;
@@ -46,16 +41,14 @@ struct TrainDefaults {
 };
 
 struct TrainOptions {
+  // The strategy, its options, servers, steps, outer optimizer and failure
+  // timeout, as the Python package gives them too. The launcher spawns the
+  // servers beside the `nproc` workers. Length of the run: job.steps or
+  // `epochs`; neither = 100 steps.
+  JobOptions job;
   std::string model = "mlp";     // runtime::model_names()
-  std::string strategy = "wfbp"; // a strategy of schedulers/strategies.h
   std::optional<int> nproc;      // spawn this many local workers (launcher role)
   CorePlacement cores = CorePlacement::kAuto;  // launcher: where the workers run (LaunchOptions)
-  // Parameter servers, for (and only for) the parameter-server strategies: the last
-  // `servers` ranks of the job serve (runtime/parameter_server.h); the launcher
-  // spawns them beside the `nproc` workers.
-  int servers = 0;
-  // Length of the run: exactly one of them; neither = 100 steps.
-  std::optional<std::int64_t> steps;
   std::optional<double> epochs;  // of this rank's shard
   int batch = 32;                // samples per worker per iteration
   std::string optimizer = "sgd"; // "sgd" | "momentum" | "adam"
@@ -64,12 +57,6 @@ struct TrainOptions {
   bool synthetic = false;        // random data of the right shapes, no dataset files
   int eval_every = 0;            // rank 0 evaluates every N iterations and at the end; 0 = never
 
-  // Local SGD's outer optimizer (runtime/outer_optimizer.h, docs/local-sgd.md):
-  // "none" (the plain average) or "nesterov", with its learning rate and momentum.
-  std::string outer_optimizer = "none";
-  double outer_lr = 1.0;
-  double outer_momentum = 0.0;
-
   // Checkpoints (docs/checkpoints.md): with `checkpoint` set, every worker writes
   // its state there after every `checkpoint_every` iterations (0 = only after the
   // last); `resume` continues the job from the last complete one there.
@@ -77,11 +64,6 @@ struct TrainOptions {
   std::int64_t checkpoint_every = 0;
   bool resume = false;
 
-  // Planner inputs for building the schedule. `cluster.workers` is replaced by the
-  // number of workers, `cluster.arch` and `servers` by the strategy's and
-  // `servers`; bandwidth/latency (or `fitted`) drive merging and window decisions.
-  Cluster cluster;
-  StrategyOptions strategy_options;
   std::filesystem::path profile;  // layer times (docs/formats.md §6); empty = measured by rank 0
 
   std::filesystem::path metrics;      // JSON lines; empty = none
@@ -89,8 +71,6 @@ struct TrainOptions {
   int trace_iterations = TrainDefaults::kTraceIterations;
   std::filesystem::path save_params;  // final parameters, one file per rank; empty = none
   bool progress = true;               // rank 0's progress line on stderr
-
-  Seconds failure_timeout = TrainDefaults::kFailureTimeout;
 };
 
 // Checks options that do not need the model or the network. THROWS UsageError

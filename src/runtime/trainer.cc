@@ -37,7 +37,7 @@
 #include "runtime/error_text.h"
 #include "runtime/process_group.h"
 #include "runtime/recorder.h"
-#include "plan/tuning.h"
+#include "runtime/worker.h"
 #include "schedulers/strategies.h"
 #include "timeline/timeline.h"
 #include "units/ranges.h"
@@ -74,7 +74,7 @@ std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.
 std::string string_of(const std::vector<std::uint8_t>& b) { return {b.begin(), b.end()}; }
 
 // ---------------------------------------------------------------------------
-// The schedule (Note [Shared schedule])
+// The schedule (Note [Shared schedule] in runtime/worker.h)
 
 // The layer names and sizes of `profile` must be the model's.
 void check_matches(const Profile& profile, const Profile& skeleton, const std::filesystem::path& file) {
@@ -114,48 +114,9 @@ Profile make_profile(const TrainOptions& options, LayeredModel& model) {
   return measured;
 }
 
-// What every rank builds its schedule from: the profile and the strategy's
-// options with its free parameters tuned (plan/tuning.h), as `weft plan` would
-// choose them. Rank 0 alone measures and tunes, and publishes both: a profile is
-// one measurement, and the schedules of all ranks must be the same.
-struct SharedPlan {
-  Profile profile;
-  StrategyOptions strategy;
-};
-
-Cluster cluster_of(const TrainOptions& options, const StrategyInfo& info, int workers) {
-  Cluster cluster = options.cluster;
-  cluster.workers = workers;
-  cluster.arch = info.arch;
-  if (info.arch == Arch::kParameterServer) cluster.servers = options.servers;
-  validate(cluster);
-  return cluster;
-}
-
+// Every rank's schedule: rank 0 profiles `model` (or reads --profile).
 SharedPlan shared_plan(const TrainOptions& options, LayeredModel& model, const Group& group, int workers) {
-  const std::string key = "weft/plan";
-  const StrategyInfo& info = find_strategy(options.strategy);
-  const json message = json::parse(decided_by_rank0(group, key, [&] {
-    const Profile profile = make_profile(options, model);
-    const StrategyOptions tuned = tune(info, profile, cluster_of(options, info, workers), options.strategy_options);
-    json decided;
-    decided["profile"] = to_json(profile);
-    if (tuned.partition) decided["partition_B"] = *tuned.partition;
-    if (tuned.credit) decided["credit_B"] = *tuned.credit;
-    return decided.dump();
-  }, "rank 0 could not build the schedule"));
-  SharedPlan plan{.profile = parse_profile(message["profile"].get<std::string>(), "rank 0's profile"),
-                  .strategy = options.strategy_options};
-  if (message.contains("partition_B")) plan.strategy.partition = message["partition_B"].get<Bytes>();
-  if (message.contains("credit_B")) plan.strategy.credit = message["credit_B"].get<Bytes>();
-  return plan;
-}
-
-Schedule make_schedule(const TrainOptions& options, const SharedPlan& plan, int workers) {
-  const StrategyInfo& info = find_strategy(options.strategy);
-  Schedule schedule = info.make(plan.profile, cluster_of(options, info, workers), plan.strategy);
-  validate(schedule, plan.profile, workers);
-  return schedule;
+  return share_plan(group, options.job, workers, [&] { return std::pair{make_profile(options, model), std::string()}; });
 }
 
 // The number of iterations, which rank 0 publishes for the servers (they hold no
@@ -304,11 +265,11 @@ Summary summarise(const std::vector<Event>& events, int iterations) {
 }
 
 void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, int iterations) {
-  const int workers = group.world - options.servers;
+  const int workers = group.world - options.job.servers;
   const std::string prefix = "weft/timeline/";
   group.store->set(prefix + std::to_string(group.rank), bytes_of(events_json(recorder.take()).dump()));
   if (group.rank != 0) return;
-  Timeline timeline{.source = "measured", .strategy = options.strategy};
+  Timeline timeline{.source = "measured", .strategy = options.job.strategy};
   for (int r = 0; r < group.world; ++r) {
     timeline.process_names.push_back(r < workers ? fmt::format("rank {}", r)
                                                  : fmt::format("server {} (rank {})", r - workers, r));
@@ -325,7 +286,7 @@ void write_trace(const TrainOptions& options, const Group& group, Recorder& reco
 // The loop
 
 std::int64_t total_steps(const TrainOptions& options, const DataSource& data) {
-  if (options.steps) return *options.steps;
+  if (options.job.steps) return *options.job.steps;
   if (options.epochs) {
     const double steps = std::max(1.0, std::round(*options.epochs * static_cast<double>(data.batches_per_epoch())));
     if (!ranges::contains(ranges::kSteps, steps)) {
@@ -383,12 +344,6 @@ class ProgressLine {
 // killed at any instant therefore leaves a manifest naming complete files. The
 // store, not the process group: no collective may be issued beside the engine.
 
-// Where a checkpoint keeps the engine's state (Engine::state), and a parameter
-// server its exchanges' (ServerOptions::state), named as the workers' engines name
-// theirs: "codec/parameter-server/reference/3" on either side.
-const std::string kEngineEntries = "codec/";
-const std::string kServerEntries = kEngineEntries + std::string(to_string(OpKind::kParameterServer)) + "/";
-
 // The training state a rank checkpoints: what run_worker trains with, or serve serves with.
 struct TrainState {
   LayeredModel* model = nullptr;
@@ -399,31 +354,13 @@ struct TrainState {
   const std::map<std::string, torch::Tensor>* exchanges = nullptr;  // a server's (ServerOptions::after_iteration)
 };
 
-// The checkpoint's entries under `prefix` (kEngineEntries, kServerEntries), without it.
-std::map<std::string, torch::Tensor> entries_under(const RankCheckpoint& c, const std::string& prefix) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, tensor] : c.tensors) {
-    if (name.starts_with(prefix)) out[name.substr(prefix.size())] = tensor;
-  }
-  return out;
-}
-
 RankCheckpoint capture(const TrainState& s, std::int64_t iteration) {
   RankCheckpoint c{.iteration = iteration, .data_position = s.data != nullptr ? s.data->position() : 0};
   for (int l = 0; l < s.model->num_layers(); ++l) {
     const auto params = s.model->layer_parameters(l);
     for (std::size_t i = 0; i < params.size(); ++i) c.tensors[fmt::format("param/{}/{}", l, i)] = params[i].detach();
   }
-  for (auto& [name, tensor] : s.optimizer->state()) c.tensors["opt/" + name] = tensor;
-  if (s.outer != nullptr) {
-    for (int l = 0; l < s.outer->agreed().num_layers(); ++l) {
-      c.tensors[fmt::format("outer/agreed/{}", l)] = s.outer->agreed().flat(l);
-      c.tensors[fmt::format("outer/momentum/{}", l)] = s.outer->momentum(l);
-    }
-  }
-  if (s.engine != nullptr) {
-    for (auto& [name, tensor] : s.engine->state()) c.tensors[kEngineEntries + name] = tensor;
-  }
+  c.tensors.merge(worker_state(*s.optimizer, s.outer, s.engine));  // Note [A worker's state]
   if (s.exchanges != nullptr) {
     for (const auto& [name, tensor] : *s.exchanges) c.tensors[kServerEntries + name] = tensor;
   }
@@ -449,20 +386,10 @@ void restore(const TrainState& s, const RankCheckpoint& c, const std::filesystem
     const auto params = s.model->layer_parameters(l);
     for (std::size_t i = 0; i < params.size(); ++i) take(fmt::format("param/{}/{}", l, i), params[i]);
   }
-  std::map<std::string, torch::Tensor> optimizer;
-  for (const auto& [name, tensor] : c.tensors) {
-    if (name.starts_with("opt/")) optimizer[name.substr(4)] = tensor;
-  }
   try {
-    s.optimizer->load_state(optimizer);
-  } catch (const std::logic_error& e) {
+    load_worker_state(c.tensors, *s.optimizer, s.outer);  // Note [A worker's state]
+  } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--resume {}: {}", dir.string(), e.what()));
-  }
-  if (s.outer != nullptr) {
-    for (int l = 0; l < s.outer->agreed().num_layers(); ++l) {
-      take(fmt::format("outer/agreed/{}", l), s.outer->agreed().flat(l));
-      take(fmt::format("outer/momentum/{}", l), s.outer->momentum(l));
-    }
   }
   if (s.data != nullptr) s.data->seek(c.data_position);
   const auto rng = c.tensors.find("rng/torch");
@@ -501,19 +428,10 @@ std::int64_t resumed_iteration(const TrainOptions& options, const Group& group, 
 void restore_engine(Engine& engine, const std::map<std::string, torch::Tensor>& entries,
                     const std::filesystem::path& dir) {
   try {
-    engine.load_state(entries);
+    load_engine_state(entries, engine);
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--resume {}: {}", dir.string(), e.what()));
   }
-}
-
-// The job's outer optimizer (docs/local-sgd.md) over `layers`, where one was asked
-// for and this rank `steps` with it; else none.
-std::unique_ptr<OuterOptimizer> make_outer(const TrainOptions& options,
-                                           const std::vector<std::vector<torch::Tensor>>& layers, bool steps) {
-  const OuterOptions outer{.kind = options.outer_optimizer, .lr = options.outer_lr, .momentum = options.outer_momentum};
-  if (!outer.enabled() || !steps) return nullptr;
-  return std::make_unique<OuterOptimizer>(layers, outer);
 }
 
 // Parameter server `server` of a job with `workers` workers
@@ -521,11 +439,11 @@ std::unique_ptr<OuterOptimizer> make_outer(const TrainOptions& options,
 // exchanges' state as a worker does, in its own file (Note [Checkpoint commit]).
 int serve(const TrainOptions& options, const Group& group, int workers, int server) {
   auto model = make_model(options.model, options.seed);  // the workers' initial parameters
-  const Schedule schedule = make_schedule(options, shared_plan(options, *model, group, workers), workers);
+  const Schedule schedule = shared_plan(options, *model, group, workers).schedule;
   std::vector<std::vector<torch::Tensor>> layers;
   for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
   LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
-  const auto outer = make_outer(options, layers, schedule.easgd.beta > 0);  // EASGD's centre (ServerOptions::outer)
+  const auto outer = make_outer(options.job, layers, schedule.easgd.beta > 0);  // EASGD's centre (ServerOptions::outer)
   const TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get()};
   const json job = job_identity(options, workers);
   std::int64_t first = 0;
@@ -534,7 +452,7 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
     first = resumed_iteration(options, group, job);
     const RankCheckpoint checkpoint = load_rank_checkpoint(options.checkpoint, job, group.rank, first);
     restore(state, checkpoint, options.checkpoint);
-    exchanges = entries_under(checkpoint, kServerEntries);
+    exchanges = entries_under(checkpoint.tensors, kServerEntries);
   }
 
   group.collectives->barrier()->wait();  // the workers' common time origin
@@ -577,22 +495,17 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   // Note [One thread per worker] (runtime/layer_profiler.h): K workers share the
   // machine's cores; intra-op threads would only fight over them.
   torch::set_num_threads(1);
-  Group group = connect(env, options.failure_timeout);
-  const int workers = group.world - options.servers;
-  if (workers < 1) {
-    throw UsageError(fmt::format("--servers {}: the job has only {} ranks (WORLD_SIZE); it needs at least one "
-                                 "worker besides the servers",
-                                 options.servers, group.world));
-  }
+  Group group = connect(env, options.job.failure_timeout);
+  const int workers = workers_of(options.job, group.world);
   if (group.rank >= workers) return serve(options, group, workers, group.rank - workers);
   const bool leader = group.rank == 0;
-  const StrategyInfo& info = find_strategy(options.strategy);
+  const StrategyInfo& info = find_strategy(options.job.strategy);
 
   auto model = make_model(options.model, options.seed);
   auto data = make_data({.model = options.model, .synthetic = options.synthetic, .rank = group.rank,
                          .world = workers, .batch = options.batch, .seed = options.seed});
   const SharedPlan plan = shared_plan(options, *model, group, workers);
-  const Schedule schedule = make_schedule(options, plan, workers);
+  const Schedule& schedule = plan.schedule;
 
   std::vector<std::vector<torch::Tensor>> layers;
   std::vector<std::string> names;
@@ -604,17 +517,17 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   validate(optimizer_options);
   LayerOptimizer optimizer(layers, optimizer_options);
   // Local SGD's (EASGD's is the servers').
-  const auto outer = make_outer(options, layers, info.family == Family::kLocalSgd);
+  const auto outer = make_outer(options.job, layers, info.family == Family::kLocalSgd);
 
   TrainState state{.model = model.get(), .optimizer = &optimizer, .outer = outer.get(), .data = data.get()};
   const json job = job_identity(options, workers);
   std::int64_t first = 0;
-  std::map<std::string, torch::Tensor> engine_state;  // the checkpoint's, loaded once the engine exists
+  std::map<std::string, torch::Tensor> engine_state;  // the checkpoint's, for the engine once it exists
   if (options.resume) {
     first = resumed_iteration(options, group, job);
     const RankCheckpoint checkpoint = load_rank_checkpoint(options.checkpoint, job, group.rank, first);
     restore(state, checkpoint, options.checkpoint);
-    engine_state = entries_under(checkpoint, kEngineEntries);
+    engine_state = checkpoint.tensors;
   }
 
   // The agreed model (docs/local-sgd.md): local SGD's workers differ between
@@ -639,9 +552,9 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   if (leader) {
     progress.message(fmt::format("weft train: {} on {} worker{}{}, {}{} ({} messages per iteration), {} steps{}",
                                  options.model, workers, workers == 1 ? "" : "s",
-                                 options.servers == 0 ? ""
-                                 : fmt::format(" and {} server{}", options.servers, options.servers == 1 ? "" : "s"),
-                                 options.strategy, schedule.options_json == "{}" ? "" : " " + schedule.options_json,
+                                 options.job.servers == 0 ? ""
+                                 : fmt::format(" and {} server{}", options.job.servers, options.job.servers == 1 ? "" : "s"),
+                                 options.job.strategy, schedule.options_json == "{}" ? "" : " " + schedule.options_json,
                                  schedule.ops(0).size(), steps,
                                  first > 0 ? fmt::format(", resumed after iteration {}", first - 1) : ""));
   }
@@ -684,8 +597,8 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
                    .collectives = group.collectives,
                    .open_announcements = [&group] { return open_subgroup(group, "announcements", /*threads=*/1); },
                    .workers = workers,
-                   .gather_below = options.cluster.fitted ? options.cluster.fitted->gather_below : 0,
-                   .recorder = &recorder, .stall_timeout = 2 * options.failure_timeout, .outer = outer.get(),
+                   .gather_below = plan.gather_below,
+                   .recorder = &recorder, .stall_timeout = 2 * options.job.failure_timeout, .outer = outer.get(),
                    .first_iteration = static_cast<int>(first)});
     restore_engine(engine, engine_state, options.checkpoint);
     state.engine = &engine;
@@ -696,7 +609,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
       const double loss_value = step.loss.item<double>();
       const Seconds end = recorder.now();
       metrics.write({{"rank", group.rank}, {"iter", t}, {"time_s", end}, {"iteration_s", end - previous_end},
-                     {"compute_s", step.compute}, {"loss", loss_value}, {"strategy", options.strategy}});
+                     {"compute_s", step.compute}, {"loss", loss_value}, {"strategy", options.job.strategy}});
       previous_end = end;
       progress.update(t + 1, loss_value, end);
       if (checkpoint_due(options, t + 1, steps)) {
@@ -721,33 +634,9 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
 }  // namespace
 
 json job_identity(const TrainOptions& options, int workers) {
-  const StrategyInfo& info = find_strategy(options.strategy);
-  json job{{"model", options.model}, {"strategy", options.strategy}, {"workers", workers},
-           {"servers", options.servers}, {"batch", options.batch}, {"optimizer", options.optimizer},
-           {"lr", options.lr}, {"seed", options.seed}, {"synthetic", options.synthetic}};
-  // Only where lossy: checkpoints of uncompressed jobs from before compression
-  // was recorded stay resumable (the comparison sees a key on either side).
-  if (lossy(options.strategy_options.compression)) job["compression"] = to_string(options.strategy_options.compression);
-  if (options.strategy == "ps-interleaved") {
-    const StrategyOptions& so = options.strategy_options;
-    job["T"] = so.T;
-    job["easgd_beta"] = so.easgd_beta;
-    if (so.easgd_alpha) job["easgd_alpha"] = *so.easgd_alpha;  // else beta / workers
-    // Only where there is one: checkpoints from before stay resumable.
-    if (options.outer_optimizer != "none") {
-      job["outer_optimizer"] = options.outer_optimizer;
-      job["outer_lr"] = options.outer_lr;
-      job["outer_momentum"] = options.outer_momentum;
-    }
-  }
-  if (info.family == Family::kLocalSgd) {
-    job["H"] = options.strategy_options.H;
-    job["outer_optimizer"] = options.outer_optimizer;
-    if (options.outer_optimizer != "none") {
-      job["outer_lr"] = options.outer_lr;
-      job["outer_momentum"] = options.outer_momentum;
-    }
-  }
+  json job = job_identity(options.job, workers);
+  job.update({{"model", options.model}, {"batch", options.batch}, {"optimizer", options.optimizer},
+              {"lr", options.lr}, {"seed", options.seed}, {"synthetic", options.synthetic}});
   return job;
 }
 
@@ -785,7 +674,7 @@ void check_checkpoint_options(const TrainOptions& o) {
 void check_resumable(const TrainOptions& options, int workers) {
   const json job = job_identity(options, workers);
   const std::int64_t iteration = latest_checkpoint(options.checkpoint, job);
-  for (int rank = 0; rank < workers + options.servers; ++rank) {
+  for (int rank = 0; rank < workers + options.job.servers; ++rank) {
     load_rank_checkpoint(options.checkpoint, job, rank, iteration);
   }
 }

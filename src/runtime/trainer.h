@@ -1,19 +1,7 @@
-// The training loop of one worker (docs/runtime.md §3): rendezvous, the shared schedule, the
-// model, its data shard, the per-layer optimizer and the communication engine,
+// The training loop of one worker (docs/runtime.md §3): rendezvous, the shared schedule
+// (runtime/worker.h), the model, its data shard, the per-layer optimizer and the communication engine,
 // then forward layer by layer (each layer waiting for what the schedule says it
 // needs), loss, backward, and the outputs of `weft train`.
-//
-// Note [Shared schedule]
-// ----------------------
-// Every rank must execute the identical Schedule (Note [Collective order] in
-// runtime/engine.h). Schedulers are pure functions, so it suffices that every rank
-// feeds them identical inputs; the only input that is measured is the profile's
-// layer times, and measurements differ between ranks. So rank 0 alone measures (or
-// reads --profile), publishes the profile as JSON in the TCPStore, and every rank
-// — rank 0 included — parses that JSON and builds the schedule from it
-// (nlohmann-json writes doubles so that they read back bit-exactly). A failure on
-// rank 0 while doing so (a bad --profile file) is published instead, and every
-// rank reports it, rather than waiting for a profile that never comes.
 //
 // Note [Measured timeline]
 // ------------------------
@@ -38,9 +26,9 @@
 // previous iteration ended (the first: since the barrier).
 //
 // Checkpoints (docs/checkpoints.md): a worker's file holds "param/<l>/<i>" (its
-// parameters), "opt/..." (LayerOptimizer::state), "outer/agreed/<l>" and
-// "outer/momentum/<l>" (the outer optimizer's state, when there is one) and
-// "rng/torch" (the global generator), with the iteration and the data position.
+// parameters), its optimizers' and engine's state (Note [A worker's state] in
+// runtime/worker.h) and "rng/torch" (the global generator), with the iteration and
+// the data position.
 // Metrics of a resumed job are appended to the file the first run wrote; their
 // "iter" continues where the checkpoint left off.
 //
@@ -54,10 +42,9 @@
 
 namespace weft::runtime {
 
-// What makes two runs one job, recorded in its checkpoints: model, strategy (and
-// local SGD's period and outer optimizer), workers, servers, batch, optimizer,
-// lr, seed and data. The length of the run is not part of it: a resumed job may
-// train longer.
+// What makes two runs one job, recorded in its checkpoints: the job's identity
+// (runtime/job.h) and what weft train alone knows: model, batch, optimizer, lr,
+// seed and data.
 nlohmann::json job_identity(const TrainOptions& options, int workers);
 
 // Checks the checkpoint options that need no model: --checkpoint-every and

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "units/ranges.h"
+
 namespace weft {
 
 std::string to_string(const Encoding& encoding) {
@@ -41,7 +43,7 @@ Encoding parse_encoding(std::string_view text, std::string_view what) {
     const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
     if (error == std::errc() && end == digits.data() + digits.size() && rank >= 1) return {.codec = codec, .rank = rank};
   }
-  throw UsageError(fmt::format("{} {}: not an encoding; accepted: {}", what, text, kEncodingsAccepted));
+  throw UsageError(fmt::format("{}: not an encoding; accepted: {}", ranges::given(what, text), kEncodingsAccepted));
 }
 
 std::vector<Encoding> exchange_encodings(std::vector<Encoding> list) {
@@ -52,9 +54,9 @@ std::vector<Encoding> exchange_encodings(std::vector<Encoding> list) {
 
 void check_exchange_encoding(const Encoding& encoding, std::string_view strategy) {
   if (!low_rank(encoding)) return;
-  throw UsageError(fmt::format("--compression {}: strategy {} exchanges with parameter servers point to point, "
-                               "where weft compresses element-wise; accepted with {}: none, fp16, bf16, int8",
-                               to_string(encoding), strategy, strategy));
+  throw UsageError(fmt::format("{}: strategy {} exchanges with parameter servers point to point, where weft "
+                               "compresses element-wise; accepted with {}: none, fp16, bf16, int8",
+                               ranges::given("--compression", to_string(encoding)), strategy, strategy));
 }
 
 Bytes elementwise_wire_bytes(const Encoding& encoding, Bytes values) {

@@ -1,5 +1,6 @@
 #include "units/ranges.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -53,6 +54,24 @@ std::string accepted(const Range& r) {
                      bound(r.kind, r.high), r.high_open ? ')' : ']', r.kind == Kind::kSeconds ? " s" : "");
 }
 
+namespace {
+thread_local bool keywords = false;  // Note [One message, two spellings]
+}  // namespace
+
+KeywordSpelling::KeywordSpelling() : before_(keywords) { keywords = true; }
+KeywordSpelling::~KeywordSpelling() { keywords = before_; }
+
+std::string named(std::string_view flag) {
+  if (!keywords) return std::string(flag);
+  std::string name(flag.substr(flag.find_first_not_of('-')));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+std::string given(std::string_view flag, std::string_view value) {
+  return keywords ? fmt::format("{}={}", named(flag), value) : fmt::format("{} {}", flag, value);
+}
+
 bool contains(const Range& r, double value) {
   if (!std::isfinite(value)) return false;
   if (r.kind == Kind::kInteger && value != std::floor(value)) return false;
@@ -63,8 +82,9 @@ bool contains(const Range& r, double value) {
 
 void check(const Range& r, double value, std::string_view text) {
   if (contains(r, value)) return;
-  throw UsageError(fmt::format("{} {}: expected {}", r.flag,
-                               text.empty() ? fmt::format("{}", value) : excerpt_text(text), accepted(r)));
+  throw UsageError(fmt::format("{}: expected {}",
+                               given(r.flag, text.empty() ? fmt::format("{}", value) : excerpt_text(text)),
+                               accepted(r)));
 }
 
 double parse(const Range& r, std::string_view text) {
@@ -83,7 +103,7 @@ double parse(const Range& r, std::string_view text) {
         case Kind::kInteger: throw UsageError(fmt::format("'{}' is not a number", excerpt_text(text)));
       }
     } catch (const UsageError& e) {
-      throw UsageError(fmt::format("{}: {}", r.flag, e.what()));
+      throw UsageError(fmt::format("{}: {}", named(r.flag), e.what()));
     }
   }
   check(r, value, text);

@@ -122,6 +122,32 @@ bool contains(const Range& range, double value);
 // given, else the number.
 void check(const Range& range, double value, std::string_view text = {});
 
+// Note [One message, two spellings]
+// -----------------------------------
+// Every message about a bad option is written once, here in C++, naming the
+// option as the command line spells it ("--failure-timeout 0: expected ...").
+// The Python package takes the same options as keyword arguments and calls the
+// same checks; while a KeywordSpelling lives on the calling thread, the same
+// messages name them as keywords ("failure_timeout=0: expected ..."), so a user
+// reads the name they typed and the two front ends cannot drift apart.
+
+// "--flag VALUE", or "flag=VALUE" under KeywordSpelling.
+std::string given(std::string_view flag, std::string_view value);
+// "--flag", or "flag" under KeywordSpelling.
+std::string named(std::string_view flag);
+
+// Messages on this thread name options as Python keywords while one lives.
+class KeywordSpelling {
+ public:
+  KeywordSpelling();
+  ~KeywordSpelling();
+  KeywordSpelling(const KeywordSpelling&) = delete;
+  KeywordSpelling& operator=(const KeywordSpelling&) = delete;
+
+ private:
+  bool before_;
+};
+
 // Parses `text` as the row's kind (parse_duration, parse_bytes, parse_bandwidth,
 // or a plain number) and checks it. THROWS UsageError naming the flag.
 double parse(const Range& range, std::string_view text);
