@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""weft train's `cnn` (src/runtime/models.cc) written in Python, trained with weft.DataParallel.
+"""weft train's `cnn` (src/runtime/model/models.cc) written in Python, trained with weft.DataParallel.
 
     make build
     build/weft run --nproc 4 -- /usr/bin/python3 examples/cnn.py --strategy wfbp --steps 100

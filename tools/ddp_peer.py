@@ -54,7 +54,7 @@ class UsageError(Exception):
 
 
 # ---------------------------------------------------------------------------
-# Sharding: a copy of src/runtime/sharding.cc (Note [Sharding] there).
+# Sharding: a copy of src/runtime/model/sharding.cc (Note [Sharding] there).
 
 MASK64 = (1 << 64) - 1
 
@@ -143,7 +143,7 @@ class ShardedData:
 
 
 # ---------------------------------------------------------------------------
-# Models: src/runtime/models.cc, layer for layer.
+# Models: src/runtime/model/models.cc, layer for layer.
 
 
 def build_model(torch, name):
@@ -336,7 +336,7 @@ def train(args):
               + ", ".join(f"{n} {c}" for n, c in counts), file=sys.stderr, flush=True)
     if args.expect_parameters and total != args.expect_parameters:
         raise UsageError(f"--expect-parameters {args.expect_parameters}: this replica of weft's {args.model} has "
-                         f"{total}; bench/ddp_peer.py no longer matches src/runtime/models.cc")
+                         f"{total}; bench/ddp_peer.py no longer matches src/runtime/model/models.cc")
     ddp = DistributedDataParallel(model)  # PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket
     averager = None
     if args.remedy_kind == "fp16":

@@ -4,7 +4,7 @@
 //
 //   (a) plain: forward of every layer, loss, backward, torch::optim::SGD step,
 //       zero_grad;
-//   (b) weft:  runtime/iteration.h's train_iteration, the very iteration of weft
+//   (b) weft:  runtime/train/iteration.h's train_iteration, the very iteration of weft
 //       train — wait_for_forward before each layer, start_backward /
 //       end_backward around the backward — with an Engine over a world-1 Gloo
 //       group (a c10d::HashStore instead of the TCPStore, so no port is needed)
@@ -41,13 +41,13 @@
 #include <torch/torch.h>
 
 #include "cost/cluster.h"
-#include "runtime/data.h"
-#include "runtime/engine.h"
-#include "runtime/iteration.h"
-#include "runtime/model.h"
-#include "runtime/optimizer.h"
-#include "runtime/process_group.h"
-#include "runtime/recorder.h"
+#include "runtime/model/data.h"
+#include "runtime/comm/engine.h"
+#include "runtime/train/iteration.h"
+#include "runtime/model/model.h"
+#include "runtime/model/optimizer.h"
+#include "runtime/comm/process_group.h"
+#include "timeline/recorder.h"
 #include "schedule/schedule.h"
 #include "schedulers/strategies.h"
 
@@ -106,7 +106,7 @@ class PlainLoop {
   double sink_ = 0;
 };
 
-// (b) The same model trained through the engine, as runtime/trainer.cc does.
+// (b) The same model trained through the engine, as runtime/train/trainer.cc does.
 class WeftLoop {
  public:
   // Records the timeline of its first `recorded` iterations (the warm-up run).
@@ -261,7 +261,7 @@ int run(int argc, char** argv) {
   app.add_option("--batch", o.batch, "samples per iteration")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
-  // As `weft train` (Note [One thread per worker], runtime/layer_profiler.h).
+  // As `weft train` (Note [One thread per worker], runtime/measure/layer_profiler.h).
   torch::set_num_threads(1);
   const std::string before = load_average();
   fmt::print("Batch {}, SGD, 1 intra-op thread, synthetic data; {} repetitions of {} iterations each, "

@@ -1,6 +1,6 @@
 """The same job through both front ends — `weft train --model cnn` and
 weft.DataParallel on examples/cnn.py's model — is one job by construction
-(runtime/job.h, runtime/worker.h): its checkpoints name the worker's state alike
+(runtime/train/job.h, runtime/train/worker.h): its checkpoints name the worker's state alike
 and record the same identity."""
 
 import json

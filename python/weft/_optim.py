@@ -2,7 +2,7 @@
 
 torch.optim.SGD, Adam and AdamW (exactly those classes, without amsgrad or
 maximize) can be mirrored: weft.DataParallel gives the engine one C++
-LayerOptimizer (src/runtime/optimizer.h) with each parameter's options from its
+LayerOptimizer (src/runtime/model/optimizer.h) with each parameter's options from its
 param group, so that in the overlapped update the engine steps layer l the moment
 its gradient is averaged. Every option of every group (lr, momentum, dampening,
 nesterov, betas, eps, weight_decay) is read again before each backward, so any

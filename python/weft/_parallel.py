@@ -1,7 +1,7 @@
 """weft.DataParallel: a user's nn.Module trained with one of weft's schedules.
 
 The schedule is built by the C++ schedulers and executed by the C++ engine
-(src/runtime/engine.h); this file only connects them to the module: it finds the
+(src/runtime/comm/engine.h); this file only connects them to the module: it finds the
 layers, measures them on rank 0, gives every parameter to the engine, and calls
 the engine where `weft train`'s loop does (docs/python.md).
 """
@@ -124,7 +124,7 @@ class DataParallel(nn.Module):
             raise ValueError(f"strategy={strategy!r} is not a weft strategy; accepted: auto, {', '.join(known)}")
         schedule_options = {k: options.get(k, v) for k, v in SCHEDULE_OPTIONS.items()}
         o = {k: options.get(k, v) for k, v in WRAPPER_OPTIONS.items()}
-        # Types here; every value is checked by the C++ job (runtime/job.h), as
+        # Types here; every value is checked by the C++ job (runtime/train/job.h), as
         # weft train checks its flags, and named as these keywords.
         for name in ("H", "T"):
             _expect(name, schedule_options[name], int, "an integer")
@@ -402,7 +402,7 @@ class DataParallel(nn.Module):
 
     def _identity(self):
         """What a checkpoint of this worker must match to be resumed here: the job's
-        identity as weft train records it (runtime/job.h), and the rank. Before
+        identity as weft train records it (runtime/train/job.h), and the rank. Before
         strategy='auto' has chosen, only what does not depend on the strategy."""
         if self.strategy == "auto":
             return {"workers": self.workers, "servers": self._servers, "rank": self.rank}
@@ -478,7 +478,9 @@ class DataParallel(nn.Module):
 
     def _check_job(self, job, check_strategy):
         here = self._identity()
-        for key, value in here.items():
+        # The strategy first: the other fields follow from it.
+        for key in sorted(here, key=lambda k: (k != "strategy", k)):
+            value = here[key]
             if key == "strategy" and not check_strategy:
                 continue
             if job.get(key) != value:

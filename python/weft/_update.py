@@ -20,7 +20,7 @@ after backward() runs, so anything that code would change in the update is a
 different model, and raises RuntimeError naming the habit and the fix:
   - a .grad changed between backward() and step() (clip_grad_norm_, scaling):
     tensor version counters show it, because the engine's own zeroing and writes
-    do not move them (Note [Zeroing unseen], runtime/optimizer.cc). A write
+    do not move them (Note [Zeroing unseen], runtime/model/optimizer.cc). A write
     through `.data` moves no counter (torch 1.13's clip_grad_value_ writes so):
     torch.nn.utils' two clipping functions are wrapped to say so themselves
     (guard_clipping), and the iteration "auto" watches compares the gradients'

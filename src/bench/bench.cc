@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 // Helper commands (probes, plan, simulate) take seconds; this is their limit.
 constexpr Seconds kShortTimeout = 300;
-// The network profile's message sizes are 4 KiB·4^k (runtime/network_profile.h).
+// The network profile's message sizes are 4 KiB·4^k (runtime/measure/network_profile.h).
 constexpr Bytes kSmallestMessage = 4 << 10;
 
 // The encodings `strategy` runs in: --compression's; a parameter server's, those

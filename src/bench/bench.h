@@ -38,14 +38,14 @@
 // Note [Profiling under contention]
 // Rule: the model is profiled by P processes timing their layers together
 // (`weft profile --model --nproc P`; Notes [Profiling together] and [Time
-// slices] in runtime/layer_profiler.h), the median over them layer by layer.
+// slices] in runtime/measure/layer_profiler.h), the median over them layer by layer.
 // Why: the P workers of a run share the cores; P processes started apart
 // profiled 25% fast. Known bias: a worker waiting for the network leaves its
 // core to the others, so on slow links training sees less contention than this.
 //
 // Note [Interference per link]
 // Rule: each link gets its own profile and host, measured over that link by
-// `weft profile --interference --host` (runtime/layer_profiler.h): its layers,
+// `weft profile --interference --host` (runtime/measure/layer_profiler.h): its layers,
 // timed by the workers inside their namespaces, the share of a core the link's
 // traffic keeps busy and the workers' skew (docs/cost-model.md §7.3). The
 // link's predictions, simulated trace and training runs all read those two

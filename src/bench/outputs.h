@@ -1,7 +1,7 @@
 // Reading what the other weft commands write, as far as the bench needs it: the
 // plan (`weft plan --json`, docs/formats.md §6), one simulation's summary (`weft simulate
 // --json`) and the all-reduce fit (`weft profile --network --out`,
-// runtime/network_profile.h).
+// runtime/measure/network_profile.h).
 //
 // Thread-safety: pure functions.
 #pragma once

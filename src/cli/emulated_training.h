@@ -13,12 +13,12 @@
 // --bandwidth Q` (what `weft bench` runs) neither nests namespaces nor needs the
 // ranks to be root. Without --bandwidth, `--nproc K` trains over loopback as before.
 // Each rank re-runs this command line (/proc/self/exe with the same arguments),
-// marked as a launched worker (Note [Launcher and workers], runtime/launcher.h), so
+// marked as a launched worker (Note [Launcher and workers], runtime/launch/launcher.h), so
 // --nproc and --bandwidth are acted on once, here. --latency is not emulated (our
 // kernels lack netem's delays, docs/runtime.md §3): the planner uses it as given. The ranks
 // plan for what TCP delivers over the shaped links (netem::payload_rate, about 95%
 // of the rate at a 1500-byte MTU), as `weft bench` does: the launch tells them the
-// links' MTU in runtime::kEmulatedMtuVariable, and runtime::cluster_of (runtime/job.h) applies it.
+// links' MTU in runtime::kEmulatedMtuVariable, and runtime::cluster_of (runtime/train/job.h) applies it.
 //
 // Thread-safety: run_emulated_training once per process, from the main thread.
 #pragma once

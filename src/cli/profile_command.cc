@@ -18,10 +18,10 @@
 #include "cost/host.h"
 #include "profile/profile.h"
 #include "profile/zoo.h"
-#include "runtime/layer_profiler.h"
-#include "runtime/model.h"
-#include "runtime/codecs.h"
-#include "runtime/network_profile.h"
+#include "runtime/measure/layer_profiler.h"
+#include "runtime/model/model.h"
+#include "runtime/comm/codecs.h"
+#include "runtime/measure/network_profile.h"
 #include "units/cores.h"
 #include "units/files.h"
 #include "units/units.h"
@@ -139,7 +139,7 @@ int run_model_profile(const ProfileFlags& flags) {
   return runtime::run_model_profile(job);
 }
 
-// The backend (runtime/network_profile.h) launches the workers itself when given
+// The backend (runtime/measure/network_profile.h) launches the workers itself when given
 // --nproc, like `weft train`.
 int run_network_profile(const ProfileFlags& flags) {
   runtime::NetworkProfileOptions options = flags.network_options;

@@ -1,7 +1,7 @@
 // `weft run --nproc K [--servers S] [--bandwidth Q] -- COMMAND ARGS`: a local
 // launcher for any program, torchrun's job (docs/launcher.md). It starts K (+S)
 // processes of COMMAND with the torchrun variables and supervises them with the
-// same launcher `weft train --nproc` uses (runtime/launcher.h); with --bandwidth,
+// same launcher `weft train --nproc` uses (runtime/launch/launcher.h); with --bandwidth,
 // each behind its own emulated link, through the same run_emulated `weft netem` and
 // `weft train --bandwidth` use (netem/netem.h). No third supervisor.
 //
@@ -28,8 +28,8 @@
 #include "netem/netem.h"
 #include "netem/netns.h"
 #include "netem/process.h"
-#include "runtime/launcher.h"
-#include "runtime/train.h"
+#include "runtime/launch/launcher.h"
+#include "runtime/train/train.h"
 #include "units/cores.h"
 #include "units/units.h"
 

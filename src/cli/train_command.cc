@@ -1,7 +1,7 @@
 // `weft train`: real data-parallel training with a strategy (docs/runtime.md §3, docs/cli.md §5). The flags
-// become a runtime::TrainOptions; everything else happens in runtime/train.h,
+// become a runtime::TrainOptions; everything else happens in runtime/train/train.h,
 // which also decides whether this process launches workers or is one
-// (Note [Launcher and workers] in runtime/launcher.h).
+// (Note [Launcher and workers] in runtime/launch/launcher.h).
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,7 +13,7 @@
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "cli/emulated_training.h"
-#include "runtime/train.h"
+#include "runtime/train/train.h"
 #include "schedulers/strategies.h"
 #include "units/cores.h"
 #include "units/units.h"

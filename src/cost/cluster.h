@@ -36,7 +36,7 @@ struct MeasuredAllReduce {
 
 // Collectives weft's runtime runs at once: its Gloo group has this many threads,
 // and Gloo runs each collective to its end on one of them
-// (runtime/process_group.cc); the others wait their turn, in order.
+// (runtime/comm/process_group.cc); the others wait their turn, in order.
 inline constexpr int kRuntimeCollectiveThreads = 2;
 
 // The all-reduce cost from measurements: T(n) = startup(n) + b·n. Without `curve`,
@@ -50,7 +50,7 @@ struct FittedAllReduce {
   std::vector<MeasuredAllReduce> curve;
   // Messages of at most this many bytes are summed by all-gather, the others by
   // ring all-reduce (Note [Small all-reduces by all-gather] in
-  // runtime/process_group.h).
+  // runtime/comm/process_group.h).
   Bytes gather_below = 0;
   // The all-gather's times at the sizes it sums, which startup(n) follows for
   // those messages, as `curve` (the ring's) for the others (Note [One curve per

@@ -60,7 +60,7 @@ TEST(EmulatedAllReduce, OneMebibyteAtTenMbitTakesWhatTheLinkAllowsAndLeavesNothi
   double seconds = -1;
   for (const auto& point : measured.at("points")) {
     // The ring all-reduce's own time; `seconds` may be an all-gather's (Note [Small
-    // all-reduces by all-gather] in runtime/process_group.h).
+    // all-reduces by all-gather] in runtime/comm/process_group.h).
     if (point.at("bytes").get<long long>() == kMessageBytes) seconds = point.at("allreduce_s").get<double>();
   }
   ASSERT_GT(seconds, 0) << "no 1 MiB point in " << measured.dump();

@@ -12,7 +12,7 @@
 
 #include "netem/netns.h"
 #include "netem/process.h"
-#include "runtime/fault_testing.h"
+#include "runtime/train/fault_testing.h"
 
 namespace weft::testing_util {
 namespace {

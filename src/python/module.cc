@@ -1,7 +1,7 @@
 // weft._C: the C++ half of the Python package (docs/python.md). It exposes the
 // pieces `weft train` is made of — the job's options and identity (runtime/
-// job.h), rendezvous (runtime/process_group.h), the shared schedule and a
-// worker's state (runtime/worker.h), the per-layer optimizer, the communication
+// job.h), rendezvous (runtime/comm/process_group.h), the shared schedule and a
+// worker's state (runtime/train/worker.h), the per-layer optimizer, the communication
 // engine and the parameter server — so that python/weft/ can drive them with a
 // user's torch.nn.Module. No strategy, update rule, option check or message is
 // implemented on the Python side but those about Python's own types.
@@ -31,14 +31,14 @@
 #include "plan/options.h"
 #include "plan/planner.h"
 #include "profile/profile.h"
-#include "runtime/engine.h"
-#include "runtime/job.h"
-#include "runtime/optimizer.h"
-#include "runtime/outer_optimizer.h"
-#include "runtime/parameter_server.h"
-#include "runtime/process_group.h"
-#include "runtime/worker.h"
-#include "runtime/worker_env.h"
+#include "runtime/comm/engine.h"
+#include "runtime/train/job.h"
+#include "runtime/model/optimizer.h"
+#include "runtime/model/outer_optimizer.h"
+#include "runtime/comm/parameter_server.h"
+#include "runtime/comm/process_group.h"
+#include "runtime/train/worker.h"
+#include "runtime/launch/worker_env.h"
 #include "schedule/encoding.h"
 #include "schedulers/strategies.h"
 #include "units/ranges.h"
@@ -125,7 +125,7 @@ void average(Job& job, const std::vector<torch::Tensor>& tensors) {
 }
 
 // ---------------------------------------------------------------------------
-// Options with the command line's names (plan/options.h, runtime/job.h), checked
+// Options with the command line's names (plan/options.h, runtime/train/job.h), checked
 // in C++ and named as Python keywords (Note [One message, two spellings]).
 
 std::string text_of(const py::handle& value) {
@@ -187,7 +187,7 @@ runtime::JobOptions with_strategy(runtime::JobOptions job, const std::string& st
 }
 
 // ---------------------------------------------------------------------------
-// The shared schedule (Note [Shared schedule], runtime/worker.h): rank 0 gives
+// The shared schedule (Note [Shared schedule], runtime/train/worker.h): rank 0 gives
 // the profile it measured (or `error`, which every rank then raises).
 
 std::shared_ptr<runtime::SharedPlan> shared_schedule(Job& job, const runtime::JobOptions& options, int workers,
@@ -263,7 +263,7 @@ class PyEngine {
   runtime::Engine& operator*() { return *engine_; }
 
   // What a checkpoint of this worker holds besides the module's own tensors
-  // (Note [A worker's state], runtime/worker.h). REQUIRES: drained.
+  // (Note [A worker's state], runtime/train/worker.h). REQUIRES: drained.
   std::map<std::string, torch::Tensor> state() const {
     return runtime::worker_state(*optimizer_, outer_.get(), engine_.get());
   }
@@ -400,7 +400,7 @@ PYBIND11_MODULE(_C, m) {
            "`weft plan --json` of these options on `workers` workers for `strategies` (strategy='auto').")
       .def("identity", [](const runtime::JobOptions& j, int workers) {
         return runtime::job_identity(j, workers).dump();
-      }, py::arg("workers"), "What a checkpoint records of the job (runtime/job.h), as JSON text.");
+      }, py::arg("workers"), "What a checkpoint records of the job (runtime/train/job.h), as JSON text.");
   m.def("job_options", &make_job, py::arg("strategy"), py::arg("schedule_options"), py::arg("servers"),
         py::arg("steps"), py::arg("failure_timeout"), py::arg("outer_optimizer"), py::arg("outer_lr"),
         py::arg("outer_momentum"),

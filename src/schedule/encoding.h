@@ -2,7 +2,7 @@
 //
 // It is part of the Schedule (CommOp::encoding), so that every executor sees it as
 // data: the runtime encodes and decodes with the codec it names
-// (runtime/codecs.h), the simulator costs the message by its wire bytes plus the
+// (runtime/comm/codecs.h), the simulator costs the message by its wire bytes plus the
 // encode and decode compute. `none` is the float32 values themselves.
 //
 // Thread-safety: plain data and pure functions.
@@ -84,7 +84,7 @@ Bytes powersgd_wire_bytes(Bytes rows, Bytes cols, int rank);
 // A low-rank codec factorises a tensor of a message when the tensor lies wholly
 // inside one chunk and is a matrix worth factorising: rows = its first dimension,
 // cols = the product of the others (> 1), and the factors fewer bytes than the
-// matrix in fp16; every other value travels whole. The codec (runtime/codecs.cc)
+// matrix in fp16; every other value travels whole. The codec (runtime/comm/codecs.cc)
 // and the wire cost (schedule/wire_cost.cc) both ask this function, so the
 // simulator costs exactly what the runtime sends.
 struct MatrixShape {

@@ -1,7 +1,7 @@
 // ScheduleIndex: the dependencies of a Schedule, computed once for both executors:
 // when each operation becomes ready, and what each forward waits for.
 //
-// The simulator (sim/simulator.cc) and the runtime engine (runtime/engine.cc) both
+// The simulator (sim/simulator.cc) and the runtime engine (runtime/comm/engine.cc) both
 // read their dependency bookkeeping from here, so they cannot disagree on what a
 // schedule means (Note [One schedule, two executors] in schedule.h).
 //

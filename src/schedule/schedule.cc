@@ -50,7 +50,7 @@ namespace {
 
 // One encoding for the whole schedule (so that any fusion of its operations is one
 // message of one codec), element-wise where servers exchange (Note [Compressed
-// exchanges] in runtime/parameter_server.h), a rank only for PowerSGD.
+// exchanges] in runtime/comm/parameter_server.h), a rank only for PowerSGD.
 void check_encoding(const Schedule& s, int iteration, int index) {
   const CommOp& op = s.iterations[static_cast<size_t>(iteration)][static_cast<size_t>(index)];
   Encoding first = op.encoding;

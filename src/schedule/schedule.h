@@ -85,7 +85,7 @@ std::string_view to_string(DispatchPolicy::Kind kind);
 
 // Whether which operations a message fuses depends on what is ready when a message
 // completes, and so could differ from rank to rank: then rank 0 decides each
-// collective and announces it (Note [Collective order] in runtime/engine.h), and
+// collective and announces it (Note [Collective order] in runtime/comm/engine.h), and
 // the others issue it only once the announcement has arrived.
 inline bool decided_by_timing(const DispatchPolicy& policy) {
   return policy.kind != DispatchPolicy::Kind::kInOrder;

@@ -16,7 +16,7 @@ namespace weft {
 struct WireCost {
   Bytes bytes = 0;      // what an all-reduce of this size moves, as float32 bytes would
   Seconds compute = 0;  // encoding and decoding on each worker (Host::codec_cost)
-  // Collectives that run one after the other (runtime/codecs.cc): PowerSGD's P
+  // Collectives that run one after the other (runtime/comm/codecs.cc): PowerSGD's P
   // sum must end before Q is computed and summed (its fp16 rest runs beside P);
   // every other encoding (acpsgd too: P or Q, and the rest, in one sum) is one
   // exchange. Each costs a collective's start-up.

@@ -36,7 +36,7 @@
 //   w_k ← w_k − η·g_k and push w_k; once the server holds all P copies it sets
 //   w̃ ← (1−β)·w̃ + β·mean_k(w_k); the workers pull w̃ and apply the elastic term
 //   w_k ← w_k − α·(w_k − w̃) before the group's next forward (docs/strategies.md §4.4; the
-//   runtime's side is in runtime/parameter_server.h).
+//   runtime's side is in runtime/comm/parameter_server.h).
 //
 // Note [Release offsets from Algorithm 1]
 // ---------------------------------------

@@ -347,7 +347,7 @@ TEST(PsSchedule, BadOptionsNameTheirFlag) {
   EXPECT_THROW(make_ps(p, no_server, {}), UsageError);
 }
 
-// Note [Compressed exchanges] (runtime/parameter_server.h): the element-wise
+// Note [Compressed exchanges] (runtime/comm/parameter_server.h): the element-wise
 // codecs become every operation's encoding; PowerSGD is refused, naming what is
 // accepted.
 TEST(PsSchedule, CompressionIsEveryOperationsEncodingAndElementwiseOnly) {

@@ -75,7 +75,7 @@ namespace weft {
 // transports, keeps plain fair sharing and no limit. Why: Gloo runs each
 // collective of a group on one of its few threads, to its end. Messages in a
 // lossy encoding move one at a time under any model: the runtime runs them one
-// after another on their codec's thread (runtime/codecs.h).
+// after another on their codec's thread (runtime/comm/codecs.h).
 
 // Note [Parameter-server transport]
 // ----------------------------------
@@ -83,7 +83,7 @@ namespace weft {
 // the order sent; a server answers its ops in the schedule's order, an op once all
 // P pushes of it are in and the ops before it are answered; its answers leave one
 // after another, each paying its own start-up after the one before. Why: that is
-// what runtime/parameter_server.cc does over Gloo's one connection per pair, and
+// what runtime/comm/parameter_server.cc does over Gloo's one connection per pair, and
 // tbf is one FIFO; an early-answered worker computes while the others wait.
 
 // Note [Symmetric all-reduce workers]
@@ -867,7 +867,7 @@ void Simulation::on_collective_done(int seq, Seconds now) {
     if (record_it) {
       const int lane = c.lane[static_cast<size_t>(v)];
       // Named as the runtime names it (Note [Small all-reduces by all-gather] in
-      // runtime/process_group.h), so that predicted and measured traces match.
+      // runtime/comm/process_group.h), so that predicted and measured traces match.
       const bool gathered = cluster_.fitted && summed_by_allgather(message.bytes, cluster_.fitted->gather_below);
       record(v, lane_name(lane), (gathered ? "allgather " : "allreduce ") + describe(message), c.start, now,
              message);
@@ -971,7 +971,7 @@ void Simulation::push_when_due(int p, Seconds now) {
 }
 
 // A push or an answer moves its part's wire bytes (Note [Compressed exchanges] in
-// runtime/parameter_server.h), and each direction pays the codec's compute for
+// runtime/comm/parameter_server.h), and each direction pays the codec's compute for
 // its values as start-up: one encode and the decodes, as for a collective
 // (schedule/wire_cost.h).
 Flow Simulation::encoded_ps_flow(const Part& part, bool push) const {

@@ -345,7 +345,7 @@ TEST(Simulate, ReleaseOffsetsDelayTheCollective) {
 }
 
 // The same messages as `in_order`'s, one at a time in list order, under a policy
-// whose collectives rank 0 announces (Note [Collective order], runtime/engine.h).
+// whose collectives rank 0 announces (Note [Collective order], runtime/comm/engine.h).
 Schedule announced_in_list_order(Schedule in_order) {
   in_order.dispatch = {.kind = DispatchPolicy::Kind::kCredit, .credit = 1};
   for (auto& ops : in_order.iterations) {

@@ -1,0 +1,59 @@
+#include "runtime/measure/layer_profiler.h"
+
+#include <gtest/gtest.h>
+
+#include "units/units.h"
+
+namespace weft::runtime {
+namespace {
+
+TEST(LayerProfiler, MeasuresEveryLayerOfEveryModel) {
+  for (const std::string& name : model_names()) {
+    int calls = 0;
+    const Profile profile = profile_model(
+        {.model = name, .batch = 4, .warmup = 1, .iterations = 3, .progress = [&](int done, int total) {
+           EXPECT_EQ(done, ++calls);
+           EXPECT_EQ(total, 4);
+         }});
+    EXPECT_EQ(calls, 4);
+    const auto model = make_model(name);
+    const Profile skeleton = model->layer_profile(name, 4);
+    ASSERT_EQ(profile.size(), skeleton.size()) << name;
+    EXPECT_EQ(profile.model, name);
+    EXPECT_EQ(profile.batch, 4);
+    for (int l = 0; l < profile.size(); ++l) {
+      EXPECT_EQ(profile.layers[l].name, skeleton.layers[l].name);
+      EXPECT_EQ(profile.layers[l].params, skeleton.layers[l].params);
+      EXPECT_GT(profile.layers[l].fp, 0) << name << " layer " << l;
+      EXPECT_GT(profile.layers[l].bp, 0) << name << " layer " << l;
+    }
+    EXPECT_NO_THROW(validate(profile));
+  }
+}
+
+TEST(LayerProfiler, LayerByLayerBackwardGivesTheWholeModelsGradients) {
+  // The profiler's split backward must compute what one backward computes, or it
+  // would time something else.
+  const auto split = make_model("cnn", 3);
+  const auto whole = make_model("cnn", 3);
+  const Batch batch = make_data({.model = "cnn", .synthetic = true, .batch = 4, .seed = 3})->next();
+  profile_model(*split, batch, {.model = "cnn", .warmup = 0, .iterations = 1});
+  torch::Tensor x = batch.input;
+  for (int l = 0; l < whole->num_layers(); ++l) x = whole->forward_layer(l, x);
+  whole->loss(x, batch.target).backward();
+  const auto a = split->parameters(), b = whole->parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(a[i].grad(), b[i].grad(), 1e-5, 1e-6)) << i;
+  }
+}
+
+TEST(LayerProfiler, BadOptionsNameTheFlag) {
+  for (const LayerProfilerOptions& bad : {LayerProfilerOptions{.batch = 0}, LayerProfilerOptions{.iterations = 0},
+                                          LayerProfilerOptions{.warmup = -1}, LayerProfilerOptions{.threads = 0}}) {
+    EXPECT_THROW(profile_model(bad), UsageError);
+  }
+  EXPECT_THROW(profile_model({.model = "resnet"}), UsageError);
+}
+
+}  // namespace
+}  // namespace weft::runtime

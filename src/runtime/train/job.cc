@@ -1,0 +1,114 @@
+#include "runtime/train/job.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "netem/netem.h"
+#include "netem/shaping.h"
+#include "runtime/launch/launcher.h"
+#include "schedule/encoding.h"
+#include "units/ranges.h"
+
+namespace weft::runtime {
+
+void validate(const JobOptions& job) {
+  if (job.steps) ranges::check(ranges::kSteps, static_cast<double>(*job.steps));
+  ranges::check(ranges::kFailureTimeout, job.failure_timeout);
+  validate(job.outer);
+  if (job.strategy == "auto") return;
+  const StrategyInfo* info = nullptr;
+  for (const StrategyInfo& s : strategies()) {
+    if (s.name == job.strategy) info = &s;
+  }
+  if (info == nullptr) {
+    std::vector<std::string_view> names;
+    for (const StrategyInfo& s : strategies()) names.push_back(s.name);
+    throw UsageError(fmt::format("{}: not a weft strategy; accepted: {}", ranges::given("--strategy", job.strategy),
+                                 fmt::join(names, ", ")));
+  }
+  if (info->arch == Arch::kParameterServer && job.servers < 1) {
+    throw UsageError(fmt::format("{}: a parameter-server strategy needs parameter servers: {} >= 1",
+                                 ranges::given("--strategy", job.strategy), ranges::given("--servers", "S")));
+  }
+  if (info->arch == Arch::kAllReduce && job.servers != 0) {
+    throw UsageError(fmt::format("{}: only the parameter-server strategies (ps, ps-interleaved) have servers; {} "
+                                 "is all-reduce",
+                                 ranges::given("--servers", std::to_string(job.servers)),
+                                 ranges::given("--strategy", job.strategy)));
+  }
+  check_outer_step(job.outer, job.strategy);
+  if (info->arch == Arch::kParameterServer) check_exchange_encoding(job.strategy_options.compression, job.strategy);
+}
+
+void check_length_known(const JobOptions& job) {
+  if (find_strategy(job.strategy).arch != Arch::kParameterServer || job.steps) return;
+  throw UsageError(fmt::format("{}: give {}, the iterations the job trains (the servers serve exactly those)",
+                               ranges::given("--strategy", job.strategy), ranges::given("--steps", "N")));
+}
+
+int workers_of(const JobOptions& job, int world) {
+  if (world - job.servers >= 1) return world - job.servers;
+  throw UsageError(fmt::format("{}: the job has only {} ranks (WORLD_SIZE); it needs at least one worker besides "
+                               "the servers",
+                               ranges::given("--servers", std::to_string(job.servers)), world));
+}
+
+// TCP's payload rate over each emulated link: netem::payload_rate, about 95% of
+// the rate at a 1500-byte MTU.
+Cluster planned_cluster(Cluster given) {
+  const char* text = std::getenv(kEmulatedMtuVariable);
+  if (text == nullptr || !is_launched_worker()) return given;
+  int mtu = 0;
+  const std::string_view value = text;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), mtu);
+  if (error != std::errc{} || end != value.data() + value.size()) {
+    throw UsageError(fmt::format("{}={}: expected the emulated links' MTU in bytes (68..65535)",
+                                 kEmulatedMtuVariable, value));
+  }
+  netem::check_mtu(mtu, kEmulatedMtuVariable);
+  given.bandwidth = netem::payload_rate(given.bandwidth, mtu);
+  if (given.server_bandwidth > 0) given.server_bandwidth = netem::payload_rate(given.server_bandwidth, mtu);
+  return given;
+}
+
+Cluster cluster_of(const JobOptions& job, int workers) {
+  const StrategyInfo& info = find_strategy(job.strategy);
+  Cluster cluster = planned_cluster(job.cluster);
+  cluster.workers = workers;
+  cluster.arch = info.arch;
+  if (info.arch == Arch::kParameterServer) cluster.servers = job.servers;
+  validate(cluster);
+  return cluster;
+}
+
+nlohmann::json job_identity(const JobOptions& job, int workers) {
+  const StrategyInfo& info = find_strategy(job.strategy);
+  const StrategyOptions& so = job.strategy_options;
+  nlohmann::json identity{{"strategy", job.strategy}, {"workers", workers}, {"servers", job.servers}};
+  if (lossy(so.compression)) identity["compression"] = to_string(so.compression);
+  const auto outer = [&] {
+    identity["outer_optimizer"] = job.outer.kind;
+    if (job.outer.enabled()) {
+      identity["outer_lr"] = job.outer.lr;
+      identity["outer_momentum"] = job.outer.momentum;
+    }
+  };
+  if (job.strategy == "ps-interleaved") {
+    identity["T"] = so.T;
+    identity["easgd_beta"] = so.easgd_beta;
+    if (so.easgd_alpha) identity["easgd_alpha"] = *so.easgd_alpha;  // else beta / workers
+    if (job.outer.enabled()) outer();
+  }
+  if (info.family == Family::kLocalSgd) {
+    identity["H"] = so.H;
+    outer();
+  }
+  return identity;
+}
+
+}  // namespace weft::runtime

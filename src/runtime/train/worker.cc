@@ -1,0 +1,118 @@
+#include "runtime/train/worker.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "plan/tuning.h"
+#include "runtime/comm/engine.h"
+#include "runtime/model/optimizer.h"
+#include "schedulers/strategies.h"
+
+namespace weft::runtime {
+
+SharedPlan share_plan(const Group& group, const JobOptions& job, int workers, const Rank0Plan& rank0) {
+  using json = nlohmann::json;
+  const StrategyInfo& info = find_strategy(job.strategy);
+  const json message = json::parse(decided_by_rank0(group, "weft/plan", [&] {
+    auto [profile, extra] = rank0();
+    const StrategyOptions tuned = tune(info, profile, cluster_of(job, workers), job.strategy_options);
+    json decided{{"profile", to_json(profile)}, {"extra", extra}};
+    if (tuned.partition) decided["partition_B"] = *tuned.partition;
+    if (tuned.credit) decided["credit_B"] = *tuned.credit;
+    return decided.dump();
+  }, "rank 0 could not build the schedule"));
+  SharedPlan plan{.profile = parse_profile(message["profile"].get<std::string>(), "rank 0's profile"),
+                  .strategy = job.strategy_options,
+                  .extra = message["extra"].get<std::string>()};
+  if (message.contains("partition_B")) plan.strategy.partition = message["partition_B"].get<Bytes>();
+  if (message.contains("credit_B")) plan.strategy.credit = message["credit_B"].get<Bytes>();
+  const Cluster cluster = cluster_of(job, workers);
+  plan.schedule = info.make(plan.profile, cluster, plan.strategy);
+  validate(plan.schedule, plan.profile, workers);
+  plan.gather_below = cluster.fitted ? cluster.fitted->gather_below : 0;
+  return plan;
+}
+
+std::unique_ptr<OuterOptimizer> make_outer(const JobOptions& job,
+                                           const std::vector<std::vector<torch::Tensor>>& layers, bool steps) {
+  if (!job.outer.enabled() || !steps) return nullptr;
+  return std::make_unique<OuterOptimizer>(layers, job.outer);
+}
+
+const std::string kServerEntries = kEngineEntries + std::string(to_string(OpKind::kParameterServer)) + "/";
+
+std::map<std::string, torch::Tensor> entries_under(const std::map<std::string, torch::Tensor>& state,
+                                                   const std::string& prefix) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, tensor] : state) {
+    if (name.starts_with(prefix)) out[name.substr(prefix.size())] = tensor;
+  }
+  return out;
+}
+
+std::map<std::string, torch::Tensor> worker_state(const LayerOptimizer& optimizer, OuterOptimizer* outer,
+                                                  const Engine* engine) {
+  std::map<std::string, torch::Tensor> out;
+  for (auto& [name, tensor] : optimizer.state()) out[kOptimizerEntries + name] = tensor;
+  if (outer != nullptr) {
+    for (int l = 0; l < outer->agreed().num_layers(); ++l) {
+      out[fmt::format("{}agreed/{}", kOuterEntries, l)] = outer->agreed().flat(l).clone();
+      out[fmt::format("{}momentum/{}", kOuterEntries, l)] = outer->momentum(l).clone();
+    }
+  }
+  if (engine != nullptr) {
+    for (auto& [name, tensor] : engine->state()) out[kEngineEntries + name] = tensor;
+  }
+  return out;
+}
+
+void load_worker_state(const std::map<std::string, torch::Tensor>& state, LayerOptimizer& optimizer,
+                       OuterOptimizer* outer) {
+  torch::NoGradGuard no_grad;
+  const auto optimizer_state = entries_under(state, kOptimizerEntries);
+  if (!optimizer_state.empty()) {
+    try {
+      optimizer.load_state(optimizer_state);
+    } catch (const std::logic_error& e) {
+      throw std::invalid_argument(e.what());
+    }
+  }
+  const auto outer_state = entries_under(state, kOuterEntries);
+  if (outer == nullptr) {
+    if (!outer_state.empty()) {
+      throw std::invalid_argument(fmt::format("{}{}: this job has no outer optimizer", kOuterEntries,
+                                              outer_state.begin()->first));
+    }
+    return;
+  }
+  const auto take = [&](const std::string& name, const torch::Tensor& into) {
+    const auto found = outer_state.find(name);
+    if (found == outer_state.end() || !found->second.sizes().equals(into.sizes()) ||
+        found->second.scalar_type() != into.scalar_type()) {
+      throw std::invalid_argument(fmt::format("{}{} is missing or of another shape", kOuterEntries, name));
+    }
+    into.copy_(found->second);
+  };
+  for (int l = 0; l < outer->agreed().num_layers(); ++l) {
+    take(fmt::format("agreed/{}", l), outer->agreed().flat(l));
+    take(fmt::format("momentum/{}", l), outer->momentum(l));
+  }
+  for (const auto& [name, tensor] : outer_state) {
+    const auto slash = name.find('/');
+    const std::string kind = name.substr(0, slash);
+    const std::string layer = slash == std::string::npos ? "" : name.substr(slash + 1);
+    if ((kind != "agreed" && kind != "momentum") || layer.empty() ||
+        layer.find_first_not_of("0123456789") != std::string::npos || layer.size() > 6 ||
+        std::stoi(layer) >= outer->agreed().num_layers()) {
+      throw std::invalid_argument(fmt::format("{}{}: this job keeps no such state", kOuterEntries, name));
+    }
+  }
+}
+
+void load_engine_state(const std::map<std::string, torch::Tensor>& state, Engine& engine) {
+  engine.load_state(entries_under(state, kEngineEntries));
+}
+
+}  // namespace weft::runtime
