@@ -2,7 +2,7 @@
 `cnn`) with weft.DataParallel, the options given as KEY=VALUE, trained STEPS
 iterations on random data of Fashion-MNIST's shape; saves its state_dict.
 
-    one_job_worker.py OUT STEPS strategy=flsgd H=2 compression=powersgd:1 ...
+    one_job_worker.py OUT STEPS strategy=flsgd H=2 compression=powersgd:1 allow=ssgd+lossy ...
 """
 
 import os
@@ -30,10 +30,13 @@ def value(text):
 def main():
     out, steps = sys.argv[1], int(sys.argv[2])
     options = {k: value(v) for k, v in (a.split("=", 1) for a in sys.argv[3:])}
+    if "allow" in options:
+        options["allow"] = tuple(options["allow"].split("+"))
     torch.manual_seed(0)
     net = Cnn()
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    model = weft.DataParallel(net, opt, layers=net.layers(), failure_timeout=30, verbose=False, **options)
+    options.setdefault("verbose", False)
+    model = weft.DataParallel(net, opt, layers=net.layers(), failure_timeout=30, **options)
     for _ in range(steps):
         opt.zero_grad()
         F.cross_entropy(model(torch.randn(8, 1, 28, 28)), torch.randint(0, 10, (8,))).backward()

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 import models
 import weft
+from jobs import check, run_job
 
 
 def test_profile_and_plan(tmp_path):
@@ -41,3 +42,18 @@ def test_auto_runs_the_recommended_strategy(capsys):
     model.finish()
     assert weft.strategies()[model.strategy] == "ssgd"
     assert f"strategy=auto chose {model.strategy}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("allow, lossy", [("ssgd", False), ("ssgd+lossy", True)])
+def test_auto_chooses_a_codec_only_where_lossy_is_allowed(tmp_path, allow, lossy):
+    """At 1Mbit the planner finds a codec far faster; auto takes it only when allowed, says so,
+    and the job (its identity, its messages) is that codec's."""
+    results = run_job("one_job_worker.py", [tmp_path, 2, "strategy=auto", f"allow={allow}", "bandwidth=1Mbit",
+                                            "verbose=1"], nproc=2, timeout=300)
+    check(results)
+    said = [line for line in results[0][1].splitlines() if "strategy=auto chose" in line]
+    assert len(said) == 1, results[0][1]
+    job = json.loads(torch.load(tmp_path / "state.rank0.pt")["weft.job"])
+    assert ("compression" in job) == lossy, job
+    if lossy:
+        assert f"+ {job['compression']}:" in said[0] and "the fastest exact one" in said[0], said[0]

@@ -48,7 +48,7 @@ WRAPPER_OPTIONS = {
     "find_unused_parameters": False, # a parameter without gradient: error (False) or zero gradient (True)
     "broadcast_buffers": True,       # rank 0's buffers at the start of every training forward
     "failure_timeout": 60.0,         # seconds; as `weft train --failure-timeout`
-    "allow": ("ssgd",),              # strategy="auto": the families it may choose from
+    "allow": ("ssgd",),              # strategy="auto": the families it may choose from, and "lossy" (codecs)
     "verbose": True,                 # rank 0 says what it runs, on stderr
     "update": "auto",                # where the optimizer steps: auto, ddp, overlap (_update.py)
     "outer_optimizer": "none",       # local SGD, EASGD: none or nesterov (docs/local-sgd.md)
@@ -57,6 +57,7 @@ WRAPPER_OPTIONS = {
 }
 ACCEPTED = sorted(SCHEDULE_OPTIONS) + sorted(WRAPPER_OPTIONS)
 FAMILIES = ("ssgd", "local_sgd", "ps")
+LOSSY = "lossy"  # in `allow`: strategy="auto" may choose a lossy codec too
 # The jobs this process joined, as (MASTER_ADDR, MASTER_PORT); the modules and
 # optimizers a weft.DataParallel trains until its finish() (not marked on them:
 # a deep copy of either is free to be wrapped).
@@ -135,8 +136,9 @@ class DataParallel(nn.Module):
             _expect(name, o[name], (int, float), "a number")
         _expect("outer_optimizer", o["outer_optimizer"], str, "a string")
         allow = (o["allow"],) if isinstance(o["allow"], str) else tuple(o["allow"])
-        if not set(allow) <= set(FAMILIES):
-            raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}")
+        if not set(allow) <= set(FAMILIES + (LOSSY,)) or not set(allow) - {LOSSY}:
+            raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}, and "
+                             f"{LOSSY!r} to let strategy='auto' choose a lossy codec")
         self._servers = _servers_of(o["servers"])
         self._job_options = _C.job_options(strategy, schedule_options, self._servers, o["steps"],
                                            float(o["failure_timeout"]), o["outer_optimizer"],
@@ -233,12 +235,12 @@ class DataParallel(nn.Module):
     def _setup(self, args, kwargs):
         """Rank 0 finds and measures the layers; every rank builds the same schedule and its engine."""
         job, o = self._job, self._options
-        profile_text, error, extra, strategy = None, "", "", self._requested
+        profile_text, error, extra, strategy, compression = None, "", "", self._requested, None
         if job.rank == 0:
             try:
                 profile_text, called, why = self._measure(args, kwargs)
                 if self._requested == "auto":
-                    strategy = self._choose(profile_text, why)
+                    strategy, compression = self._choose(profile_text, why)
                 extra = json.dumps({"called": called, "strategy": strategy})
             except (ValueError, TypeError, RuntimeError) as e:
                 error = f"{type(e).__name__}: {e}"
@@ -246,13 +248,13 @@ class DataParallel(nn.Module):
             # The strategy rank 0 chose travels beside its plan: every rank asks for that one.
             key = "weft/python/auto"
             if job.rank == 0:
-                job.set(key, json.dumps({"strategy": strategy, "error": error}))
+                job.set(key, json.dumps({"strategy": strategy, "compression": compression, "error": error}))
             chosen = json.loads(job.get(key))
             if chosen["error"] and job.rank != 0:
                 raise ValueError(f"rank 0 could not build the schedule: {chosen['error']}")
             strategy = chosen["strategy"]
             if not error:
-                self._job_options = self._job_options.with_strategy(strategy)
+                self._job_options = self._job_options.with_strategy(strategy, chosen["compression"])
                 self._check_family(strategy)
         plan = _C.shared_schedule(job, self._job_options, self.workers, profile_text, extra, error)
         self.strategy = strategy
@@ -287,19 +289,33 @@ class DataParallel(nn.Module):
         return _C.profile_json(type(self.module).__name__, int(batch), rows), called, "rank 0's first batch"
 
     def _choose(self, profile_text, why):
-        """strategy="auto": the plan's fastest strategy among the allowed families."""
+        """strategy="auto": (strategy, compression), the plan's fastest among the allowed families,
+        with every codec when "lossy" is allowed and no compression was given."""
         # With servers only the parameter-server family runs; without, every other allowed one.
         candidates = [n for n, family in strategies().items()
                       if family in self._allow and (family == "ps") == bool(self._servers)]
-        plan = json.loads(self._job_options.plan_json(profile_text, self.workers, candidates))
-        chosen = plan["recommended"]
+        codecs = LOSSY in self._allow and self._job_options.compression == "none" and not self._servers
+        plan = json.loads(self._job_options.plan_json(profile_text, self.workers, candidates, codecs))
+        chosen, compression = plan["recommended"], plan.get("recommended_compression", "none")
         if self._options["verbose"]:
-            rows = {s["name"]: s for s in plan.get("strategies", [])}
-            predicted = rows.get(chosen, {}).get("iteration_s")
-            _say(f"strategy=auto chose {chosen}: the fastest of {', '.join(candidates)} predicted by the "
-                 f"planner for {self.workers} workers at {self._schedule_options['bandwidth']}, from {why}"
-                 + (f" ({predicted * 1e3:.2f} ms per iteration)" if predicted else ""))
-        return chosen
+            rows = plan.get("strategies", [])
+            label = lambda r: r["name"] + (f" + {r['compression']}" if "compression" in r else "")
+            best = next((r for r in rows if r["name"] == chosen
+                         and r.get("compression", "none") == compression), None)
+            exact = min((r for r in rows if "compression" not in r), key=lambda r: r["iteration_s"], default=None)
+            text = (f"strategy=auto chose {chosen}" + (f" + {compression}" if compression != "none" else "")
+                    + f": the fastest of {', '.join(candidates)}" + (" with every codec" if codecs else "")
+                    + f" predicted by the planner for {self.workers} workers at "
+                    + f"{self._schedule_options['bandwidth']}, from {why}")
+            if best is not None:
+                text += f" ({best['iteration_s'] * 1e3:.2f} ms per iteration"
+                if exact is not None and exact is not best:
+                    text += f"; the fastest exact one, {label(exact)}, {exact['iteration_s'] * 1e3:.2f} ms"
+                text += ")"
+            if codecs and compression != "none":
+                text += "; a lossy codec changes what is learnt: allow=(..) without 'lossy' keeps it exact"
+            _say(text)
+        return chosen, compression
 
     def _check_profile(self, profile_text, layers):
         profile = json.loads(profile_text)

@@ -178,9 +178,11 @@ runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedu
   return job;
 }
 
-runtime::JobOptions with_strategy(runtime::JobOptions job, const std::string& strategy) {
+runtime::JobOptions with_strategy(runtime::JobOptions job, const std::string& strategy,
+                                  const std::optional<std::string>& compression) {
   ranges::KeywordSpelling keywords;
   job.strategy = strategy;
+  if (compression) job.strategy_options.compression = parse_encoding(*compression, "--compression");
   runtime::validate(job);
   runtime::check_length_known(job);
   return job;
@@ -308,9 +310,10 @@ std::string profile_json(const std::string& model, int batch, const std::vector<
 }
 
 // strategy="auto"'s plan: `weft plan --json` of the job's cluster and options
-// for `strategies` (one family: with servers the parameter-server ones).
+// for `strategies` (one family: with servers the parameter-server ones), with
+// every codec where `every_codec`.
 std::string plan_for_job(const runtime::JobOptions& job, const std::string& profile_text, int workers,
-                         const std::vector<std::string>& strategies) {
+                         const std::vector<std::string>& strategies, bool every_codec) {
   ranges::KeywordSpelling keywords;
   const Profile profile = parse_profile(profile_text, "profile");
   Cluster cluster = runtime::planned_cluster(job.cluster);
@@ -319,6 +322,7 @@ std::string plan_for_job(const runtime::JobOptions& job, const std::string& prof
   cluster.servers = std::max(job.servers, 1);
   validate(cluster);
   PlanOptions plan_options{.strategies = strategies, .strategy = job.strategy_options};
+  if (every_codec) plan_options.compressions = candidate_encodings();  // as `weft plan --compression auto`
   py::gil_scoped_release release;
   return plan_json(plan(profile, cluster, plan_options));
 }
@@ -394,10 +398,15 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<runtime::JobOptions>(m, "JobOptions")
       .def_property_readonly("strategy", [](const runtime::JobOptions& j) { return j.strategy; })
-      .def("with_strategy", &with_strategy, py::arg("strategy"),
-           "These options for `strategy` (chosen by strategy='auto'), checked; ValueError as job_options.")
+      .def("with_strategy", &with_strategy, py::arg("strategy"), py::arg("compression") = py::none(),
+           "These options for `strategy` (and `compression`, chosen by strategy='auto'), checked; ValueError as "
+           "job_options.")
+      .def_property_readonly("compression",
+                             [](const runtime::JobOptions& j) { return to_string(j.strategy_options.compression); })
       .def("plan_json", &plan_for_job, py::arg("profile"), py::arg("workers"), py::arg("strategies"),
-           "`weft plan --json` of these options on `workers` workers for `strategies` (strategy='auto').")
+           py::arg("every_codec") = false,
+           "`weft plan --json` of these options on `workers` workers for `strategies` (strategy='auto'), with "
+           "every codec where `every_codec`.")
       .def("identity", [](const runtime::JobOptions& j, int workers) {
         return runtime::job_identity(j, workers).dump();
       }, py::arg("workers"), "What a checkpoint records of the job (runtime/train/job.h), as JSON text.");
