@@ -18,4 +18,12 @@ void add_netem(CLI::App& app, int& exit_status);     // netem_command.cc
 void add_bench(CLI::App& app, int& exit_status);     // bench_command.cc (runtime)
 void add_run(CLI::App& app, int& exit_status);       // run_command.cc (runtime)
 
+// Every subcommand above on `app` (those of the runtime as stubs that say why in
+// a build without it), and CLI11's messages cut as weft's are (app.cc).
+void add_commands(CLI::App& app, int& exit_status);
+
+// The whole of weft's main(): parses argv, runs the subcommand, prints what went
+// wrong; returns the exit status (0, 1, or 2 for bad input). app.cc.
+int run_command_line(int argc, char** argv);
+
 }  // namespace weft::cli
