@@ -80,6 +80,54 @@ TEST(Encoding, AcpSgdSendsHalfTheFactorsAndTheRestInFloat32) {
   EXPECT_DOUBLE_EQ(wire_cost(parse_encoding("acpsgd:2", "x"), fc, profile, host).compute, 1e-9 * 64 * 64 * 2);
 }
 
+// A message's wire cost is its chunks' payloads summed (what the planners price
+// a merged message by): a chunk that cuts a tensor sends it whole, in any message.
+TEST(WireCost, AMessageCostsItsChunksPayloadsSummed) {
+  Profile profile{.model = "m", .batch = 1};
+  profile.layers = {{.name = "fc1", .params = 64 * 64 + 64, .shapes = {{64, 64}, {64}}},
+                    {.name = "norm", .params = 128, .shapes = {{64}, {64}}},
+                    {.name = "fc2", .params = 300 * 20 + 300, .shapes = {{300, 20}, {300}}},
+                    {.name = "plain", .params = 1000}};
+  const std::vector<Chunk> chunks{{.layer = 2, .offset = 0, .length = 4 * 3000},  // cuts fc2's matrix
+                                  {.layer = 2, .offset = 4 * 3000, .length = 4 * 3300},
+                                  {.layer = 1, .offset = 0, .length = 4 * 128},
+                                  {.layer = 0, .offset = 0, .length = 4 * (64 * 64 + 64)},
+                                  {.layer = 3, .offset = 0, .length = 4 * 1000}};
+  const Host host{.codec_cost = {{"fp16", 1e-9}, {"int8", 2e-9}, {"acpsgd", 3e-9}, {"powersgd", 4e-9}}};
+  std::vector<Encoding> encodings = candidate_encodings();
+  encodings.push_back({});
+  for (const Encoding& encoding : encodings) {
+    Payload sum;
+    for (const Chunk& c : chunks) sum += payload(encoding, c, profile);
+    const WireCost whole = wire_cost(encoding, chunks, profile, host), summed = wire_cost(encoding, sum, host);
+    EXPECT_EQ(sum.bytes, 4 * (3000 + 3300 + 128 + 64 * 64 + 64 + 1000)) << to_string(encoding);
+    EXPECT_EQ(summed.bytes, whole.bytes) << to_string(encoding);
+    EXPECT_EQ(summed.exchanges, whole.exchanges) << to_string(encoding);
+    EXPECT_DOUBLE_EQ(summed.compute, whole.compute) << to_string(encoding);
+  }
+  // Only fc1's matrix is factorised: fc2's is cut in two.
+  EXPECT_EQ(wire_cost(parse_encoding("powersgd:2", "x"), chunks, profile, host).bytes,
+            powersgd_wire_bytes(64, 64, 2) + 2 * (6300 + 128 + 64 + 1000));
+}
+
+// Note [A message's collectives]: `none` is the float32 all-reduce, unchanged; a
+// PowerSGD message that factors a matrix pays one more start-up and core_wait,
+// and every codec its compute, alone on the channel as in the simulator's flow.
+TEST(WireCost, AMessagesCollectivesPayAStartUpEach) {
+  Cluster cluster{.workers = 4, .bandwidth = 12.5e6, .latency = 1e-3};
+  cluster.host.core_wait = 2e-3;
+  const AllReduceTime time(cluster);
+  const Flow plain = encoded_allreduce_flow(cluster, {.bytes = 4096});
+  EXPECT_EQ(plain.startup, allreduce_flow(cluster, 4096).startup);
+  EXPECT_EQ(plain.volume, allreduce_flow(cluster, 4096).volume);
+  EXPECT_EQ(encoded_allreduce_time(time, cluster, {.bytes = 4096}), allreduce_time(cluster, 4096));
+  const WireCost powersgd{.bytes = 4096, .compute = 1e-3, .exchanges = 2};
+  const Seconds startup = allreduce_flow(cluster, 4096).startup;
+  EXPECT_DOUBLE_EQ(encoded_allreduce_flow(cluster, powersgd).startup, 2 * startup + 1e-3 + 2e-3);
+  EXPECT_DOUBLE_EQ(encoded_allreduce_time(time, cluster, powersgd),
+                   allreduce_time(cluster, 4096) + startup + 2e-3 + 1e-3);
+}
+
 // Parameter servers keep the element-wise encodings of a list, or none.
 TEST(Encoding, ExchangesTakeTheElementWiseEncodingsOrNone) {
   const auto names = [](const std::vector<Encoding>& list) {

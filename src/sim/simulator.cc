@@ -823,10 +823,8 @@ Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
 }
 
 // A collective moves its message's wire bytes, after encoding it and before
-// decoding it (schedule/wire_cost.h; docs/compression.md). Each exchange after a
-// codec's first (PowerSGD's Q sum) pays a start-up and `core_wait`: the codec's
-// own thread launches it when the sum before returns, a wake-up among more
-// threads than cores, late as any launch onto taken cores.
+// decoding it, and pays a start-up per exchange (Note [A message's collectives]
+// in schedule/wire_cost.h; docs/compression.md).
 Flow Simulation::encoded_flow(const Message& message) const {
   const CommOp& first = schedule_.ops(message.ops.front().iteration)[static_cast<size_t>(message.ops.front().index)];
   if (!lossy(first.encoding)) return allreduce_flow(cluster_, message.bytes);
@@ -835,10 +833,7 @@ Flow Simulation::encoded_flow(const Message& message) const {
     const auto& op = schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)];
     chunks.insert(chunks.end(), op.chunks.begin(), op.chunks.end());
   }
-  const WireCost cost = wire_cost(first.encoding, chunks, profile_, host_);
-  Flow flow = allreduce_flow(cluster_, cost.bytes);
-  flow.startup = flow.startup * cost.exchanges + cost.compute + (cost.exchanges - 1) * host_.core_wait;
-  return flow;
+  return encoded_allreduce_flow(cluster_, wire_cost(first.encoding, chunks, profile_, host_));
 }
 
 void Simulation::start_collective(int seq, Seconds now) {
