@@ -21,7 +21,9 @@ namespace weft {
 
 // The options to run `strategy` with: `base`, with every parameter the strategy
 // reads and the user left unset (base.partition, base.credit) replaced by the
-// value whose schedule the simulator finds fastest (steady-state iteration time).
+// value whose schedule the simulator finds fastest (steady-state iteration time),
+// in base.compression: a codec's S_p is tuned for its encoded messages (a
+// low-rank codec factorises only the tensors that lie inside one block).
 // A parameter the user set is kept as given; a strategy with nothing to tune gets
 // `base` back unchanged. Ties keep the default (kDefaultPartition, kDefaultCredit).
 // REQUIRES profile and cluster valid (validate()); THROWS what the strategy's

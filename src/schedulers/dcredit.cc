@@ -49,15 +49,17 @@ std::vector<Seconds> forward_tails(const std::vector<Seconds>& fp) {
 struct LayerRun {
   int layer = 0;
   int blocks = 0;
-  Bytes bytes = 0;
+  Payload carried;  // what its blocks add to a message
 };
 
-std::vector<LayerRun> layer_runs(const std::vector<Block>& blocks) {
+Chunk chunk_of(const Block& b) { return {.layer = b.layer, .offset = b.offset, .length = b.length}; }
+
+std::vector<LayerRun> layer_runs(const std::vector<Block>& blocks, const MessageTime& message_time) {
   std::vector<LayerRun> runs;
   for (const Block& b : blocks) {
     if (runs.empty() || runs.back().layer != b.layer) runs.push_back({.layer = b.layer});
     ++runs.back().blocks;
-    runs.back().bytes += b.length;
+    runs.back().carried += message_time.carried(chunk_of(b));
   }
   return runs;
 }
@@ -113,7 +115,7 @@ std::vector<int> forward_phase_windows(const std::vector<Block>& remaining,
                                        const std::vector<Seconds>& fp,
                                        const MessageTime& message_time) {
   check_priority_order(remaining, "forward_phase_windows");
-  const std::vector<LayerRun> runs = layer_runs(remaining);
+  const std::vector<LayerRun> runs = layer_runs(remaining, message_time);
   const size_t g_count = runs.size();
   for (const LayerRun& run : runs) {
     if (run.layer < 0 || static_cast<size_t>(run.layer) >= fp.size()) {
@@ -127,11 +129,11 @@ std::vector<int> forward_phase_windows(const std::vector<Block>& remaining,
   std::vector<size_t> last(g_count, 0);             // argmin e of V(a)
   for (size_t a = g_count; a-- > 0;) {
     const Seconds own_tail = tail[static_cast<size_t>(runs[a].layer)];
-    Bytes bytes = 0;
+    Payload window;
     Seconds best = std::numeric_limits<Seconds>::infinity();
     for (size_t e = a; e < g_count; ++e) {  // smallest window first: ties keep it
-      bytes += runs[e].bytes;
-      const Seconds v = message_time(bytes) + std::max(own_tail, value[e + 1]);
+      window += runs[e].carried;
+      const Seconds v = message_time(window) + std::max(own_tail, value[e + 1]);
       if (v < best) {
         best = v;
         last[a] = e;
@@ -201,6 +203,8 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
   const std::vector<Seconds> bp_end = backward_end_times(profile);
   std::vector<Seconds> fp;
   for (const Layer& layer : profile.layers) fp.push_back(layer.fp);
+  std::vector<Payload> carried;  // what each block adds to a message
+  for (const Block& b : blocks) carried.push_back(message_time.carried(chunk_of(b)));
 
   // Blocks of each layer, as index ranges into `blocks`.
   std::vector<size_t> first_block(static_cast<size_t>(profile.size()) + 1, blocks.size());
@@ -232,9 +236,10 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
   size_t next = 0;  // next arrival
 
   auto send = [&](size_t count) {
-    Bytes bytes = 0;
-    for (size_t i = 0; i < count; ++i) bytes += blocks[ready[i]].length;
-    channel_free = now + message_time(bytes);
+    Payload message;
+    for (size_t i = 0; i < count; ++i) message += carried[ready[i]];
+    const Bytes bytes = message.bytes;
+    channel_free = now + message_time(message);
     busy = true;
     for (size_t i = 0; i < count; ++i) {
       const auto l = static_cast<size_t>(blocks[ready[i]].layer);
@@ -282,7 +287,7 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
     // one-block times away (with none left, every ready block goes).
     const Seconds earliest =
         std::isinf(horizon) ? horizon
-                            : now + horizon * message_time(blocks[ready.front()].length);
+                            : now + horizon * message_time(carried[ready.front()]);
     size_t target = next;
     while (target < arrivals.size() && bp_end[static_cast<size_t>(arrivals[target])] < earliest) {
       ++target;
@@ -292,11 +297,11 @@ WindowPlan plan_windows(const Profile& profile, const std::vector<Block>& blocks
                                 : std::numeric_limits<Seconds>::infinity();
     const Seconds reach = arrival + kTimeTolerance * std::abs(arrival);
     size_t w = 0;
-    Bytes bytes = 0;
+    Payload window;
     while (w < ready.size()) {
-      bytes += blocks[ready[w]].length;
+      window += carried[ready[w]];
       ++w;
-      if (now + message_time(bytes) > reach) break;
+      if (now + message_time(window) > reach) break;
     }
     send(w);
     ++plan.backward_windows;
@@ -350,8 +355,10 @@ Schedule make_dcredit(const Profile& profile, const Cluster& cluster,
                       const StrategyOptions& options) {
   const Bytes partition = options.partition.value_or(kDefaultPartition);
   const std::vector<Block> blocks = partition_blocks(profile, partition);
-  // Note [A collective's lateness in plans] (message_time.h).
-  const WindowPlan plan = fastest_window_plan(profile, blocks, collective_time(cluster));
+  // Notes [A collective's lateness in plans] and [Plans price the encoded
+  // message] (message_time.h).
+  const WindowPlan plan =
+      fastest_window_plan(profile, blocks, collective_time(cluster, profile, options.compression));
 
   Schedule schedule;
   schedule.strategy = "dcredit";

@@ -1,6 +1,8 @@
 // D-Credit's window sequence (docs/strategies.md §4.2, seed 001), computed offline from the
-// profile and what one message costs (make_dcredit: collective_time(), Note [A
-// collective's lateness in plans] in message_time.h); exposed for make_dcredit
+// profile and what one message costs (make_dcredit: collective_time() in the
+// schedule's encoding, Notes [A collective's lateness in plans] and [Plans price
+// the encoded message] in message_time.h: a window is priced by what its blocks
+// carry, summed); exposed for make_dcredit
 // (schedulers/dcredit.cc), for the planner and for tests.
 //
 // The sequence is read by DispatchPolicy::kWindows exactly as the Dispatcher
@@ -63,7 +65,8 @@ WindowPlan fastest_window_plan(const Profile& profile, const std::vector<Block>&
 // forward-phase windows] in dcredit.cc. On ties it prefers more, smaller windows
 // (each layer's forward can start as soon as its own blocks are done).
 // REQUIRES `remaining` in priority order (THROWS std::logic_error otherwise) and
-// message_time subadditive (true of α + β·n with α >= 0).
+// message_time subadditive (true of α + β·n with α >= 0, and of an encoded
+// message: its collectives do not add up when merged).
 std::vector<int> forward_phase_windows(const std::vector<Block>& remaining,
                                        const std::vector<Seconds>& fp,
                                        const MessageTime& message_time);

@@ -17,6 +17,7 @@
 #include "cost/cluster.h"
 #include "schedule/dispatcher.h"
 #include "schedulers/blocks.h"
+#include "schedulers/codec_testing.h"
 #include "schedulers/lateness_testing.h"
 #include "schedulers/strategies.h"
 #include "sim/simulator.h"
@@ -560,6 +561,44 @@ TEST(DcreditSimulationTest, ALargeCreditLetsLowPriorityBlocksDelayTheNextForward
   const Schedule one_at_a_time = make_bytescheduler(p, cluster, {.partition = 4_MiB, .credit = 4_MiB});
   const Timeline by_one = simulate(one_at_a_time, p, cluster, {.iterations = 4, .record_iterations = 4});
   EXPECT_LT(input_layer_wait(by_one, 2), 0.05);
+}
+
+// Note [Plans price the encoded message]: small_matrices_case()'s layers, one
+// block each. Planned for float32 bytes, the windows send about a layer each; in
+// powersgd:2 each message pays two start-ups for few bytes, and the windows fuse
+// layers into fewer messages, which the simulator finds faster than the float32
+// windows sent compressed.
+TEST(DcreditTest, ACodecFusesWhatItMadeSmall) {
+  const auto [profile, cluster] = small_matrices_case();
+  const Encoding powersgd = parse_encoding("powersgd:2", "test");
+  const StrategyOptions f32_options{.partition = 4_MiB};
+  StrategyOptions encoded_options = f32_options;
+  encoded_options.compression = powersgd;
+  const Schedule f32 = find_strategy("dcredit").make(profile, cluster, f32_options);
+  const Schedule encoded = find_strategy("dcredit").make(profile, cluster, encoded_options);
+  EXPECT_LT(encoded.dispatch.windows.size(), f32.dispatch.windows.size());
+  EXPECT_LT(simulate(encoded, profile, cluster).summary.iteration,
+            simulate(stamped(f32, powersgd), profile, cluster).summary.iteration);
+}
+
+// Note [Plans price the encoded message]: in every codec, blocks that cut a
+// tensor included (it then travels whole), the simulator's steady state is the
+// encoded plan's prediction.
+TEST(DcreditSimulationTest, TheSimulatorRunsTheEncodedPlan) {
+  std::mt19937 rng(12);
+  const std::vector<Encoding> encodings = candidate_encodings();
+  for (int trial = 0; trial < 60; ++trial) {
+    const Cluster cluster = random_cluster(rng);
+    const Profile p = random_shaped_profile(rng, 12, allreduce_time(cluster, 4096));
+    const Encoding& encoding = encodings[static_cast<size_t>(trial) % encodings.size()];
+    const Bytes sp = Bytes{1} << std::uniform_int_distribution<int>(14, 20)(rng);  // 16 KiB .. 1 MiB
+    SCOPED_TRACE("trial " + std::to_string(trial) + " " + to_string(encoding) + " S_p " + std::to_string(sp));
+    const Schedule s = find_strategy("dcredit").make(p, cluster, {.partition = sp, .compression = encoding});
+    ASSERT_NO_THROW(validate(s, p, cluster.workers));
+    const WindowPlan plan = fastest_window_plan(p, partition_blocks(p, sp), collective_time(cluster, p, encoding));
+    EXPECT_EQ(s.dispatch.windows, plan.budgets);
+    EXPECT_NEAR(simulate(s, p, cluster).summary.iteration, plan.forward_end, 1e-9 * plan.forward_end);
+  }
 }
 
 }  // namespace

@@ -146,15 +146,18 @@ void for_each_composition(int layers, int H, std::vector<int>& counts, Visit&& v
 
 }  // namespace
 
-Costs costs_of(const Profile& profile, const Cluster& cluster) {
+Costs costs_of(const Profile& profile, const Cluster& cluster, const Encoding& encoding) {
   Costs costs;
   costs.bp_end = backward_end_times(profile);
   costs.forward = profile.forward_time();
   costs.backward = costs.bp_end.empty() ? 0.0 : costs.bp_end.front();
-  const MessageTime message_time = collective_time(cluster);
-  for (const Layer& layer : profile.layers) {
+  // Note [Plans price the encoded message] (message_time.h).
+  const MessageTime message_time = collective_time(cluster, profile, encoding);
+  for (int l = 0; l < profile.size(); ++l) {
     // A layer without parameters sends nothing (partial_sync_schedule emits no op).
-    costs.comm.push_back(layer.bytes() > 0 ? message_time(layer.bytes()) : 0.0);
+    const Bytes bytes = profile.layers[static_cast<size_t>(l)].bytes();
+    costs.comm.push_back(bytes > 0 ? message_time(message_time.carried({.layer = l, .offset = 0, .length = bytes}))
+                                   : 0.0);
   }
   return costs;
 }
@@ -412,7 +415,7 @@ Schedule make_plsgd(const Profile& profile, const Cluster& cluster,
 Schedule make_dreamddp(const Profile& profile, const Cluster& cluster,
                        const StrategyOptions& options) {
   require_valid_H(options, "dreamddp");
-  const local_sgd::Costs costs = local_sgd::costs_of(profile, cluster);
+  const local_sgd::Costs costs = local_sgd::costs_of(profile, cluster, options.compression);
   const LayerSets sets = local_sgd::dreamddp_dfs(costs, options.H).sets;
   return local_sgd::partial_sync_schedule("dreamddp", profile, sets,
                                           local_sgd::fill_bubbles(costs, sets));
@@ -421,7 +424,7 @@ Schedule make_dreamddp(const Profile& profile, const Cluster& cluster,
 Schedule make_dreamddp_opt(const Profile& profile, const Cluster& cluster,
                            const StrategyOptions& options) {
   require_valid_H(options, "dreamddp-opt");
-  const local_sgd::Costs costs = local_sgd::costs_of(profile, cluster);
+  const local_sgd::Costs costs = local_sgd::costs_of(profile, cluster, options.compression);
   const LayerSets sets = local_sgd::optimal_partition(costs, options.H);
   return local_sgd::partial_sync_schedule("dreamddp-opt", profile, sets,
                                           local_sgd::fill_bubbles(costs, sets));

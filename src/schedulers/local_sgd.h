@@ -65,15 +65,16 @@ namespace weft::local_sgd {
 // The per-layer times the planning reads (Note [The local-SGD objective]).
 struct Costs {
   std::vector<Seconds> bp_end;  // per layer: end of its backward, from the backward start
-  std::vector<Seconds> comm;    // per layer: its parameters' all-reduce (collective_time)
+  std::vector<Seconds> comm;    // per layer: its parameters' all-reduce (collective_time), encoded
   Seconds forward = 0;          // F: the whole forward pass
   Seconds backward = 0;         // B: the whole backward pass (= bp_end[0])
 
   int size() const { return static_cast<int>(comm.size()); }
 };
 
-// REQUIRES: a validated profile and cluster.
-Costs costs_of(const Profile& profile, const Cluster& cluster);
+// Each layer's all-reduce priced in `encoding` (Note [Plans price the encoded
+// message] in message_time.h). REQUIRES: a validated profile and cluster.
+Costs costs_of(const Profile& profile, const Cluster& cluster, const Encoding& encoding = {});
 
 // sets[h]: the layers averaged in iteration h of the period (h = 0..H−1), each in
 // backward order (descending index). A plan's sets are contiguous and partition

@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "profile/zoo.h"
+#include "schedule/wire_cost.h"
+#include "schedulers/codec_testing.h"
 #include "schedulers/lateness_testing.h"
 #include "schedulers/strategies.h"
 #include "sim/simulator.h"
@@ -452,6 +454,35 @@ TEST(LocalSgdSimulated, StrategiesTakeThePredictedTime) {
     const Seconds compute = costs.forward + costs.backward;
     EXPECT_TRUE(near(flsgd, H * compute + allreduce_time(cluster, profile.total_bytes())))
         << flsgd;
+  }
+}
+
+// Note [Plans price the encoded message]: in every codec, each layer's cost is
+// its encoded all-reduce, and the objective of dreamddp-opt's sets is what the
+// simulator measures of the encoded schedule.
+TEST(LocalSgdSimulated, SetsPriceTheEncodedMessage) {
+  std::mt19937 rng(33);
+  const std::vector<Encoding> encodings = candidate_encodings();
+  for (int trial = 0; trial < 60; ++trial) {
+    const Cluster cluster{.workers = 2 << (trial % 4), .bandwidth = 1.25e6 * (1 << (trial % 7)),
+                          .latency = 1e-4 * (trial % 5)};
+    const Profile profile = random_shaped_profile(rng, 16, allreduce_time(cluster, 4096));
+    const Encoding& encoding = encodings[static_cast<size_t>(trial) % encodings.size()];
+    const int H = 1 + trial % 5;
+    SCOPED_TRACE("trial " + std::to_string(trial) + " " + to_string(encoding) + " H " + std::to_string(H));
+    const Costs costs = local_sgd::costs_of(profile, cluster, encoding);
+    for (int l = 0; l < profile.size(); ++l) {
+      const Chunk whole{.layer = l, .offset = 0, .length = profile.layers[static_cast<size_t>(l)].bytes()};
+      EXPECT_DOUBLE_EQ(costs.comm[static_cast<size_t>(l)],
+                       encoded_allreduce_time(AllReduceTime(cluster), cluster,
+                                              wire_cost(encoding, {whole}, profile, cluster.host)));
+    }
+    const Schedule schedule = find_strategy("dreamddp-opt").make(profile, cluster, {.H = H, .compression = encoding});
+    const auto sets = nlohmann::json::parse(schedule.options_json);
+    const LayerSets all = local_sgd::merged(sets.at("sets").get<LayerSets>(), sets.at("filled").get<LayerSets>());
+    const Seconds predicted = local_sgd::period_time(costs, all);
+    EXPECT_TRUE(near(predicted, simulated_period(schedule, profile, cluster)))
+        << predicted << " vs " << simulated_period(schedule, profile, cluster);
   }
 }
 

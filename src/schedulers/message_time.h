@@ -1,19 +1,53 @@
 // What the planners that price messages — mgwfbp's merging (sync.h), D-Credit's
 // windows (dcredit.h) and DreamDDP's sets (local_sgd.h) — charge one collective.
 //
-// Thread-safety: pure functions.
+// Thread-safety: MessageTime is immutable once built; calls are pure.
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <functional>
+#include <type_traits>
+#include <utility>
 
 #include "cost/cluster.h"
+#include "profile/profile.h"
+#include "schedule/encoding.h"
+#include "schedule/schedule.h"
+#include "schedule/wire_cost.h"
 #include "units/units.h"
 
 namespace weft {
 
-// The time one message of n bytes costs a plan.
-using MessageTime = std::function<Seconds(Bytes)>;
+// The time one message costs a plan, from what it carries: a planner sums the
+// payloads of the chunks it puts in one message (carried()) and prices the sum.
+class MessageTime {
+ public:
+  // A message priced by its float32 bytes alone: time(bytes). Implicit, so that a
+  // function of Bytes is a MessageTime. Its payloads are the chunks' bytes.
+  template <typename F>
+    requires(!std::same_as<std::remove_cvref_t<F>, MessageTime> && std::invocable<const F&, Bytes>)
+  MessageTime(F time)  // NOLINT(google-explicit-constructor)
+      : price_([time = std::move(time)](const Payload& p) { return Seconds{time(p.bytes)}; }) {}
+
+  // A message of `profile`'s chunks encoded as `encoding`, priced by `price` of
+  // their payloads' sum (schedule/wire_cost.h). `profile` must outlive this.
+  MessageTime(const Encoding& encoding, const Profile& profile, std::function<Seconds(const Payload&)> price)
+      : price_(std::move(price)), encoding_(encoding), profile_(&profile) {}
+
+  // What `chunk` adds to a message.
+  Payload carried(const Chunk& chunk) const {
+    return profile_ != nullptr ? payload(encoding_, chunk, *profile_) : Payload::whole(chunk.length);
+  }
+  Seconds operator()(const Payload& message) const { return price_(message); }
+  // A message of n float32 bytes sent whole.
+  Seconds operator()(Bytes n) const { return price_(Payload::whole(n)); }
+
+ private:
+  std::function<Seconds(const Payload&)> price_;
+  Encoding encoding_;
+  const Profile* profile_ = nullptr;
+};
 
 // Note [A collective's lateness in plans]
 // ---------------------------------------
@@ -32,6 +66,33 @@ using MessageTime = std::function<Seconds(Bytes)>;
 inline MessageTime collective_time(const Cluster& cluster) {
   const Seconds late = std::max(cluster.host.skew, cluster.host.back_to_back_skew);
   return [time = AllReduceTime(cluster), late](Bytes n) { return late + time(n); };
+}
+
+// Note [Plans price the encoded message]
+// --------------------------------------
+// Rule: a scheduler that prices messages to plan — mgwfbp's merging, D-Credit's
+// windows, DreamDDP's sets (a message a layer) — prices each one as its encoding
+// sends it: its chunks' payloads summed, costed by Note [A message's
+// collectives] (schedule/wire_cost.h), the simulator's own rule.
+// Why: a codec shrinks the bytes, not the start-ups (PowerSGD pays two a
+// message), so a plan made for float32 sizes keeps as many messages as float32
+// warranted, each paying a start-up for few bytes. `wfbp` stays one message a
+// layer (its definition; mgwfbp is the merged one), `ddp` keeps PyTorch's float32
+// buckets (as the hooks compress them), and `bytescheduler` never fuses blocks
+// (its credit bounds bytes in flight; its S_p is tuned by simulating the encoded
+// schedule, plan/tuning.h). `none` prices exactly as before.
+
+// The same for messages of `profile`'s layers in `encoding`: the lateness once,
+// and the encoded message's collectives as the simulator charges them (Note [A
+// message's collectives] in schedule/wire_cost.h), so a plan merges what the
+// codec made small. For `none`, collective_time(cluster). `cluster` and
+// `profile` must outlive the result.
+inline MessageTime collective_time(const Cluster& cluster, const Profile& profile, const Encoding& encoding) {
+  if (!lossy(encoding)) return collective_time(cluster);
+  const Seconds late = std::max(cluster.host.skew, cluster.host.back_to_back_skew);
+  return MessageTime(encoding, profile, [&cluster, encoding, time = AllReduceTime(cluster), late](const Payload& p) {
+    return late + encoded_allreduce_time(time, cluster, wire_cost(encoding, p, cluster.host));
+  });
 }
 
 }  // namespace weft

@@ -17,6 +17,11 @@
 namespace weft {
 namespace {
 
+// Layer l's gradient, whole: what in_order_allreduce sends of it.
+Chunk whole_layer(const Profile& profile, int l) {
+  return {.layer = l, .offset = 0, .length = profile.layers[static_cast<size_t>(l)].bytes()};
+}
+
 // PyTorch's defaults (torch/nn/parallel/distributed.py: bucket_cap_mb = 25;
 // torch/csrc/distributed/c10d/reducer.hpp: kDefaultFirstBucketBytes = 1 MiB).
 constexpr Bytes kDdpFirstBucketBytes = Bytes{1} << 20;
@@ -97,19 +102,18 @@ LayerGroups optimal_merge(const Profile& profile, const MessageTime& message_tim
   const size_t m = v.size();
   const std::vector<Seconds> bp_end = backward_end_times(profile);
 
-  std::vector<Bytes> prefix_bytes(m + 1, 0);
-  for (size_t k = 0; k < m; ++k) {
-    prefix_bytes[k + 1] = prefix_bytes[k] + profile.layers[static_cast<size_t>(v[k])].bytes();
-  }
+  std::vector<Payload> carried;  // what each layer adds to a message
+  for (int l : v) carried.push_back(message_time.carried(whole_layer(profile, l)));
 
   std::vector<Seconds> finish(m + 1, 0.0);  // f(i) of the Note
   std::vector<size_t> first(m + 1, 0);      // the last message of f(k+1) starts at v[first[k+1]]
   for (size_t k = 0; k < m; ++k) {
     const Seconds ready = bp_end[static_cast<size_t>(v[k])];
     Seconds best = std::numeric_limits<Seconds>::infinity();
+    Payload last;  // v_i..v_k
     for (size_t i = k + 1; i-- > 0;) {  // shortest last message first
-      const Seconds end =
-          std::max(finish[i], ready) + message_time(prefix_bytes[k + 1] - prefix_bytes[i]);
+      last += carried[i];
+      const Seconds end = std::max(finish[i], ready) + message_time(last);
       if (end < best) {
         best = end;
         first[k + 1] = i;
@@ -133,10 +137,10 @@ Seconds merged_finish_time(const Profile& profile, const LayerGroups& groups,
   const std::vector<Seconds> bp_end = backward_end_times(profile);
   Seconds channel_free = 0;
   for (const auto& group : groups) {
-    Bytes bytes = 0;
-    for (int l : group) bytes += profile.layers[static_cast<size_t>(l)].bytes();
+    Payload message;
+    for (int l : group) message += message_time.carried(whole_layer(profile, l));
     const Seconds ready = bp_end[static_cast<size_t>(group.back())];
-    channel_free = std::max(channel_free, ready) + message_time(bytes);
+    channel_free = std::max(channel_free, ready) + message_time(message);
   }
   return channel_free;
 }
@@ -195,9 +199,10 @@ Schedule make_ddp(const Profile& profile, const Cluster&, const StrategyOptions&
   return in_order_allreduce("ddp", profile, buckets, options.dump());
 }
 
-Schedule make_mgwfbp(const Profile& profile, const Cluster& cluster, const StrategyOptions&) {
-  // Note [A collective's lateness in plans] (message_time.h).
-  const LayerGroups groups = optimal_merge(profile, collective_time(cluster));
+Schedule make_mgwfbp(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) {
+  // Notes [A collective's lateness in plans] (message_time.h) and [Plans price
+  // the encoded message].
+  const LayerGroups groups = optimal_merge(profile, collective_time(cluster, profile, options.compression));
   return in_order_allreduce("mgwfbp", profile, groups, groups_json(groups));
 }
 

@@ -35,7 +35,9 @@ LayerGroups ddp_buckets(const Profile& profile, Bytes first_cap, Bytes cap);
 
 // The contiguous grouping whose last message ends earliest when messages go one
 // at a time, in backward order, each starting once the channel is free and its
-// last layer's backward has ended, and lasting `message_time(bytes)`. Exact, by
+// last layer's backward has ended, and lasting `message_time` of what its layers
+// carry, summed (MessageTime::carried; their bytes, or their encoded payload:
+// Note [Plans price the encoded message] in message_time.h). Exact, by
 // dynamic programming in O(L^2) calls of `message_time`; see Note [Exact merged-
 // gradient WFBP] in sync.cc. Ties go to the grouping found first, which favours
 // shorter last messages.
