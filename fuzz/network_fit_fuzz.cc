@@ -3,8 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "plan/options.h"
 #include "fuzz/fuzz_input.h"
+#include "plan/options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return weft::fuzz::refuse_or_read(data, size, [](std::string_view text) {

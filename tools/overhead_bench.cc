@@ -41,15 +41,15 @@
 #include <torch/torch.h>
 
 #include "cost/cluster.h"
-#include "runtime/model/data.h"
 #include "runtime/comm/engine.h"
-#include "runtime/train/iteration.h"
+#include "runtime/comm/process_group.h"
+#include "runtime/model/data.h"
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
-#include "runtime/comm/process_group.h"
-#include "timeline/recorder.h"
+#include "runtime/train/iteration.h"
 #include "schedule/schedule.h"
 #include "schedulers/strategies.h"
+#include "timeline/recorder.h"
 
 namespace weft::runtime {
 namespace {

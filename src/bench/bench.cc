@@ -46,7 +46,7 @@ std::vector<Encoding> encodings_of(const std::string& strategy, const std::vecto
 // alone (float32) or with an encoding of --compression, as the table names it.
 void check_traced_run(const BenchOptions& options) {
   const std::string& name = options.trace_strategy;
-  find_strategy(name.substr(0, name.find('+')));  // an unknown strategy: the accepted ones
+  find_strategy(name.substr(0, name.find('+')), "--trace-strategy");  // an unknown one: the accepted ones
   std::vector<std::string> runs;
   for (const std::string& s : options.strategies) {
     for (const Encoding& e : encodings_of(s, options.compression)) runs.push_back(weft_contender(s, to_string(e)).name);
@@ -731,7 +731,7 @@ BenchResults run_bench(const BenchOptions& options, const netem::TerminationSign
                                  options.target_accuracy));
   }
   // Unknown names fail here, before the output folder is made.
-  for (const std::string& s : options.strategies) find_strategy(s);
+  for (const std::string& s : options.strategies) find_strategy(s, "--strategies");
   if (options.compression.empty()) throw UsageError("--compression: give at least one encoding, e.g. none");
   for (const std::string& e : options.compression) parse_encoding(e, "--compression");
   for (const std::string& p : options.peers) peer_contender(p);

@@ -28,12 +28,12 @@ TEST(RunBench, AnUnknownStrategyIsRefusedBeforeTheOutputFolderExists) {
   std::ostringstream progress;
 
   EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }),
-              HasSubstr("unknown strategy 'nope'; accepted: ssgd"));
+              HasSubstr("--strategies nope: not a weft strategy; accepted: ssgd"));
   EXPECT_FALSE(std::filesystem::exists(out));
 
   options.strategies = {"wfbp"};
   options.trace_strategy = "nope";
-  EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }), HasSubstr("unknown strategy 'nope'"));
+  EXPECT_THAT(usage_error_of([&] { run_bench(options, signals, progress); }), HasSubstr("--trace-strategy nope: not a weft strategy"));
   EXPECT_FALSE(std::filesystem::exists(out));
   // A run is a strategy of the bench, alone or in one of its encodings.
   options.trace_strategy = "ssgd";

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "units/units.h"
 #include "testing/testing.h"
+#include "units/units.h"
 
 namespace weft::cli {
 namespace {

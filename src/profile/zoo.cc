@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "units/ranges.h"
+
 namespace weft {
 
 // Note [Zoo time model]
@@ -400,7 +402,7 @@ const DevicePreset& device_preset(std::string_view name) {
     if (preset.name == name) return preset;
   }
   throw UsageError(
-      fmt::format("unknown device \"{}\"; expected one of: {}", name, joined_names(presets)));
+      fmt::format("{}: not a device preset; expected one of: {}", ranges::given("--device", name), joined_names(presets)));
 }
 
 std::vector<std::string> zoo_models() {

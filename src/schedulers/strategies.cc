@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "units/ranges.h"
+
 namespace weft {
 
 const std::vector<StrategyInfo>& strategies() {
@@ -45,14 +47,14 @@ Schedule StrategyInfo::make(const Profile& profile, const Cluster& cluster, cons
   return schedule;
 }
 
-const StrategyInfo& find_strategy(std::string_view name) {
+const StrategyInfo& find_strategy(std::string_view name, std::string_view flag) {
   std::string accepted;
   for (const StrategyInfo& info : strategies()) {
     if (info.name == name) return info;
     accepted += accepted.empty() ? "" : ", ";
     accepted += info.name;
   }
-  throw UsageError("unknown strategy '" + std::string(name) + "'; accepted: " + accepted);
+  throw UsageError(ranges::given(flag, name) + ": not a weft strategy; accepted: " + accepted);
 }
 
 }  // namespace weft

@@ -53,8 +53,9 @@ struct StrategyInfo {
 
 // Every strategy, in the order tables print them.
 const std::vector<StrategyInfo>& strategies();
-// THROWS UsageError listing the accepted names.
-const StrategyInfo& find_strategy(std::string_view name);
+// THROWS UsageError naming `flag` (as the caller spells it, units/ranges.h) and
+// listing the accepted names.
+const StrategyInfo& find_strategy(std::string_view name, std::string_view flag = "--strategy");
 
 // S-SGD (schedulers/sync.cc).
 Schedule make_ssgd(const Profile&, const Cluster&, const StrategyOptions&);

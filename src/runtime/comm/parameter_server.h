@@ -71,8 +71,8 @@
 #include "runtime/comm/executor.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/model/outer_optimizer.h"
-#include "timeline/recorder.h"
 #include "schedule/schedule.h"
+#include "timeline/recorder.h"
 
 namespace weft::runtime {
 

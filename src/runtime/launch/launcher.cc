@@ -66,6 +66,7 @@ class ChildEnvironment {
     overrides["WEFT_SERVERS"] = std::to_string(env.world - workers);
     if (server) overrides["WEFT_SERVER_RANK"] = std::to_string(env.rank - workers);
     overrides[kLaunchedWorkerVariable] = "1";
+    if (::isatty(STDERR_FILENO) == 1) overrides[kTerminalVariable] = "1";
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string_view entry(*e);
       const std::string name(entry.substr(0, entry.find('=')));

@@ -64,6 +64,10 @@ namespace weft::runtime {
 
 // The variable that marks a launched worker.
 inline constexpr const char* kLaunchedWorkerVariable = "WEFT_LAUNCHED_WORKER";
+// Set to 1 in each rank's environment where the launcher's stderr is a terminal:
+// a rank's stderr is then a pipe to it (Note [Ranks' stderr]), which redraws a
+// line ended by '\r' in place, so the rank may draw its progress as on a terminal.
+inline constexpr const char* kTerminalVariable = "WEFT_STDERR_TERMINAL";
 
 struct LaunchOptions {
   int nproc = 1;

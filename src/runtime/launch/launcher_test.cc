@@ -25,8 +25,8 @@
 #include <fmt/format.h>
 
 #include "runtime/launch/worker_env.h"
-#include "units/cores.h"
 #include "testing/testing.h"
+#include "units/cores.h"
 #include "units/units.h"
 
 namespace weft::runtime {

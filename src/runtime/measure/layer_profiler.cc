@@ -17,8 +17,8 @@
 
 #include <fmt/format.h>
 
-#include "runtime/launch/launcher.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/launch/launcher.h"
 #include "runtime/launch/worker_env.h"
 #include "units/units.h"
 

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "runtime/launch/launcher.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/launch/launcher.h"
 #include "runtime/launch/worker_env.h"
 #include "units/files.h"
 

@@ -27,6 +27,7 @@
 #include <fmt/ranges.h>
 
 #include "runtime/model/datasets.h"
+#include "units/ranges.h"
 #include "units/units.h"
 
 namespace weft::runtime {
@@ -336,7 +337,8 @@ std::shared_ptr<LayeredModel> make_model(std::string_view name, std::uint64_t se
   if (name == "mlp") model = std::make_shared<Mlp>();
   else if (name == "cnn") model = std::make_shared<Cnn>();
   else if (name == "gpt-tiny") model = std::make_shared<GptTiny>();
-  else throw UsageError(fmt::format("unknown model '{}'; accepted: {}", name, fmt::join(model_names(), ", ")));
+  else throw UsageError(fmt::format("{}: not a runtime model; accepted: {}", ranges::given("--model", name),
+                                    fmt::join(model_names(), ", ")));
   initialise(*model, seed);
   return model;
 }

@@ -18,7 +18,8 @@ void require(bool ok, std::string_view field, double value, std::string_view acc
 
 void validate(const OptimizerOptions& o) {
   if (o.kind != "sgd" && o.kind != "momentum" && o.kind != "adam" && o.kind != "adamw" && o.kind != "none") {
-    throw UsageError(fmt::format("unknown optimizer '{}'; accepted: sgd, momentum, adam, adamw, none", o.kind));
+    throw UsageError(fmt::format("{}: not an optimizer; accepted: sgd, momentum, adam, adamw, none",
+                                 ranges::given("--optimizer", o.kind)));
   }
   // lr 0 is torch.optim's too (a warm-up's first step); the command line asks for > 0 itself.
   require(o.lr >= 0 && o.lr <= ranges::kLr.high, "lr", o.lr, fmt::format("a number in [0, {}]", ranges::kLr.high));

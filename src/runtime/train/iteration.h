@@ -8,8 +8,8 @@
 
 #include <torch/torch.h>
 
-#include "runtime/model/data.h"
 #include "runtime/comm/engine.h"
+#include "runtime/model/data.h"
 #include "runtime/model/model.h"
 #include "timeline/recorder.h"
 

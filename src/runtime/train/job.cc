@@ -21,28 +21,19 @@ void validate(const JobOptions& job) {
   ranges::check(ranges::kFailureTimeout, job.failure_timeout);
   validate(job.outer);
   if (job.strategy == "auto") return;
-  const StrategyInfo* info = nullptr;
-  for (const StrategyInfo& s : strategies()) {
-    if (s.name == job.strategy) info = &s;
-  }
-  if (info == nullptr) {
-    std::vector<std::string_view> names;
-    for (const StrategyInfo& s : strategies()) names.push_back(s.name);
-    throw UsageError(fmt::format("{}: not a weft strategy; accepted: {}", ranges::given("--strategy", job.strategy),
-                                 fmt::join(names, ", ")));
-  }
-  if (info->arch == Arch::kParameterServer && job.servers < 1) {
+  const StrategyInfo& info = find_strategy(job.strategy);
+  if (info.arch == Arch::kParameterServer && job.servers < 1) {
     throw UsageError(fmt::format("{}: a parameter-server strategy needs parameter servers: {} >= 1",
                                  ranges::given("--strategy", job.strategy), ranges::given("--servers", "S")));
   }
-  if (info->arch == Arch::kAllReduce && job.servers != 0) {
+  if (info.arch == Arch::kAllReduce && job.servers != 0) {
     throw UsageError(fmt::format("{}: only the parameter-server strategies (ps, ps-interleaved) have servers; {} "
                                  "is all-reduce",
                                  ranges::given("--servers", std::to_string(job.servers)),
                                  ranges::given("--strategy", job.strategy)));
   }
   check_outer_step(job.outer, job.strategy);
-  if (info->arch == Arch::kParameterServer) check_exchange_encoding(job.strategy_options.compression, job.strategy);
+  if (info.arch == Arch::kParameterServer) check_exchange_encoding(job.strategy_options.compression, job.strategy);
 }
 
 void check_length_known(const JobOptions& job) {

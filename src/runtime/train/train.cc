@@ -5,11 +5,11 @@
 #include <fmt/format.h>
 
 #include "runtime/launch/launcher.h"
+#include "runtime/launch/worker_env.h"
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/model/outer_optimizer.h"
 #include "runtime/train/trainer.h"
-#include "runtime/launch/worker_env.h"
 #include "units/files.h"
 #include "units/limits.h"
 #include "units/ranges.h"

@@ -24,24 +24,25 @@
 #include <torch/torch.h>
 
 #include "profile/profile.h"
-#include "runtime/model/data.h"
-#include "runtime/train/checkpoint.h"
 #include "runtime/comm/engine.h"
-#include "runtime/model/evaluation.h"
-#include "runtime/train/iteration.h"
+#include "runtime/comm/parameter_server.h"
+#include "runtime/comm/process_group.h"
+#include "runtime/launch/launcher.h"
 #include "runtime/measure/layer_profiler.h"
+#include "runtime/model/data.h"
+#include "runtime/model/evaluation.h"
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/model/outer_optimizer.h"
-#include "runtime/comm/parameter_server.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/train/error_text.h"
-#include "runtime/comm/process_group.h"
-#include "timeline/recorder.h"
+#include "runtime/train/iteration.h"
 #include "runtime/train/worker.h"
 #include "schedulers/strategies.h"
+#include "timeline/recorder.h"
 #include "timeline/timeline.h"
-#include "units/ranges.h"
 #include "units/files.h"
+#include "units/ranges.h"
 
 namespace weft::runtime {
 namespace {
@@ -133,10 +134,18 @@ class MetricsFile {
   MetricsFile() = default;
   MetricsFile(const std::filesystem::path& file, bool truncate) {
     if (file.empty()) return;
-    fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644);
+    // Without blocking: a FIFO no program reads refuses at once (ENXIO) rather
+    // than holding the job (Note [Where an output goes], units/files.cc).
+    fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | (truncate ? O_TRUNC : 0),
+                 0644);
     if (fd_ < 0) {
       throw UsageError(fmt::format("--metrics {}: cannot open it for writing: {}", file.string(),
-                                   std::generic_category().message(errno)));
+                                   errno == ENXIO ? "a FIFO that no program reads"
+                                                  : std::generic_category().message(errno)));
+    }
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      throw std::system_error(errno, std::generic_category(), "--metrics: fcntl");
     }
   }
   ~MetricsFile() {
@@ -298,11 +307,18 @@ std::int64_t total_steps(const TrainOptions& options, const DataSource& data) {
   return 100;
 }
 
+// Whether this process's stderr redraws a line ended by '\r' in place: a terminal,
+// or the launcher's pipe to one (kTerminalVariable).
+bool draws_in_place() {
+  const char* piped = std::getenv(kTerminalVariable);
+  return ::isatty(STDERR_FILENO) == 1 || (piped != nullptr && std::string_view(piped) == "1");
+}
+
 // Rank 0's progress line: in place on a terminal, a line every few seconds otherwise.
 class ProgressLine {
  public:
   ProgressLine(bool enabled, std::int64_t total, int samples_per_step)
-      : enabled_(enabled), total_(total), samples_(samples_per_step), terminal_(::isatty(STDERR_FILENO) == 1) {}
+      : enabled_(enabled), total_(total), samples_(samples_per_step), terminal_(draws_in_place()) {}
 
   void update(std::int64_t done, double loss, Seconds now) {
     if (!enabled_) return;

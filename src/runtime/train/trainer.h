@@ -37,8 +37,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/train.h"
 #include "runtime/launch/worker_env.h"
+#include "runtime/train/train.h"
 
 namespace weft::runtime {
 

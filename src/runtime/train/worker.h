@@ -39,9 +39,9 @@
 #include <torch/torch.h>
 
 #include "profile/profile.h"
-#include "runtime/train/job.h"
-#include "runtime/model/outer_optimizer.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/model/outer_optimizer.h"
+#include "runtime/train/job.h"
 #include "schedule/schedule.h"
 
 namespace weft::runtime {
