@@ -22,6 +22,14 @@ namespace {
 constexpr const char* kBridge = "br0";
 constexpr const char* kEndpointDevice = "eth0";
 constexpr const char* kCongestionControl = "reno";
+// Linux's tcp_rmem and tcp_wmem (min, default, max bytes): the max is raised for
+// a latency (Note [Congestion control of the emulated hosts]).
+constexpr Bytes kTcpBufferMin = 4096;
+constexpr Bytes kTcpReceiveDefault = 131072;
+constexpr Bytes kTcpSendDefault = 16384;
+constexpr Bytes kTcpReceiveMax = 6 << 20;
+constexpr Bytes kTcpSendMax = 4 << 20;
+constexpr double kRoundTripsBuffered = 4;
 // 10.77.0.0/16: endpoint k (workers, then servers) is host k + 1.
 constexpr int kAddressPrefixLength = 16;
 constexpr int kMaxEndpoints = (1 << 16) - 2;
@@ -48,20 +56,6 @@ void check_rate(BytesPerSecond rate, const char* flag) {
                                  "100Mbit, 1Gbit or 10MB/s",
                                  flag, rate));
   }
-}
-
-// Whether this kernel has the netem qdisc, tried for real on the loopback of
-// `scratch_netns`, a namespace nothing else uses. Returns tc's message if not.
-std::optional<std::string> netem_missing(const std::string& scratch_netns) {
-  CommandResult added = run_command(
-      {"tc", "-netns", scratch_netns, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"});
-  if (!added.succeeded()) {
-    std::string message = added.output;
-    while (!message.empty() && message.back() == '\n') message.pop_back();
-    return message.empty() ? describe_wait_status(added.wait_status) : message;
-  }
-  run_checked({"tc", "-netns", scratch_netns, "qdisc", "del", "dev", "lo", "root"});
-  return std::nullopt;
 }
 
 // Whether the endpoint's interface has a carrier: both ends of its veth are up.
@@ -148,20 +142,10 @@ void EmulatedNetwork::build() {
   add_namespace(hub_);
   made_.push_back(hub_);
   run_checked({"ip", "-netns", hub_, "link", "set", "lo", "up"});
-  if (options_.latency > 0) {
-    if (std::optional<std::string> why = netem_missing(hub_)) {
-      throw UsageError(fmt::format(
-          "--latency {}: delays cannot be emulated, because this kernel has no netem qdisc "
-          "(tc said: {}); only rates can be shaped here. Leave out --latency: the planner then "
-          "uses the latency that `weft profile --network` measures on the emulated links. On a "
-          "kernel built with sch_netem, `modprobe sch_netem` makes delays available",
-          format_duration(options_.latency), *why));
-    }
+  if (options_.latency == 0) {
+    run_checked({"ip", "-netns", hub_, "link", "add", kBridge, "type", "bridge"});
+    run_checked({"ip", "-netns", hub_, "link", "set", kBridge, "up"});
   }
-  run_checked({"ip", "-netns", hub_, "link", "add", kBridge, "type", "bridge"});
-  run_checked({"ip", "-netns", hub_, "link", "set", kBridge, "up"});
-  // Every message crosses two shaped egresses (Note at the top of netem.h).
-  const Seconds delay_per_hop = options_.latency / 2;
   // A packet crosses its sender's bucket and its receiver's: it must fit the
   // smallest (Note [Token bucket parameters]).
   Bytes gso_max = std::numeric_limits<Bytes>::max();
@@ -171,11 +155,16 @@ void EmulatedNetwork::build() {
   for (const Endpoint& e : endpoints_) {
     // A large network takes a while: a signal stops the building (the caller removes what was made).
     if (const int signal = termination_requested(); signal != 0) throw BuildInterrupted(signal, made_.size());
-    add_endpoint(e, delay_per_hop, gso_max);
+    add_endpoint(e, gso_max);
+  }
+  if (options_.latency > 0) {
+    std::vector<std::string> ports;
+    for (const Endpoint& e : endpoints_) ports.push_back(hub_device(e));
+    delay_line_ = std::make_unique<DelayLine>(DelayLineOptions{.netns = hub_, .ports = ports, .delay = options_.latency});
   }
 }
 
-void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop, Bytes gso_max) {
+void EmulatedNetwork::add_endpoint(const Endpoint& e, Bytes gso_max) {
   add_namespace(e.netns);
   made_.push_back(e.netns);
   const std::string hub_end = hub_device(e);
@@ -188,19 +177,31 @@ void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop, Byt
   run_checked({"ip", "-netns", hub_, "link", "add", hub_end, "mtu", mtu, "gso_max_size", gso, "type",
                "veth", "peer", "name", kEndpointDevice, "mtu", mtu, "gso_max_size", gso, "netns",
                e.netns});
-  run_checked({"ip", "-netns", hub_, "link", "set", hub_end, "master", kBridge, "up"});
+  if (options_.latency == 0) {
+    run_checked({"ip", "-netns", hub_, "link", "set", hub_end, "master", kBridge, "up"});
+  } else {
+    run_checked({"ip", "-netns", hub_, "link", "set", hub_end, "up"});  // a port of the delaying switch
+  }
   run_checked({"ip", "-netns", e.netns, "addr", "add",
                fmt::format("{}/{}", e.address, kAddressPrefixLength), "dev", kEndpointDevice});
   run_checked({"ip", "-netns", e.netns, "link", "set", kEndpointDevice, "up"});
   // Note [Congestion control of the emulated hosts] in netem.h.
   run_checked({"ip", "netns", "exec", e.netns, "sysctl", "-q", "-w",
                fmt::format("net.ipv4.tcp_congestion_control={}", kCongestionControl)});
+  if (options_.latency > 0) {
+    const auto in_flight = static_cast<Bytes>(std::ceil(kRoundTripsBuffered * e.rate * 2 * options_.latency));
+    run_checked({"ip", "netns", "exec", e.netns, "sysctl", "-q", "-w",
+                 fmt::format("net.ipv4.tcp_rmem={} {} {}", kTcpBufferMin, kTcpReceiveDefault,
+                             std::max(kTcpReceiveMax, in_flight)),
+                 fmt::format("net.ipv4.tcp_wmem={} {} {}", kTcpBufferMin, kTcpSendDefault,
+                             std::max(kTcpSendMax, in_flight))});
+  }
 
   const TokenBucket bucket = token_bucket_for(e.rate, options_.mtu);
   try {
     for (const auto& [netns, device] : {std::pair{e.netns, std::string(kEndpointDevice)},
                                         std::pair{hub_, hub_end}}) {
-      for (const auto& command : shaping_commands(netns, device, bucket, delay_per_hop)) {
+      for (const auto& command : shaping_commands(netns, device, bucket)) {
         run_checked(command);
       }
     }
@@ -211,6 +212,7 @@ void EmulatedNetwork::add_endpoint(const Endpoint& e, Seconds delay_per_hop, Byt
 }
 
 void EmulatedNetwork::remove_all() noexcept {
+  delay_line_.reset();  // its sockets would keep the hub alive
   // Endpoints first, then the hub: the reverse of creation.
   for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
     try {

@@ -8,6 +8,11 @@
 //      weft<pid>w1 [eth0 10.77.0.2]──veth──[w1]├─ br0 in weft<pid>h
 //      weft<pid>s0 [eth0 10.77.0.3]──veth──[s0]┘
 //
+// With a latency D > 0 the hub is a delaying switch instead of br0: a thread of
+// this process that holds every frame D seconds between the two links (Note [A
+// delaying switch], delay_line.h), so a message between two endpoints takes D
+// more and a small message's round trip 2·D.
+//
 // Upload is shaped on the egress of the endpoint's eth0, download on the egress of
 // the hub's end, each by a tbf qdisc (Note [Token bucket parameters], shaping.h),
 // whose bucket every packet fits: the interfaces' GSO size is capped to it.
@@ -23,11 +28,10 @@
 // every 10 s and left links whose only delay is their own queue idle at random
 // (one 1 MiB all-reduce at 10 Mbit took +2% to +58% of the link's time, under
 // reno +2 to +2.5%). Cubic is a module our kernel refuses inside a namespace.
-//
-// Delays need the kernel's netem qdisc, which our machines lack: a latency > 0 is
-// refused with a UsageError there (docs/runtime.md §3) rather than silently ignored. Where netem
-// exists, half the latency is added on each egress, so a message between two
-// endpoints is delayed by `latency`.
+// With a latency, the same reason sizes TCP's buffers: each endpoint's largest
+// (tcp_rmem, tcp_wmem) holds 4 round trips at its link's rate, or Linux's
+// default if larger. Linux's 6 MiB let a connection keep ~3 MiB in flight: 460
+// Mbit/s on a 1 Gbit link with a 50 ms round trip, 120 Mbit/s at 200 ms.
 //
 // Process contract (as torchrun's): each rank's process gets, on top of the caller's
 // environment,
@@ -51,11 +55,13 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "netem/delay_line.h"
 #include "netem/supervisor.h"
 #include "units/cores.h"
 #include "units/limits.h"
@@ -82,7 +88,7 @@ struct NetemOptions {
   int workers = 0;                     // P >= 1
   int servers = 0;                     // S >= 0
   BytesPerSecond bandwidth = 0;        // each worker's link, each direction; > 0
-  Seconds latency = 0;                 // between two endpoints; > 0 needs netem
+  Seconds latency = 0;                 // one-way, between two endpoints; >= 0
   BytesPerSecond server_bandwidth = 0; // each server's link; 0: same as bandwidth
   int master_port = 29500;             // MASTER_PORT given to every rank
   int mtu = 1500;                      // of every interface, bytes (68..65535)
@@ -118,13 +124,15 @@ class EmulatedNetwork {
   // Sweeps stale namespaces (sweep_stale_namespaces, netns.h), then builds the
   // network described at the top.
   // THROWS UsageError: invalid options (see validate); no root privileges (saying
-  // how to get them); latency > 0 on a kernel without netem.
+  // how to get them).
   // THROWS std::runtime_error: an `ip` or `tc` command failed, quoting it and its
-  // message (for example a rate under 1 bit/s, which tc cannot represent).
+  // message (for example a rate under 1 bit/s, which tc cannot represent), or the
+  // delaying switch could not open its ports (delay_line.h).
   // THROWS BuildInterrupted: a termination signal arrived while building.
   // On any throw, everything this constructor made has been removed again.
   explicit EmulatedNetwork(const NetemOptions& options);
-  // Removes every namespace it made (the links and qdiscs go with them). Processes
+  // Stops the delaying switch, if any, and removes every namespace it made (the
+  // links and qdiscs go with them). Processes
   // still running inside keep their namespace alive, unnamed, until they exit;
   // callers end them first (run_emulated does).
   ~EmulatedNetwork();
@@ -133,8 +141,11 @@ class EmulatedNetwork {
 
   // Workers in rank order, then servers.
   const std::vector<Endpoint>& endpoints() const { return endpoints_; }
-  // The hub namespace, which holds the bridge and the hub ends of the links.
+  // The hub namespace, which holds the bridge (or the delaying switch's ports)
+  // and the hub ends of the links.
   const std::string& hub() const { return hub_; }
+  // The delaying switch when latency > 0, else nullptr (Note [A delaying switch]).
+  const DelayLine* delay_line() const { return delay_line_.get(); }
   // Every namespace it made, hub included.
   std::vector<std::string> namespaces() const;
   // The stale namespaces the constructor's sweep removed.
@@ -146,7 +157,7 @@ class EmulatedNetwork {
 
  private:
   void build();
-  void add_endpoint(const Endpoint& endpoint, Seconds delay_per_hop, Bytes gso_max);
+  void add_endpoint(const Endpoint& endpoint, Bytes gso_max);
   void remove_all() noexcept;
 
   NetemOptions options_;
@@ -154,6 +165,7 @@ class EmulatedNetwork {
   std::vector<Endpoint> endpoints_;
   std::vector<std::string> made_;  // namespaces created so far, in order
   std::vector<std::string> swept_;
+  std::unique_ptr<DelayLine> delay_line_;  // latency > 0 only
 };
 
 // Runs one command per rank under emulated links and returns how the job ended: it

@@ -360,22 +360,55 @@ TEST_F(NetemTest, ANameCollisionLeavesOnlyWhatWasThereBefore) {
   delete_namespace(taken);
 }
 
-// (d) A delay is an error that says why, unless the kernel has netem.
-TEST_F(NetemTest, LatencyNeedsNetem) {
+// (d) A delay makes the hub a delaying switch in place of the bridge (Note [A
+// delaying switch]); its ports are the hub's ends of the links, and it goes with the
+// network. Round trips and rates are latency_test.cc's.
+TEST_F(NetemTest, ALatencyReplacesTheBridgeByADelayingSwitch) {
   SKIP_UNLESS_PRIVILEGED();
-  try {
-    EmulatedNetwork network({.workers = 2, .bandwidth = 10_Mbit, .latency = 2_ms});
-    // This kernel has netem: the delay must then really be installed.
-    const CommandResult qdiscs =
-        run_command({"tc", "-netns", network.endpoints()[0].netns, "qdisc", "show", "dev", "eth0"});
-    EXPECT_NE(qdiscs.output.find("netem"), std::string::npos) << qdiscs.output;
-  } catch (const UsageError& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("--latency 2ms"), std::string::npos) << message;
-    EXPECT_NE(message.find("no netem qdisc"), std::string::npos) << message;
-    EXPECT_NE(message.find("weft profile --network"), std::string::npos) << message;
+  {
+    EmulatedNetwork network({.workers = 2, .servers = 1, .bandwidth = 10_Mbit, .latency = 2_ms});
+    ASSERT_NE(network.delay_line(), nullptr);
+    const CommandResult bridges = run_command({"ip", "-netns", network.hub(), "-o", "link", "show", "type", "bridge"});
+    EXPECT_EQ(bridges.output, "");
+    const CommandResult ports = run_command({"ip", "-netns", network.hub(), "-o", "link", "show", "type", "veth"});
+    for (const char* port : {" w0@", " w1@", " s0@"}) {
+      EXPECT_NE(ports.output.find(port), std::string::npos) << ports.output;
+    }
+    EXPECT_EQ(ports.output.find("master"), std::string::npos) << ports.output;
   }
   EXPECT_EQ(namespaces_of(::getpid()), std::vector<std::string>{});
+  EmulatedNetwork plain({.workers = 1, .bandwidth = 10_Mbit});
+  EXPECT_EQ(plain.delay_line(), nullptr);
+}
+
+// (d) SIGINT ends a job on delayed links as on any other, and SIGKILL leaves only
+// namespaces, which the next network's sweep removes: the switch is a thread of the
+// process that built the network, so nothing of it survives.
+TEST_F(NetemTest, SignalsLeaveNothingOfADelayedNetwork) {
+  SKIP_UNLESS_PRIVILEGED();
+  const std::vector<std::string> argv = {"sleep", "100"};
+  for (const int signal : {SIGINT, SIGKILL}) {
+    const pid_t runner = ::fork();
+    if (runner == 0) {
+      int code = 99;
+      try {
+        code = run_emulated({.workers = 2, .bandwidth = 100_Mbit, .latency = 5_ms}, {argv, argv}).exit_status;
+      } catch (...) {
+      }
+      ::_exit(code);
+    }
+    for (int i = 0; i < 1000 && namespaces_of(runner).size() < 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the switch and the ranks started
+    ASSERT_EQ(namespaces_of(runner).size(), 3u);
+    ::kill(runner, signal);
+    EXPECT_EQ(wait_exit_code(runner), 128 + signal);
+    if (signal == SIGKILL) {
+      EmulatedNetwork next({.workers = 1, .bandwidth = 10_Mbit});  // sweeps
+    }
+    EXPECT_EQ(namespaces_of(runner), std::vector<std::string>{}) << "after SIG" << sigabbrev_np(signal);
+  }
 }
 
 // (e) The sweep removes the namespaces of a pid that is gone, and only those.

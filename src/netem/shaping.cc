@@ -14,7 +14,6 @@ constexpr Bytes kEthernetHeader = 14;
 constexpr Seconds kBurstTime = 1e-3;
 constexpr Seconds kQueueTime = 50e-3;
 constexpr Bytes kTransmitQueueFrames = 1000;  // Linux's default txqueuelen
-constexpr double kSmallPacket = 500;  // bytes; sizes netem's queue for a delay
 constexpr int kIpTcpHeaders = 20 + 20 + 12;  // IPv4, TCP, TCP timestamps
 constexpr Bytes kLinuxGsoMax = 65536;         // a device's default gso_max_size
 constexpr Bytes kFewestFramesToCap = 4;       // a smaller cap turns GSO off
@@ -49,23 +48,11 @@ std::string tc_rate(BytesPerSecond rate) { return fmt::format("{}bit", std::llro
 
 std::vector<std::vector<std::string>> shaping_commands(const std::string& netns,
                                                        const std::string& device,
-                                                       const TokenBucket& bucket,
-                                                       Seconds delay) {
+                                                       const TokenBucket& bucket) {
   std::vector<std::vector<std::string>> commands;
   commands.push_back({"tc", "-netns", netns, "qdisc", "add", "dev", device, "root", "handle",
                       "1:", "tbf", "rate", tc_rate(bucket.rate), "burst",
                       std::to_string(bucket.burst), "limit", std::to_string(bucket.limit)});
-  if (delay > 0) {
-    // tbf is classful with one class, 1:1; tbf takes packets from its netem child
-    // once their delay is over. netem must hold everything sent during one delay
-    // (its default, 1000 packets, drops at high rates): room for it in packets of
-    // kSmallPacket bytes, on top of the default.
-    const auto in_flight = static_cast<long long>(std::ceil(bucket.rate * delay / kSmallPacket));
-    commands.push_back({"tc", "-netns", netns, "qdisc", "add", "dev", device, "parent", "1:1",
-                        "handle", "10:", "netem", "delay",
-                        fmt::format("{}us", std::llround(delay * 1e6)), "limit",
-                        std::to_string(1000 + in_flight)});
-  }
   return commands;
 }
 

@@ -74,11 +74,9 @@ BytesPerSecond payload_rate(BytesPerSecond rate, int mtu);
 std::string tc_rate(BytesPerSecond rate);
 
 // The `tc` command lines that shape the egress of `device` in namespace `netns`
-// with `bucket`, followed, when `delay` > 0, by a netem qdisc below the tbf that
-// holds every packet for `delay` seconds (which needs a kernel with sch_netem).
+// with `bucket`. (Delays are not a qdisc's: Note [A delaying switch], delay_line.h.)
 std::vector<std::vector<std::string>> shaping_commands(const std::string& netns,
                                                        const std::string& device,
-                                                       const TokenBucket& bucket,
-                                                       Seconds delay);
+                                                       const TokenBucket& bucket);
 
 }  // namespace weft::netem

@@ -1,0 +1,287 @@
+#include "netem/delay_line.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <stdexcept>
+#include <system_error>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace weft::netem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// struct virtio_net_hdr (<linux/virtio_net.h>, which C++ cannot include: a field is
+// called `class`): flags, gso_type, hdr_len, gso_size, csum_start, csum_offset.
+constexpr std::size_t kVnetHeader = 10;
+constexpr std::size_t kMacBytes = 6;
+// The largest packet a port can hand over: a 64 KiB GSO packet and its headers.
+constexpr std::size_t kMaxPacket = 128 * 1024;
+// Each socket's buffers, forced past the sysctl caps (root): the receive side holds
+// what arrives while the thread is away, the send side what waits in the port's tbf
+// queue (Note [Token bucket parameters]: up to 50 ms at the port's rate).
+constexpr int kSocketBuffer = 64 << 20;
+// Frames read from one port before the others get a turn.
+constexpr int kReadBatch = 64;
+// What the switch holds at most: 1 Gbit for 2 s. More is dropped.
+constexpr std::size_t kMaxHeldBytes = 256u << 20;
+
+std::runtime_error system_failure(const std::string& what) {
+  return std::runtime_error(fmt::format("{}: {}", what, std::strerror(errno)));
+}
+
+struct Held {
+  Clock::time_point due;
+  int in_port = 0;
+  std::vector<unsigned char> packet;  // virtio_net_hdr, then the Ethernet frame
+};
+
+std::uint64_t mac_at(const unsigned char* bytes) {
+  std::uint64_t mac = 0;
+  for (std::size_t i = 0; i < kMacBytes; ++i) mac = (mac << 8) | bytes[i];
+  return mac;
+}
+
+// Opens the socket for one port of the namespace the calling thread is in.
+int open_port(const std::string& port) {
+  const int fd = ::socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw system_failure("socket(AF_PACKET)");
+  try {
+    const int on = 1;
+    const auto set = [&](int level, int name, int value, const char* what) {
+      if (::setsockopt(fd, level, name, &value, sizeof value) != 0) {
+        throw system_failure(fmt::format("setsockopt({}) on port {}", what, port));
+      }
+    };
+    set(SOL_PACKET, PACKET_VNET_HDR, on, "PACKET_VNET_HDR");
+    set(SOL_PACKET, PACKET_IGNORE_OUTGOING, on, "PACKET_IGNORE_OUTGOING");  // not our own sends
+    set(SOL_SOCKET, SO_RCVBUFFORCE, kSocketBuffer, "SO_RCVBUFFORCE");
+    set(SOL_SOCKET, SO_SNDBUFFORCE, kSocketBuffer, "SO_SNDBUFFORCE");
+    const unsigned index = ::if_nametoindex(port.c_str());
+    if (index == 0) throw system_failure(fmt::format("port {}", port));
+    // Bound with its protocol, so that it hears this port only, from here on.
+    sockaddr_ll address{};
+    address.sll_family = AF_PACKET;
+    address.sll_protocol = htons(ETH_P_ALL);
+    address.sll_ifindex = static_cast<int>(index);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      throw system_failure(fmt::format("binding a packet socket to port {}", port));
+    }
+    packet_mreq promiscuous{};
+    promiscuous.mr_ifindex = static_cast<int>(index);
+    promiscuous.mr_type = PACKET_MR_PROMISC;
+    if (::setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &promiscuous, sizeof promiscuous) != 0) {
+      throw system_failure(fmt::format("setting port {} promiscuous", port));
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
+}
+
+}  // namespace
+
+struct DelayLine::Shared {
+  DelayLineOptions options;
+  int stop_fd = -1;  // an eventfd: readable when the thread must end
+  std::atomic<std::uint64_t> frames{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> dropped{0};
+};
+
+namespace {
+
+// The switch proper (Note [A delaying switch]): runs until `stop_fd` is readable.
+class Switch {
+ public:
+  // REQUIRES: timer_fd is a CLOCK_MONOTONIC timerfd (steady_clock's clock).
+  Switch(std::vector<int> ports, int timer_fd, int stop_fd, Clock::duration delay,
+         std::atomic<std::uint64_t>& frames, std::atomic<std::uint64_t>& bytes, std::atomic<std::uint64_t>& dropped)
+      : ports_(std::move(ports)), timer_fd_(timer_fd), delay_(delay), frames_(frames), bytes_(bytes),
+        dropped_(dropped) {
+    for (const int fd : ports_) polled_.push_back({.fd = fd, .events = POLLIN, .revents = 0});
+    polled_.push_back({.fd = timer_fd, .events = POLLIN, .revents = 0});
+    polled_.push_back({.fd = stop_fd, .events = POLLIN, .revents = 0});
+  }
+
+  void run() {
+    std::vector<unsigned char> buffer(kMaxPacket);
+    Clock::time_point armed{};  // when the timer goes off; {}: disarmed
+    while (true) {
+      const Clock::time_point now = Clock::now();
+      while (!held_.empty() && held_.front().due <= now) {
+        forward(held_.front());
+        held_bytes_ -= held_.front().packet.size();
+        held_.pop_front();
+      }
+      // A timerfd, not poll's timeout: poll adds 0.1% of the timeout as slack.
+      const Clock::time_point due = held_.empty() ? Clock::time_point{} : held_.front().due;
+      if (due != armed) {
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch()).count();
+        itimerspec at{.it_interval = {}, .it_value = {.tv_sec = static_cast<time_t>(ns / 1'000'000'000),
+                                                      .tv_nsec = static_cast<long>(ns % 1'000'000'000)}};
+        ::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &at, nullptr);
+        armed = due;
+      }
+      if (::ppoll(polled_.data(), polled_.size(), nullptr, nullptr) < 0) {
+        if (errno == EINTR) continue;
+        return;  // cannot happen with valid descriptors; the links then carry nothing
+      }
+      if (polled_.back().revents != 0) return;
+      if (polled_[ports_.size()].revents != 0) {
+        std::uint64_t expirations = 0;
+        if (::read(timer_fd_, &expirations, sizeof expirations) < 0) {
+          // Re-armed meanwhile: nothing to read.
+        }
+        armed = {};
+      }
+      for (std::size_t port = 0; port < ports_.size(); ++port) {
+        if (polled_[port].revents != 0) read_port(static_cast<int>(port), buffer);
+      }
+    }
+  }
+
+ private:
+  void read_port(int port, std::vector<unsigned char>& buffer) {
+    for (int i = 0; i < kReadBatch; ++i) {
+      // A link taken down reports ENETDOWN once: read, and carry on.
+      const ssize_t n = ::recv(ports_[static_cast<std::size_t>(port)], buffer.data(), buffer.size(),
+                               MSG_DONTWAIT | MSG_TRUNC);
+      if (n < 0) return;
+      const Clock::time_point arrived = Clock::now();
+      const auto size = static_cast<std::size_t>(n);
+      frames_.fetch_add(1, std::memory_order_relaxed);
+      if (size < kVnetHeader + ETH_HLEN || size > buffer.size() || held_bytes_ + size > kMaxHeldBytes) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      bytes_.fetch_add(size - kVnetHeader, std::memory_order_relaxed);
+      const unsigned char* frame = buffer.data() + kVnetHeader;
+      if ((frame[kMacBytes] & 1) == 0) mac_table_[mac_at(frame + kMacBytes)] = port;  // its source
+      held_.push_back({.due = arrived + delay_, .in_port = port, .packet = {buffer.begin(), buffer.begin() + n}});
+      held_bytes_ += size;
+    }
+  }
+
+  void forward(const Held& held) {
+    const unsigned char* frame = held.packet.data() + kVnetHeader;
+    if ((frame[0] & 1) == 0) {  // unicast
+      const auto learnt = mac_table_.find(mac_at(frame));
+      if (learnt != mac_table_.end()) {
+        if (learnt->second != held.in_port) send(learnt->second, held);
+        return;
+      }
+    }
+    for (int port = 0; port < static_cast<int>(ports_.size()); ++port) {
+      if (port != held.in_port) send(port, held);
+    }
+  }
+
+  void send(int port, const Held& held) {
+    if (::send(ports_[static_cast<std::size_t>(port)], held.packet.data(), held.packet.size(), MSG_DONTWAIT) < 0) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  std::vector<int> ports_;
+  int timer_fd_;
+  std::vector<pollfd> polled_;  // the ports, the timer, then the stop eventfd
+  Clock::duration delay_;
+  std::deque<Held> held_;  // in arrival order, which is also the order they are due
+  std::size_t held_bytes_ = 0;
+  std::unordered_map<std::uint64_t, int> mac_table_;
+  std::atomic<std::uint64_t>& frames_;
+  std::atomic<std::uint64_t>& bytes_;
+  std::atomic<std::uint64_t>& dropped_;
+};
+
+// The thread's body: enters the hub, opens the ports, says it is ready, switches.
+void run_switch(const std::shared_ptr<DelayLine::Shared>& shared, std::promise<void>& ready) {
+  std::vector<int> ports;
+  const int timer = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  try {
+    if (timer < 0) throw system_failure("timerfd_create");
+    ::pthread_setname_np(::pthread_self(), "weft-delay");
+    // Note [A delaying switch]: ahead of every process, as the kernel's own
+    // forwarding is; best effort, since a container may deny real-time priority.
+    const sched_param lowest_real_time{.sched_priority = 1};
+    ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &lowest_real_time);
+    const std::string path = "/run/netns/" + shared->options.netns;
+    const int netns = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns < 0) throw system_failure(fmt::format("opening network namespace {}", path));
+    const int entered = ::setns(netns, CLONE_NEWNET);  // this thread only
+    ::close(netns);
+    if (entered != 0) throw system_failure(fmt::format("entering network namespace {}", shared->options.netns));
+    for (const std::string& port : shared->options.ports) ports.push_back(open_port(port));
+  } catch (...) {
+    for (const int fd : ports) ::close(fd);
+    if (timer >= 0) ::close(timer);
+    ready.set_exception(std::current_exception());
+    return;
+  }
+  ready.set_value();
+  const auto delay = std::chrono::round<Clock::duration>(std::chrono::duration<double>(shared->options.delay));
+  Switch(ports, timer, shared->stop_fd, delay, shared->frames, shared->bytes, shared->dropped).run();
+  for (const int fd : ports) ::close(fd);
+  ::close(timer);
+}
+
+}  // namespace
+
+DelayLine::DelayLine(const DelayLineOptions& options) : shared_(std::make_shared<Shared>()) {
+  if (!(options.delay > 0) || !std::isfinite(options.delay) || options.ports.empty()) {
+    throw std::logic_error(fmt::format("DelayLine: delay {} s must be > 0 and finite, with at least one port (got {})",
+                                       options.delay, options.ports.size()));
+  }
+  shared_->options = options;
+  shared_->stop_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (shared_->stop_fd < 0) throw system_failure("eventfd");
+  std::promise<void> ready;
+  std::future<void> started = ready.get_future();
+  // The promise moves into the thread, which outlives its last use of it.
+  thread_ = std::thread([shared = shared_, ready = std::move(ready)]() mutable { run_switch(shared, ready); });
+  try {
+    started.get();
+  } catch (...) {
+    thread_.join();
+    ::close(shared_->stop_fd);
+    throw;
+  }
+}
+
+DelayLine::~DelayLine() {
+  const std::uint64_t one = 1;
+  if (::write(shared_->stop_fd, &one, sizeof one) != sizeof one) {
+    // An eventfd write fails only on overflow, which one write cannot cause.
+  }
+  thread_.join();
+  ::close(shared_->stop_fd);
+}
+
+DelayLineCounters DelayLine::counters() const {
+  return {.frames = shared_->frames.load(std::memory_order_relaxed),
+          .bytes = shared_->bytes.load(std::memory_order_relaxed),
+          .dropped = shared_->dropped.load(std::memory_order_relaxed)};
+}
+
+}  // namespace weft::netem
