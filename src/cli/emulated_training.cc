@@ -31,6 +31,7 @@ int run_emulated_training(const EmulatedTraining& job) {
   const netem::NetemOptions network{.workers = job.workers,
                                     .servers = job.servers,
                                     .bandwidth = job.bandwidth,
+                                    .latency = job.latency,
                                     .server_bandwidth = job.server_bandwidth,
                                     .cores = job.cores};
   // The same command line in every rank, from this very executable (Note [Training

@@ -14,8 +14,9 @@
 // ranks to be root. Without --bandwidth, `--nproc K` trains over loopback as before.
 // Each rank re-runs this command line (/proc/self/exe with the same arguments),
 // marked as a launched worker (Note [Launcher and workers], runtime/launch/launcher.h), so
-// --nproc and --bandwidth are acted on once, here. --latency is not emulated (our
-// kernels lack netem's delays, docs/runtime.md §3): the planner uses it as given. The ranks
+// --nproc and --bandwidth are acted on once, here. --latency, when given, is emulated
+// too (netem::NetemOptions::latency); its default (50us) only informs the planner, so
+// the links then have no delay of their own. The ranks
 // plan for what TCP delivers over the shaped links (netem::payload_rate, about 95%
 // of the rate at a 1500-byte MTU), as `weft bench` does: the launch tells them the
 // links' MTU in runtime::kEmulatedMtuVariable, and runtime::cluster_of (runtime/train/job.h) applies it.
@@ -34,6 +35,7 @@ struct EmulatedTraining {
   int servers = 0;                      // --servers (parameter-server strategies), >= 0
   BytesPerSecond bandwidth = 0;         // --bandwidth: each worker's link, > 0
   BytesPerSecond server_bandwidth = 0;  // --server-bandwidth; 0 = bandwidth
+  Seconds latency = 0;                  // --latency when given: each link's one-way delay; 0 = none
   Seconds failure_timeout = 60;         // after a rank fails, how long the others may take to exit
   CorePlacement cores = CorePlacement::kAuto;  // --cores (netem::NetemOptions::cores)
 };

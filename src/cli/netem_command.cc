@@ -89,7 +89,7 @@ void add_netem(CLI::App& app, int& exit_status) {
       ->required()
       ->check(in_range(ranges::kBandwidth));
   cmd->add_option("--latency", flags->latency,
-                  "delay between two ranks: 50us, 2ms (needs the kernel's netem qdisc)")
+                  "one-way delay between two ranks: 2ms, 40ms (a round trip takes twice it; 0: none)")
       ->capture_default_str()
       ->check(in_range(ranges::kLatency));
   cmd->add_option("--server-bandwidth", flags->server_bandwidth,

@@ -43,6 +43,7 @@ struct RunFlags {
   int servers = 0;
   std::string bandwidth;         // empty: loopback, no emulation
   std::string server_bandwidth;  // empty: same as --bandwidth
+  std::string latency;           // empty: no delay
   double failure_timeout = runtime::kDefaultFailureTimeout;
   std::string cores = "auto";
   std::vector<std::string> command;
@@ -72,6 +73,9 @@ int run(const RunFlags& flags, bool bandwidth_given) {
   if (!flags.server_bandwidth.empty() && !bandwidth_given) {
     throw UsageError("--server-bandwidth: only with --bandwidth (the workers' emulated links)");
   }
+  if (!flags.latency.empty() && !bandwidth_given) {
+    throw UsageError("--latency: only with --bandwidth (the delay is the emulated links')");
+  }
   const std::string executable = netem::require_executable(flags.command[0]);
   const CorePlacement cores = parse_core_placement(flags.cores);
   std::vector<std::string> environment = python_path_environment();
@@ -94,6 +98,7 @@ int run(const RunFlags& flags, bool bandwidth_given) {
       .workers = flags.nproc,
       .servers = flags.servers,
       .bandwidth = ranges::parse(ranges::kBandwidth, flags.bandwidth),
+      .latency = flags.latency.empty() ? 0 : ranges::parse(ranges::kLatency, flags.latency),
       .server_bandwidth = flags.server_bandwidth.empty() ? 0 : ranges::parse(ranges::kServerBandwidth, flags.server_bandwidth),
       .cores = cores};
   netem::validate(network);
@@ -142,6 +147,9 @@ void add_run(CLI::App& app, int& exit_status) {
       ->check(in_range(ranges::kBandwidth));
   cmd->add_option("--server-bandwidth", flags->server_bandwidth, "each server's emulated link (default: --bandwidth)")
       ->check(in_range(ranges::kServerBandwidth));
+  cmd->add_option("--latency", flags->latency,
+                  "with --bandwidth: one-way delay between two processes, 20ms (a round trip takes twice it)")
+      ->check(in_range(ranges::kLatency));
   cmd->add_option("--failure-timeout", flags->failure_timeout,
                   "seconds the other processes may take to exit after one failed (or stays stopped) before they "
                   "are terminated")

@@ -144,7 +144,7 @@ void add_train(CLI::App& app, int& exit_status) {
                   "each parameter server's link, planned and (with --nproc --bandwidth) emulated; default: "
                   "--bandwidth")
       ->check(in_range(ranges::kServerBandwidth));
-  cmd->add_option("--latency", flags->latency, "per-message latency the planner assumes (never emulated)")
+  cmd->add_option("--latency", flags->latency, "per-message latency the planner assumes; given with --nproc --bandwidth, also emulated (one-way)")
       ->capture_default_str()
       ->check(in_range(ranges::kLatency));
   cmd->add_option("--network", flags->network,
@@ -174,6 +174,7 @@ void add_train(CLI::App& app, int& exit_status) {
                                            .servers = options.job.servers,
                                            .bandwidth = options.job.cluster.bandwidth,
                                            .server_bandwidth = options.job.cluster.server_bandwidth,
+                                           .latency = cmd->count("--latency") > 0 ? options.job.cluster.latency : 0,
                                            .failure_timeout = options.job.failure_timeout,
                                            .cores = options.cores});
     } else {
