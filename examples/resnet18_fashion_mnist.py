@@ -59,6 +59,18 @@ def wrap(net, opt, args, **options):
     import torch.distributed as dist
     dist.init_process_group("gloo")  # the variables weft run (or torchrun) sets
     model = torch.nn.parallel.DistributedDataParallel(net)
+    # --compression: PyTorch's own remedies, as tools/ddp_peer.py registers them.
+    if args.compression == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(state=None, hook=default_hooks.fp16_compress_hook)
+    elif args.compression.startswith("powersgd:"):
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        state = powerSGD_hook.PowerSGDState(process_group=None,
+                                            matrix_approximation_rank=int(args.compression.split(":")[1]),
+                                            start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif args.compression != "none":
+        raise SystemExit(f"--compression {args.compression}: torch-ddp takes none, fp16 or powersgd:R")
     model.rank, model.workers, model.strategy = dist.get_rank(), dist.get_world_size(), "torch-ddp"
     model.finish = dist.destroy_process_group
     return model
@@ -67,7 +79,9 @@ def wrap(net, opt, args, **options):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--strategy", default="wfbp", help="a weft strategy, auto, or torch-ddp (PyTorch's DDP)")
-    parser.add_argument("--compression", default="none", help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R")
+    parser.add_argument("--compression", default="none",
+                        help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R; with torch-ddp: "
+                             "fp16 or powersgd:R, PyTorch's hooks")
     parser.add_argument("--bandwidth", default="1Gbit", help="the link the planner plans for")
     parser.add_argument("--update", default="auto", help="weft's update mode: auto, ddp, overlap (docs/python.md)")
     parser.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")

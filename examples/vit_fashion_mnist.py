@@ -78,7 +78,9 @@ def evaluate(net, x, y, samples):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--strategy", default="wfbp", help="a weft strategy, auto, or torch-ddp (PyTorch's DDP)")
-    parser.add_argument("--compression", default="none", help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R")
+    parser.add_argument("--compression", default="none",
+                        help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R; with torch-ddp: "
+                             "fp16 or powersgd:R, PyTorch's hooks")
     parser.add_argument("--bandwidth", default="1Gbit", help="the link the planner plans for")
     parser.add_argument("--update", default="auto", help="weft's update mode: auto, ddp, overlap (docs/python.md)")
     parser.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")
