@@ -10,8 +10,8 @@
 #include "netem/netem.h"
 #include "netem/netns.h"
 #include "netem/shaping.h"
-#include "runtime/train/job.h"
 #include "runtime/launch/launcher.h"
+#include "runtime/train/job.h"
 
 namespace weft::cli {
 
