@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstring>
 #include <algorithm>
-#include <deque>
 #include <future>
 #include <stdexcept>
 #include <system_error>
@@ -62,9 +61,35 @@ std::runtime_error system_failure(const std::string& what) {
 
 struct Held {
   Clock::time_point due;
-  int in_port = 0;
+  std::uint64_t sequence = 0;  // arrival order: equal due times leave in it
+  int out_port = 0;
   std::vector<unsigned char> packet;  // virtio_net_hdr, then the Ethernet frame
 };
+
+// The heap's order: the earliest due on top (Note [Emulated sites]).
+bool later(const Held& a, const Held& b) {
+  return a.due != b.due ? a.due > b.due : a.sequence > b.sequence;
+}
+
+// The bytes a packet takes on the wire (Note [Emulated sites]): a GSO packet is
+// cut into frames that each repeat its Ethernet, IP and TCP headers, as tbf counts
+// it (qdisc_pkt_len). `packet` starts with the virtio_net_hdr.
+std::size_t wire_bytes(const unsigned char* packet, std::size_t size) {
+  const std::size_t frame = size - kVnetHeader;
+  const unsigned char gso_type = packet[1];
+  std::uint16_t gso_size = 0;
+  std::memcpy(&gso_size, packet + 4, sizeof gso_size);  // little-endian: the host's, on x86 and arm64
+  if (gso_type == 0 || gso_size == 0) return frame;
+  const unsigned char* eth = packet + kVnetHeader;
+  if (frame < ETH_HLEN + 20 || eth[12] != 0x08 || eth[13] != 0x00) return frame;  // IPv4 only
+  const std::size_t ip = static_cast<std::size_t>(eth[ETH_HLEN] & 0x0f) * 4;
+  if (frame < ETH_HLEN + ip + 20) return frame;
+  const std::size_t tcp = static_cast<std::size_t>(eth[ETH_HLEN + ip + 12] >> 4) * 4;
+  const std::size_t headers = ETH_HLEN + ip + tcp;
+  if (frame <= headers) return frame;
+  const std::size_t segments = (frame - headers + gso_size - 1) / gso_size;
+  return frame + (segments - 1) * headers;
+}
 
 std::uint64_t mac_at(const unsigned char* bytes) {
   std::uint64_t mac = 0;
@@ -119,21 +144,41 @@ struct DelayLine::Shared {
   std::atomic<std::uint64_t> frames{0};
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> dropped{0};
+  std::atomic<std::uint64_t> wan_frames{0};
+  std::atomic<std::uint64_t> wan_dropped{0};
 };
 
 namespace {
 
-// The switch proper (Note [A delaying switch]): runs until `stop_fd` is readable.
+// The switch proper (Note [A delaying switch], Note [Emulated sites]): runs until
+// `stop_fd` is readable.
 class Switch {
  public:
-  // REQUIRES: timer_fd is a CLOCK_MONOTONIC timerfd (steady_clock's clock).
-  Switch(std::vector<int> ports, int timer_fd, int stop_fd, Clock::duration delay,
-         std::atomic<std::uint64_t>& frames, std::atomic<std::uint64_t>& bytes, std::atomic<std::uint64_t>& dropped)
-      : ports_(std::move(ports)), timer_fd_(timer_fd), delay_(delay), frames_(frames), bytes_(bytes),
-        dropped_(dropped) {
+  // REQUIRES: timer_fd is a CLOCK_MONOTONIC timerfd (steady_clock's clock);
+  // options validated as DelayLine's constructor does.
+  Switch(std::vector<int> ports, int timer_fd, int stop_fd, const DelayLineOptions& options,
+         DelayLine::Shared& counters)
+      : ports_(std::move(ports)), timer_fd_(timer_fd), counters_(counters) {
     for (const int fd : ports_) polled_.push_back({.fd = fd, .events = POLLIN, .revents = 0});
     polled_.push_back({.fd = timer_fd, .events = POLLIN, .revents = 0});
     polled_.push_back({.fd = stop_fd, .events = POLLIN, .revents = 0});
+    const auto duration = [](Seconds s) {
+      return std::chrono::round<Clock::duration>(std::chrono::duration<double>(s));
+    };
+    if (options.site_of_port.empty()) {
+      site_of_port_.assign(ports_.size(), 0);
+      site_latency_ = {duration(options.delay)};
+    } else {
+      site_of_port_ = options.site_of_port;
+      for (const Seconds latency : options.site_latency) site_latency_.push_back(duration(latency));
+    }
+    const std::size_t sites = site_latency_.size();
+    if (sites > 1) {
+      wan_seconds_per_byte_ = 1 / options.wan_rate;
+      wan_latency_ = duration(options.wan_latency);
+      wan_limit_ = static_cast<double>(wan_queue_limit(options.wan_rate, options.wan_latency));
+      wan_free_.assign(sites * sites, Clock::time_point{});
+    }
   }
 
   void run() {
@@ -144,9 +189,10 @@ class Switch {
       // when due, not after]).
       const Clock::time_point horizon = Clock::now() + lateness_;
       while (!held_.empty() && held_.front().due <= horizon) {
-        forward(held_.front());
-        held_bytes_ -= held_.front().packet.size();
-        held_.pop_front();
+        std::pop_heap(held_.begin(), held_.end(), later);
+        send(held_.back());
+        held_bytes_ -= held_.back().packet.size();
+        held_.pop_back();
       }
       // A timerfd, not poll's timeout: poll adds 0.1% of the timeout as slack.
       const Clock::time_point due = held_.empty() ? Clock::time_point{} : held_.front().due;
@@ -193,17 +239,59 @@ class Switch {
       if (n < 0) return;
       const Clock::time_point arrived = arrival(message);
       const auto size = static_cast<std::size_t>(n);
-      frames_.fetch_add(1, std::memory_order_relaxed);
-      if (size < kVnetHeader + ETH_HLEN || size > buffer.size() || held_bytes_ + size > kMaxHeldBytes) {
-        dropped_.fetch_add(1, std::memory_order_relaxed);
+      counters_.frames.fetch_add(1, std::memory_order_relaxed);
+      if (size < kVnetHeader + ETH_HLEN || size > buffer.size()) {
+        counters_.dropped.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      bytes_.fetch_add(size - kVnetHeader, std::memory_order_relaxed);
+      counters_.bytes.fetch_add(size - kVnetHeader, std::memory_order_relaxed);
       const unsigned char* frame = buffer.data() + kVnetHeader;
       if ((frame[kMacBytes] & 1) == 0) mac_table_[mac_at(frame + kMacBytes)] = port;  // its source
-      held_.push_back({.due = arrived + delay_, .in_port = port, .packet = {buffer.begin(), buffer.begin() + n}});
-      held_bytes_ += size;
+      // Where it goes is decided now, as its due time depends on it.
+      if ((frame[0] & 1) == 0) {  // unicast
+        const auto learnt = mac_table_.find(mac_at(frame));
+        if (learnt != mac_table_.end()) {
+          if (learnt->second != port) hold(port, learnt->second, buffer.data(), size, arrived);
+          continue;
+        }
+      }
+      for (int out = 0; out < static_cast<int>(ports_.size()); ++out) {
+        if (out != port) hold(port, out, buffer.data(), size, arrived);
+      }
     }
+  }
+
+  // Queues one copy of a packet from port `in` to port `out`, due as Note
+  // [Emulated sites] says, or drops it.
+  void hold(int in, int out, const unsigned char* packet, std::size_t size, Clock::time_point arrived) {
+    if (held_bytes_ + size > kMaxHeldBytes) {
+      counters_.dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const int from = site_of_port_[static_cast<std::size_t>(in)];
+    const int to = site_of_port_[static_cast<std::size_t>(out)];
+    Clock::time_point due;
+    if (from == to) {
+      due = arrived + site_latency_[static_cast<std::size_t>(from)];
+    } else {
+      Clock::time_point& free = wan_free_[static_cast<std::size_t>(from) * site_latency_.size() +
+                                          static_cast<std::size_t>(to)];
+      const double wire = static_cast<double>(wire_bytes(packet, size));
+      // What the link still holds ahead of this frame, in bytes.
+      const double queued = std::max(0.0, std::chrono::duration<double>(free - arrived).count()) /
+                            wan_seconds_per_byte_;
+      if (queued + wire > wan_limit_) {
+        counters_.wan_dropped.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      free = std::max(free, arrived) +
+             std::chrono::round<Clock::duration>(std::chrono::duration<double>(wire * wan_seconds_per_byte_));
+      due = free + wan_latency_;
+      counters_.wan_frames.fetch_add(1, std::memory_order_relaxed);
+    }
+    held_.push_back({.due = due, .sequence = sequence_++, .out_port = out, .packet = {packet, packet + size}});
+    std::push_heap(held_.begin(), held_.end(), later);
+    held_bytes_ += size;
   }
 
   // When the kernel received the frame (its SO_TIMESTAMPNS, on the real-time
@@ -222,37 +310,28 @@ class Switch {
     return now;
   }
 
-  void forward(const Held& held) {
-    const unsigned char* frame = held.packet.data() + kVnetHeader;
-    if ((frame[0] & 1) == 0) {  // unicast
-      const auto learnt = mac_table_.find(mac_at(frame));
-      if (learnt != mac_table_.end()) {
-        if (learnt->second != held.in_port) send(learnt->second, held);
-        return;
-      }
-    }
-    for (int port = 0; port < static_cast<int>(ports_.size()); ++port) {
-      if (port != held.in_port) send(port, held);
-    }
-  }
-
-  void send(int port, const Held& held) {
-    if (::send(ports_[static_cast<std::size_t>(port)], held.packet.data(), held.packet.size(), MSG_DONTWAIT) < 0) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
+  void send(const Held& held) {
+    if (::send(ports_[static_cast<std::size_t>(held.out_port)], held.packet.data(), held.packet.size(),
+               MSG_DONTWAIT) < 0) {
+      counters_.dropped.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
   std::vector<int> ports_;
   int timer_fd_;
   std::vector<pollfd> polled_;  // the ports, the timer, then the stop eventfd
-  Clock::duration delay_;
-  std::deque<Held> held_;  // in arrival order, which is also the order they are due
+  std::vector<int> site_of_port_;
+  std::vector<Clock::duration> site_latency_;
+  double wan_seconds_per_byte_ = 0;
+  Clock::duration wan_latency_{};
+  double wan_limit_ = 0;                     // bytes
+  std::vector<Clock::time_point> wan_free_;  // [from * sites + to]: when that link has sent all it holds
+  std::vector<Held> held_;  // a heap by `later`
+  std::uint64_t sequence_ = 0;
   Clock::duration lateness_{};  // how late the timer's wake-ups come, a moving average
   std::size_t held_bytes_ = 0;
   std::unordered_map<std::uint64_t, int> mac_table_;
-  std::atomic<std::uint64_t>& frames_;
-  std::atomic<std::uint64_t>& bytes_;
-  std::atomic<std::uint64_t>& dropped_;
+  DelayLine::Shared& counters_;
 };
 
 // The thread's body: enters the hub, opens the ports, says it is ready, switches.
@@ -280,18 +359,41 @@ void run_switch(const std::shared_ptr<DelayLine::Shared>& shared, std::promise<v
     return;
   }
   ready.set_value();
-  const auto delay = std::chrono::round<Clock::duration>(std::chrono::duration<double>(shared->options.delay));
-  Switch(ports, timer, shared->stop_fd, delay, shared->frames, shared->bytes, shared->dropped).run();
+  Switch(ports, timer, shared->stop_fd, shared->options, *shared).run();
   for (const int fd : ports) ::close(fd);
   ::close(timer);
 }
 
 }  // namespace
 
+Bytes wan_queue_limit(BytesPerSecond rate, Seconds latency) {
+  if (!(rate > 0)) throw std::logic_error(fmt::format("wan_queue_limit: rate {} B/s must be > 0", rate));
+  // Note [Emulated sites]: a round trip's bytes, 10 ms of them, two GSO packets.
+  constexpr Seconds kFloor = 0.010;
+  constexpr double kGsoPackets = 2 * (64 * 1024 + 46 * 66);
+  return static_cast<Bytes>(std::ceil(std::max({rate * 2 * latency, rate * kFloor, kGsoPackets})));
+}
+
 DelayLine::DelayLine(const DelayLineOptions& options) : shared_(std::make_shared<Shared>()) {
-  if (!(options.delay > 0) || !std::isfinite(options.delay) || options.ports.empty()) {
-    throw std::logic_error(fmt::format("DelayLine: delay {} s must be > 0 and finite, with at least one port (got {})",
-                                       options.delay, options.ports.size()));
+  const auto finite_non_negative = [](Seconds s) { return s >= 0 && std::isfinite(s); };
+  if (options.ports.empty()) throw std::logic_error("DelayLine: at least one port is needed");
+  if (options.site_of_port.empty()) {
+    if (!(options.delay > 0) || !std::isfinite(options.delay)) {
+      throw std::logic_error(fmt::format("DelayLine: delay {} s must be > 0 and finite", options.delay));
+    }
+  } else {
+    const auto sites = static_cast<int>(options.site_latency.size());
+    if (options.site_of_port.size() != options.ports.size() ||
+        std::any_of(options.site_of_port.begin(), options.site_of_port.end(),
+                    [&](int s) { return s < 0 || s >= sites; }) ||
+        !std::all_of(options.site_latency.begin(), options.site_latency.end(), finite_non_negative) ||
+        !finite_non_negative(options.wan_latency) ||
+        (sites > 1 && (!(options.wan_rate > 0) || !std::isfinite(options.wan_rate)))) {
+      throw std::logic_error(fmt::format("DelayLine: {} sites for {} ports ({} given), WAN {} B/s {} s: each port "
+                                         "needs a site, latencies >= 0, a WAN rate > 0",
+                                         sites, options.ports.size(), options.site_of_port.size(), options.wan_rate,
+                                         options.wan_latency));
+    }
   }
   shared_->options = options;
   shared_->stop_fd = ::eventfd(0, EFD_CLOEXEC);
@@ -321,7 +423,9 @@ DelayLine::~DelayLine() {
 DelayLineCounters DelayLine::counters() const {
   return {.frames = shared_->frames.load(std::memory_order_relaxed),
           .bytes = shared_->bytes.load(std::memory_order_relaxed),
-          .dropped = shared_->dropped.load(std::memory_order_relaxed)};
+          .dropped = shared_->dropped.load(std::memory_order_relaxed),
+          .wan_frames = shared_->wan_frames.load(std::memory_order_relaxed),
+          .wan_dropped = shared_->wan_dropped.load(std::memory_order_relaxed)};
 }
 
 }  // namespace weft::netem

@@ -15,13 +15,35 @@
 // stale-namespace sweep (netns.h) removes the rest.
 // How: the sockets carry the virtio_net_hdr (PACKET_VNET_HDR) from receive to
 // send, so a 64 KiB GSO packet with a partial checksum passes whole and valid,
-// never cut or checksummed here. Every frame waits the same D: one FIFO is the
-// whole timer queue, behind one timerfd (poll's own timeout is late by 0.1% of
-// itself). A frame that cannot be sent at once (tbf queue and socket buffer full,
+// never cut or checksummed here. Its out port is chosen when it is read. The held
+// frames are one heap by due time (with sites they differ: Note [Emulated sites]),
+// behind one timerfd (poll's own timeout is late by 0.1% of itself). A frame that cannot be sent at once (tbf queue and socket buffer full,
 // link down) is dropped, as a full switch port drops it. The thread runs at
 // SCHED_FIFO 1 where allowed, as the kernel's forwarding preempts processes: under
 // CFS, beside two busy loops on two cores, a 20 ms round trip measured 22 ms.
 // Measured figures: docs/runtime.md §3.5.
+//
+// Note [Emulated sites]
+// Rule: with sites (netem.h's NetemOptions::sites) each port belongs to a site, and
+// a frame's due time depends on the pair of sites it crosses. Inside a site it is
+// held the site's latency (0: sent at once). Between two sites it crosses that
+// ordered pair's WAN link: a serialisation clock shared by every flow from the one
+// site to the other, which sends the frame's wire bytes (GSO packets counted as the
+// frames they become, as tbf counts them) at the WAN's rate behind what that link
+// already holds, then holds it the WAN's latency. A frame that would find more than
+// the link's queue bound waiting ahead of it is dropped (drop-tail), as a real
+// router drops it, so TCP meets a bottleneck rather than a delay without end.
+// The queue bound is max(one round trip of the WAN at its rate, 10 ms of its rate,
+// two 64 KiB GSO packets): reno fills a link whose drop-tail queue holds one
+// bandwidth-delay product (a smaller queue idles the link after each halving);
+// the 10 ms floor keeps a short WAN's queue above TCP's bursts; and two whole GSO
+// packets must fit or a 1 Gbit sender's every burst is dropped. With uniform links
+// (no sites) every port is in one site whose latency is D, which is the rule above.
+// Why here: the hub is where frames of every pair meet, so a shared WAN link is one
+// clock per pair in one thread, with no qdisc the kernel lacks. With different due
+// times the held frames form a heap ordered by (due, arrival); the frames of one
+// pair of sites (and of one pair of ports) keep their order, as their due times
+// grow with their arrivals. Measured: docs/runtime.md §3.5.
 //
 // Thread-safety: construct and destroy from one thread; counters() may be called
 // from any thread meanwhile.
@@ -41,21 +63,34 @@ namespace weft::netem {
 struct DelayLineOptions {
   std::string netns;               // a name under /run/netns: the hub namespace
   std::vector<std::string> ports;  // the hub's ends of the links, in `netns`, up
-  Seconds delay = 0;               // one-way, each frame; > 0
+  Seconds delay = 0;               // one-way, each frame; > 0 unless sites are given
+  // Note [Emulated sites]. Empty: every port in one site whose latency is `delay`.
+  // Else one entry per port: its site, 0..site_latency.size()-1.
+  std::vector<int> site_of_port;
+  std::vector<Seconds> site_latency;  // one-way inside each site; >= 0
+  BytesPerSecond wan_rate = 0;        // each ordered pair of sites; > 0 with 2+ sites
+  Seconds wan_latency = 0;            // one-way between two sites; >= 0
 };
+
+// The queue bound of a WAN link (Note [Emulated sites]), bytes of frames.
+// REQUIRES: rate > 0.
+Bytes wan_queue_limit(BytesPerSecond rate, Seconds latency);
 
 // What the switch has done so far.
 struct DelayLineCounters {
   std::uint64_t frames = 0;   // frames read from a port
   std::uint64_t bytes = 0;    // their bytes, Ethernet headers included
   std::uint64_t dropped = 0;  // copies that could not be sent (full queue, link down)
+  std::uint64_t wan_frames = 0;   // copies that crossed a WAN link (Note [Emulated sites])
+  std::uint64_t wan_dropped = 0;  // copies a WAN link's full queue dropped
 };
 
 class DelayLine {
  public:
   // Starts the switch thread and returns once it holds a socket on every port.
-  // REQUIRES: options.delay > 0 and finite, !options.ports.empty() (THROWS
-  // std::logic_error naming them otherwise).
+  // REQUIRES: !options.ports.empty(); without sites, options.delay > 0 and finite;
+  // with sites, one per port, each in range, latencies >= 0 and finite, and a
+  // finite wan_rate > 0 (THROWS std::logic_error naming them otherwise).
   // THROWS std::runtime_error naming the namespace or port and the step that failed
   // (entering the namespace, opening or binding a socket); no thread is left then.
   explicit DelayLine(const DelayLineOptions& options);

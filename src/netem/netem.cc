@@ -66,6 +66,70 @@ bool link_is_up(const std::string& netns) {
   return flags.find("LOWER_UP") != std::string::npos;
 }
 
+// Every site, the one implied by uniform links included.
+std::vector<Site> sites_of(const NetemOptions& options) {
+  if (!options.sites.empty()) return options.sites;
+  Site all{.ranks = {}, .bandwidth = options.bandwidth, .latency = options.latency};
+  for (int k = 0; k < options.workers + options.servers; ++k) all.ranks.push_back(k);
+  return {all};
+}
+
+// Whether the hub must be the delaying switch (Note [A delaying switch]): a delay,
+// or a WAN to carry (Note [Emulated sites]).
+bool needs_switch(const NetemOptions& options) {
+  if (options.sites.size() > 1) return true;
+  return std::any_of(options.sites.begin(), options.sites.end(), [](const Site& s) { return s.latency > 0; }) ||
+         (options.sites.empty() && options.latency > 0);
+}
+
+// The longest one-way delay between two endpoints.
+Seconds longest_latency(const NetemOptions& options) {
+  Seconds longest = options.sites.size() > 1 ? options.wan.latency : 0;
+  for (const Site& site : sites_of(options)) longest = std::max(longest, site.latency);
+  return longest;
+}
+
+void validate_sites(const NetemOptions& options) {
+  const int ranks = options.workers + options.servers;
+  std::vector<int> site_of(static_cast<std::size_t>(ranks), -1);
+  for (std::size_t s = 0; s < options.sites.size(); ++s) {
+    const Site& site = options.sites[s];
+    if (site.ranks.empty()) throw UsageError(fmt::format("--topology: sites[{}] has no ranks", s));
+    for (const int rank : site.ranks) {
+      if (rank < 0 || rank >= ranks) {
+        throw UsageError(fmt::format("--topology: sites[{}].ranks holds {}: the job's ranks are 0..{} (workers, "
+                                     "then servers)",
+                                     s, rank, ranks - 1));
+      }
+      int& seen = site_of[static_cast<std::size_t>(rank)];
+      if (seen >= 0) {
+        throw UsageError(fmt::format("--topology: rank {} is in sites[{}] and sites[{}]: each rank is in one site",
+                                     rank, seen, s));
+      }
+      seen = static_cast<int>(s);
+    }
+    check_rate(site.bandwidth, "--bandwidth");
+    if (!(site.latency >= 0) || !std::isfinite(site.latency)) {
+      throw UsageError(fmt::format("--latency {} s: must be 0 or a positive duration, such as 50us or 2ms",
+                                   site.latency));
+    }
+  }
+  for (int rank = 0; rank < ranks; ++rank) {
+    if (site_of[static_cast<std::size_t>(rank)] < 0) {
+      throw UsageError(fmt::format("--topology: rank {} is in no site; every rank 0..{} (workers, then servers) "
+                                   "needs one",
+                                   rank, ranks - 1));
+    }
+  }
+  if (options.sites.size() > 1) {
+    check_rate(options.wan.bandwidth, "--wan-bandwidth");
+    if (!(options.wan.latency >= 0) || !std::isfinite(options.wan.latency)) {
+      throw UsageError(fmt::format("--wan-latency {} s: must be 0 or a positive duration, such as 20ms",
+                                   options.wan.latency));
+    }
+  }
+}
+
 }  // namespace
 
 void validate(const NetemOptions& options) {
@@ -81,7 +145,11 @@ void validate(const NetemOptions& options) {
                                  "emulated links on one machine",
                                  options.workers, options.servers, kMaxRanks));
   }
-  check_rate(options.bandwidth, "--bandwidth");
+  if (options.sites.empty()) {
+    check_rate(options.bandwidth, "--bandwidth");
+  } else {
+    validate_sites(options);
+  }
   if (options.server_bandwidth != 0) check_rate(options.server_bandwidth, "--server-bandwidth");
   if (!(options.latency >= 0) || !std::isfinite(options.latency)) {
     throw UsageError(fmt::format("--latency {} s: must be 0 or a positive duration, such as 50us or 2ms",
@@ -114,16 +182,22 @@ EmulatedNetwork::EmulatedNetwork(const NetemOptions& options) : options_(options
 
   const std::string prefix = namespace_prefix(::getpid());
   hub_ = prefix + "h";
-  const BytesPerSecond server_rate =
-      options_.server_bandwidth > 0 ? options_.server_bandwidth : options_.bandwidth;
+  const std::vector<Site> sites = sites_of(options_);
+  std::vector<int> site_of(static_cast<std::size_t>(options_.workers + options_.servers));
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    for (const int rank : sites[s].ranks) site_of[static_cast<std::size_t>(rank)] = static_cast<int>(s);
+  }
   for (int k = 0; k < options_.workers + options_.servers; ++k) {
     Endpoint e;
+    e.site = site_of[static_cast<std::size_t>(k)];
+    const BytesPerSecond site_rate = sites[static_cast<std::size_t>(e.site)].bandwidth;
+    const BytesPerSecond server_rate = options_.server_bandwidth > 0 ? options_.server_bandwidth : site_rate;
     e.role = k < options_.workers ? Role::kWorker : Role::kServer;
     e.index = e.role == Role::kWorker ? k : k - options_.workers;
     e.rank = k;
     e.netns = fmt::format("{}{}{}", prefix, e.role == Role::kWorker ? 'w' : 's', e.index);
     e.address = address_of(k);
-    e.rate = e.role == Role::kWorker ? options_.bandwidth : server_rate;
+    e.rate = e.role == Role::kWorker ? site_rate : server_rate;
     endpoints_.push_back(e);
   }
   try {
@@ -142,7 +216,7 @@ void EmulatedNetwork::build() {
   add_namespace(hub_);
   made_.push_back(hub_);
   run_checked({"ip", "-netns", hub_, "link", "set", "lo", "up"});
-  if (options_.latency == 0) {
+  if (!needs_switch(options_)) {
     run_checked({"ip", "-netns", hub_, "link", "add", kBridge, "type", "bridge"});
     run_checked({"ip", "-netns", hub_, "link", "set", kBridge, "up"});
   }
@@ -157,10 +231,16 @@ void EmulatedNetwork::build() {
     if (const int signal = termination_requested(); signal != 0) throw BuildInterrupted(signal, made_.size());
     add_endpoint(e, gso_max);
   }
-  if (options_.latency > 0) {
-    std::vector<std::string> ports;
-    for (const Endpoint& e : endpoints_) ports.push_back(hub_device(e));
-    delay_line_ = std::make_unique<DelayLine>(DelayLineOptions{.netns = hub_, .ports = ports, .delay = options_.latency});
+  if (needs_switch(options_)) {
+    DelayLineOptions line{.netns = hub_, .ports = {}, .delay = options_.latency};
+    for (const Endpoint& e : endpoints_) line.ports.push_back(hub_device(e));
+    if (!options_.sites.empty()) {  // Note [Emulated sites]; without sites, exactly the uniform delay
+      for (const Endpoint& e : endpoints_) line.site_of_port.push_back(e.site);
+      for (const Site& site : options_.sites) line.site_latency.push_back(site.latency);
+      line.wan_rate = options_.wan.bandwidth;
+      line.wan_latency = options_.wan.latency;
+    }
+    delay_line_ = std::make_unique<DelayLine>(line);
   }
 }
 
@@ -177,7 +257,7 @@ void EmulatedNetwork::add_endpoint(const Endpoint& e, Bytes gso_max) {
   run_checked({"ip", "-netns", hub_, "link", "add", hub_end, "mtu", mtu, "gso_max_size", gso, "type",
                "veth", "peer", "name", kEndpointDevice, "mtu", mtu, "gso_max_size", gso, "netns",
                e.netns});
-  if (options_.latency == 0) {
+  if (!needs_switch(options_)) {
     run_checked({"ip", "-netns", hub_, "link", "set", hub_end, "master", kBridge, "up"});
   } else {
     run_checked({"ip", "-netns", hub_, "link", "set", hub_end, "up"});  // a port of the delaying switch
@@ -188,8 +268,8 @@ void EmulatedNetwork::add_endpoint(const Endpoint& e, Bytes gso_max) {
   // Note [Congestion control of the emulated hosts] in netem.h.
   run_checked({"ip", "netns", "exec", e.netns, "sysctl", "-q", "-w",
                fmt::format("net.ipv4.tcp_congestion_control={}", kCongestionControl)});
-  if (options_.latency > 0) {
-    const auto in_flight = static_cast<Bytes>(std::ceil(kRoundTripsBuffered * e.rate * 2 * options_.latency));
+  if (const Seconds latency = longest_latency(options_); latency > 0) {
+    const auto in_flight = static_cast<Bytes>(std::ceil(kRoundTripsBuffered * e.rate * 2 * latency));
     run_checked({"ip", "netns", "exec", e.netns, "sysctl", "-q", "-w",
                  fmt::format("net.ipv4.tcp_rmem={} {} {}", kTcpBufferMin, kTcpReceiveDefault,
                              std::max(kTcpReceiveMax, in_flight)),
@@ -244,6 +324,10 @@ std::vector<std::string> EmulatedNetwork::environment_for(const Endpoint& e) con
       fmt::format("WEFT_SERVERS={}", options_.servers),
   };
   if (e.role == Role::kServer) env.push_back(fmt::format("WEFT_SERVER_RANK={}", e.index));
+  if (!options_.sites.empty()) {
+    env.push_back(fmt::format("WEFT_SITE={}", e.site));
+    env.push_back(fmt::format("WEFT_SITES={}", options_.sites.size()));
+  }
   return env;
 }
 

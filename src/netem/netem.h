@@ -13,6 +13,13 @@
 // delaying switch], delay_line.h), so a message between two endpoints takes D
 // more and a small message's round trip 2·D.
 //
+// Sites (Note [Emulated sites], delay_line.h): with NetemOptions::sites the ranks
+// are grouped into sites; inside a site each endpoint's link has its site's rate
+// and the site's latency lies between two of its endpoints, while a frame between
+// two sites crosses that ordered pair's WAN link in the switch (its rate shared by
+// every flow between the two sites, its one-way latency, a drop-tail queue). The
+// switch then runs even when no latency is asked, as it carries the WAN.
+//
 // Upload is shaped on the egress of the endpoint's eth0, download on the egress of
 // the hub's end, each by a tbf qdisc (Note [Token bucket parameters], shaping.h),
 // whose bucket every packet fits: the interfaces' GSO size is capped to it.
@@ -41,6 +48,7 @@
 //                 a device by LOCAL_RANK gets its own; LOCAL_WORLD_SIZE = WORLD_SIZE
 //   WEFT_ROLE     "worker" or "server"              WEFT_WORKERS P, WEFT_SERVERS S
 //   WEFT_SERVER_RANK  j, for server j only (its RANK is P+j)
+//   WEFT_SITE, WEFT_SITES  with sites only: its site's index and the number of sites
 // With no servers this is exactly what torchrun sets for P processes. Each rank
 // runs on a share of the machine's cores, as a host would (Note [Hosts on cores],
 // units/cores.h), as NetemOptions::cores says.
@@ -84,11 +92,28 @@ struct BuildInterrupted : std::runtime_error {
   std::size_t made;  // namespaces made before it stopped (all removed again)
 };
 
+// A group of ranks with fast links among them: a rack, a lab, a cloud zone.
+struct Site {
+  std::vector<int> ranks;        // RANKs (workers 0..P-1, then servers), each in one site only
+  BytesPerSecond bandwidth = 0;  // each of its endpoints' links, each direction; > 0
+  Seconds latency = 0;           // one-way, between two of its endpoints; >= 0
+};
+
+// The links between sites: one per ordered pair of sites, all alike.
+struct Wan {
+  BytesPerSecond bandwidth = 0;  // each ordered pair's link; > 0 with 2+ sites
+  Seconds latency = 0;           // one-way, between endpoints of two sites; >= 0
+};
+
 struct NetemOptions {
   int workers = 0;                     // P >= 1
   int servers = 0;                     // S >= 0
-  BytesPerSecond bandwidth = 0;        // each worker's link, each direction; > 0
-  Seconds latency = 0;                 // one-way, between two endpoints; >= 0
+  BytesPerSecond bandwidth = 0;        // each worker's link, each direction; > 0 (without sites)
+  Seconds latency = 0;                 // one-way, between two endpoints; >= 0 (without sites)
+  // Empty: every rank in one site of `bandwidth` and `latency`, no WAN. Else every
+  // rank in exactly one site, and `bandwidth`/`latency` are not used.
+  std::vector<Site> sites;
+  Wan wan;                             // with 2+ sites
   BytesPerSecond server_bandwidth = 0; // each server's link; 0: same as bandwidth
   int master_port = 29500;             // MASTER_PORT given to every rank
   int mtu = 1500;                      // of every interface, bytes (68..65535)
@@ -104,6 +129,7 @@ struct Endpoint {
   Role role = Role::kWorker;
   int index = 0;          // worker rank, or server number j
   int rank = 0;           // RANK: index for workers, P + index for servers
+  int site = 0;           // its index in NetemOptions::sites (0 without sites)
   std::string netns;      // its namespace, "weft<pid>w<index>" / "weft<pid>s<index>"
   std::string address;    // its IPv4 address
   BytesPerSecond rate = 0;
@@ -112,8 +138,26 @@ struct Endpoint {
 // REQUIRES nothing. THROWS UsageError naming the field (as its `weft netem` flag),
 // the value and what is accepted, for: workers < 1, servers < 0, a rate not > 0 or
 // not finite, latency < 0, too many endpoints for the address range, a port or MTU
-// out of range.
+// out of range; with sites: a rank in no site or in two, a rank out of range, a
+// site without ranks, a WAN rate not > 0 with 2+ sites (naming --topology).
 void validate(const NetemOptions& options);
+
+// `--sites AxB`: A sites of B ranks each, ranks in order
+// (site 0 gets ranks 0..B-1: the workers first, then the servers), each site's
+// links at `bandwidth` with `latency` inside.
+// THROWS UsageError naming --sites unless `text` is two positive integers joined
+// by 'x' whose product is `ranks`.
+std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSecond bandwidth, Seconds latency);
+
+// A topology file (docs/formats.md "Topology"): its sites and its WAN.
+struct Topology {
+  std::vector<Site> sites;
+  Wan wan;
+};
+// THROWS UsageError naming the file, the field and the value, and what is accepted,
+// for a file that cannot be read, is not JSON, or holds a field out of range
+// (rates and times as the --bandwidth and --latency flags take them).
+Topology read_topology(const std::string& path);
 
 // THROWS UsageError naming `origin` (the flag or variable the MTU came from)
 // unless 68 <= mtu <= 65535 (an IPv4 MTU).
@@ -144,7 +188,8 @@ class EmulatedNetwork {
   // The hub namespace, which holds the bridge (or the delaying switch's ports)
   // and the hub ends of the links.
   const std::string& hub() const { return hub_; }
-  // The delaying switch when latency > 0, else nullptr (Note [A delaying switch]).
+  // The delaying switch when a latency > 0 or with 2+ sites, else nullptr (Note [A
+  // delaying switch]).
   const DelayLine* delay_line() const { return delay_line_.get(); }
   // Every namespace it made, hub included.
   std::vector<std::string> namespaces() const;

@@ -47,7 +47,8 @@ inline constexpr double kBit = 1.0 / 8;
 inline constexpr double kMaxSteps = 100'000'000;
 
 // Times.
-inline constexpr Range kLatency{"--latency", "plan, simulate, train, netem", Kind::kSeconds, 0, kDay};
+inline constexpr Range kLatency{"--latency", "plan, simulate, train, netem, run, bench", Kind::kSeconds, 0, kDay};
+inline constexpr Range kWanLatency{"--wan-latency", "train, netem, run", Kind::kSeconds, 0, kDay};
 inline constexpr Range kFailureTimeout{"--failure-timeout", "train, run, profile", Kind::kSeconds, 0, kDay, true};
 inline constexpr Range kGrace{"--grace", "netem", Kind::kSeconds, 0, kDay, true};
 inline constexpr Range kJobTimeout{"--timeout", "netem", Kind::kSeconds, 0, kWeek};  // 0: no limit
@@ -97,17 +98,18 @@ inline constexpr Range kBandwidth{"--bandwidth", "plan, simulate, train, run, ne
                                   1e13 * kBit};
 inline constexpr Range kServerBandwidth{"--server-bandwidth", "plan, simulate, train, run, netem", Kind::kRate,
                                         1e3 * kBit, 1e13 * kBit};
+inline constexpr Range kWanBandwidth{"--wan-bandwidth", "train, netem, run", Kind::kRate, 1e3 * kBit, 1e13 * kBit};
 inline constexpr Range kBandwidths{"--bandwidths", "bench", Kind::kRate, 1e3 * kBit, 1e13 * kBit};
 
 // Every row, in the order docs/limits.md lists them.
 inline constexpr std::array kAll{
-    &kLatency,    &kFailureTimeout,  &kGrace,          &kJobTimeout,     &kRunTimeout,    &kLr,
+    &kLatency,    &kWanLatency,      &kFailureTimeout,  &kGrace,          &kJobTimeout,     &kRunTimeout,    &kLr,
     &kOuterLr,    &kOuterMomentum,   &kEasgdAlpha,     &kEasgdBeta,      &kTargetAccuracy, &kSteps,
     &kEpochs,     &kIterations,      &kTraceIterations, &kProfileIterations, &kWarmup,    &kRepeats,
     &kEvalEvery,  &kCheckpointEvery, &kH,              &kT,              &kBatch,         &kSequence,
     &kWorkers,    &kServers,         &kProcesses,      &kLocalWorkers,   &kLocalServers,  &kThreads,
     &kPort,       &kMtu,             &kPartition,      &kCredit,         &kMinBytes,      &kMaxBytes,
-    &kBandwidth,  &kServerBandwidth, &kBandwidths};
+    &kBandwidth,  &kServerBandwidth, &kWanBandwidth,  &kBandwidths};
 
 // What the row accepts, as messages and docs/limits.md say it: "a finite number
 // in (0, 1000]", "an integer in [1, 10000]", "a duration in (0, 86400] s",
