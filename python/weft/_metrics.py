@@ -29,12 +29,16 @@ class Metrics:
         os.write(self.fd, (json.dumps(line) + "\n").encode())
 
     def step(self, iteration, loss):
-        """One iteration's line; `loss` a float or a scalar tensor."""
+        """One iteration's line; `loss` a float or a scalar tensor. With a weft model, rank 0
+        also watches it and says on stderr, once, if the run diverges."""
         now = time.perf_counter()
         strategy = self.strategy or getattr(self.model, "strategy", None)
         self._write({"rank": self.rank, "iter": iteration, "time_s": now - self.start,
                      "iteration_s": now - self.previous, "loss": float(loss), "strategy": strategy})
         self.previous = now
+        observe = getattr(self.model, "_observe_loss", None)
+        if observe is not None and self.rank == 0:
+            observe(loss)  # says once if the run diverges
 
     def eval(self, iteration, **results):
         """An evaluation's line, e.g. eval(t, accuracy=0.91, loss=0.3)."""

@@ -208,6 +208,7 @@ class DataParallel(nn.Module):
         self._sync = True  # False inside no_sync()
         self._said = set()
         self._update = None  # _update.py, from the first forward
+        self._diverging = None  # rank 0's DivergenceWatch, from the first forward
         _WRAPPED.add(module)
         _WRAPPED.add(optimizer)
 
@@ -337,6 +338,7 @@ class DataParallel(nn.Module):
         stepped = self._update.mode == "overlap"
         self._cpp_optimizer = _C.LayerOptimizer(params, self._mirror.options(stepped))
         self._plan = plan
+        self._diverging = _C.DivergenceWatch(self._job_options) if self.rank == 0 else None
         first = 0
         if self._loaded is not None:
             self._check_job(self._loaded["job"], check_strategy=True)
@@ -400,6 +402,12 @@ class DataParallel(nn.Module):
                 for p in params:
                     if p.grad is not None:
                         p.grad.zero_()
+
+    def _observe_loss(self, loss):
+        """weft.Metrics.step's loss on rank 0: says once if the run diverges (Note [A diverging run])."""
+        said = self._diverging.add(float(loss)) if self._diverging is not None else None
+        if said:
+            _say(f"warning: {said}")
 
     def _say_once(self, text):
         if self.rank == 0 and self._options["verbose"] and text not in self._said:

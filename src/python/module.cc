@@ -37,6 +37,7 @@
 #include "runtime/launch/worker_env.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/model/outer_optimizer.h"
+#include "runtime/train/divergence.h"
 #include "runtime/train/job.h"
 #include "runtime/train/worker.h"
 #include "schedule/encoding.h"
@@ -414,6 +415,13 @@ PYBIND11_MODULE(_C, m) {
         py::arg("steps"), py::arg("failure_timeout"), py::arg("outer_optimizer"), py::arg("outer_lr"),
         py::arg("outer_momentum"),
         "The job's options, checked as weft train checks its flags; ValueError naming the keyword.");
+  py::class_<runtime::DivergenceWatch>(m, "DivergenceWatch")
+      .def(py::init([](const runtime::JobOptions& j) {
+        ranges::KeywordSpelling keywords;  // its advice names keywords
+        return runtime::DivergenceWatch(j);
+      }), py::arg("job"))
+      .def("add", &runtime::DivergenceWatch::add, py::arg("loss"),
+           "One iteration's loss; the warning, the first time the run diverges (Note [A diverging run]).");
   m.def("workers_of", [](const runtime::JobOptions& j, int world) {
     ranges::KeywordSpelling keywords;
     return runtime::workers_of(j, world);

@@ -35,6 +35,7 @@
 #include "runtime/model/optimizer.h"
 #include "runtime/model/outer_optimizer.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/divergence.h"
 #include "runtime/train/error_text.h"
 #include "runtime/train/iteration.h"
 #include "runtime/train/worker.h"
@@ -336,6 +337,10 @@ class ProgressLine {
     if (!enabled_) return;
     std::cerr << (terminal_ ? "\r" : "") << text << "\n" << std::flush;
   }
+  // Said whether or not progress is shown.
+  void warn(const std::string& text) {
+    std::cerr << (terminal_ && enabled_ ? "\r" : "") << "weft: warning: " << text << "\n" << std::flush;
+  }
 
  private:
   bool enabled_;
@@ -565,6 +570,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   const std::int64_t steps = total_steps(options, *data);
   if (leader) group.store->set(kStepsKey, bytes_of(std::to_string(steps)));
   ProgressLine progress(leader && options.progress, steps, options.batch * workers);
+  DivergenceWatch diverging(options.job);
   if (leader) {
     progress.message(fmt::format("weft train: {} on {} worker{}{}, {}{} ({} messages per iteration), {} steps{}",
                                  options.model, workers, workers == 1 ? "" : "s",
@@ -623,6 +629,9 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
     for (std::int64_t t = first; t < steps; ++t) {
       const IterationResult step = train_iteration(engine, *model, data->next(), recorder, static_cast<int>(t));
       const double loss_value = step.loss.item<double>();
+      if (leader) {
+        if (const auto said = diverging.add(loss_value)) progress.warn(*said);  // Note [A diverging run]
+      }
       const Seconds end = recorder.now();
       metrics.write({{"rank", group.rank}, {"iter", t}, {"time_s", end}, {"iteration_s", end - previous_end},
                      {"compute_s", step.compute}, {"loss", loss_value}, {"strategy", options.job.strategy}});
