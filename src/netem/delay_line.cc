@@ -368,10 +368,11 @@ void run_switch(const std::shared_ptr<DelayLine::Shared>& shared, std::promise<v
 
 Bytes wan_queue_limit(BytesPerSecond rate, Seconds latency) {
   if (!(rate > 0)) throw std::logic_error(fmt::format("wan_queue_limit: rate {} B/s must be > 0", rate));
-  // Note [Emulated sites]: a round trip's bytes, 10 ms of them, two GSO packets.
+  // Note [Emulated sites]: a round trip's bytes, 10 ms of them, one GSO packet.
   constexpr Seconds kFloor = 0.010;
-  constexpr double kGsoPackets = 2 * (64 * 1024 + 46 * 66);
-  return static_cast<Bytes>(std::ceil(std::max({rate * 2 * latency, rate * kFloor, kGsoPackets})));
+  // 64 KiB of payload cut into 1500-byte frames, each with its 66 bytes of headers.
+  constexpr double kGsoPacket = 64 * 1024 + 46 * 66;
+  return static_cast<Bytes>(std::ceil(std::max({rate * 2 * latency, rate * kFloor, kGsoPacket})));
 }
 
 DelayLine::DelayLine(const DelayLineOptions& options) : shared_(std::make_shared<Shared>()) {
