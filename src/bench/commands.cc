@@ -80,6 +80,9 @@ std::vector<std::string> under_netem(const Tools& tools, const Link& link, const
   // collectives to notice, and its own message is worth more than a SIGTERM.
   netem = concat(netem, {"--bandwidth", exact(link.bandwidth), "--mtu", std::to_string(tools.mtu), "--port",
                          std::to_string(tools.port), "--grace", "30s"});
+  // Every run of the link sees its delay: the network fit measured before the
+  // runs, so the planner's predictions carry it too.
+  if (link.latency > 0) netem = concat(netem, {"--latency", exact(link.latency)});
   netem = concat(concat(netem, placement(tools)), {"--"});
   return concat(netem, argv);
 }

@@ -38,8 +38,9 @@ struct Tools {
 
 // The link one round of the bench runs on.
 struct Link {
-  std::string name;              // "100Mbit" as the user wrote it, or "loopback"
+  std::string name;              // "100Mbit" as the user wrote it ("100Mbit+20ms" with a latency), or "loopback"
   BytesPerSecond bandwidth = 0;  // the emulated rate; 0 on loopback
+  Seconds latency = 0;           // the emulated one-way delay between two ranks; 0 = none
   bool emulated() const { return bandwidth > 0; }
 };
 

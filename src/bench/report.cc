@@ -160,16 +160,18 @@ std::string format_table(const BenchResults& r) {
                                 r.steps, r.warmup, r.emulated ? "emulated links" : "loopback, no emulation");
   std::size_t width = 14;  // the strategy column: its longest name ("pytorch-ddp+powersgd:2")
   for (const RunResult& run : r.runs) width = std::max(width, run.strategy.size());
-  out += fmt::format("{:<9} {:<{}} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", "link", "strategy", width, "measured",
-                     "predicted", "error", "(retimed)", "(own)", "vs wfbp", "(pred)");
+  std::size_t link_width = 9;  // the link column: its longest name ("100Mbit+20ms")
+  for (const LinkResult& link : r.links) link_width = std::max(link_width, link.link.size());
+  out += fmt::format("{:<{}} {:<{}} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", "link", link_width, "strategy",
+                     width, "measured", "predicted", "error", "(retimed)", "(own)", "vs wfbp", "(pred)");
   if (accuracy) out += fmt::format(" {:>10} {:>10}", fmt::format("to {:.3g}%", 100 * r.target_accuracy), "w/o eval");
   out += "\n";
   for (const LinkResult& link : r.links) {
     bool first = true;
     for (const RunResult& run : r.runs) {
       if (run.link != link.link) continue;
-      out += fmt::format("{:<9} {:<{}} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", first ? link.link : "",
-                         run.strategy, width, format_duration(run.measured_iteration),
+      out += fmt::format("{:<{}} {:<{}} {:>10} {:>10} {:>8} {:>9} {:>8} {:>8} {:>7}", first ? link.link : "",
+                         link_width, run.strategy, width, format_duration(run.measured_iteration),
                          duration_or_dash(run.predicted_iteration), or_dash(run.error_pct(), "{:+.1f}%"),
                          or_dash(run.retimed_error_pct(), "{:+.1f}%"), or_dash(run.own_compute_error_pct(), "{:+.1f}%"),
                          or_dash(run.speedup_vs_wfbp, "{:.2f}x"), or_dash(run.predicted_speedup_vs_wfbp, "{:.2f}x"));

@@ -69,6 +69,7 @@ struct BenchFlags {
   std::vector<std::string> peers{"ddp"};
   std::vector<std::string> compression{"none"};
   bool loopback = false;
+  std::string latency;  // empty: no delay on the emulated links
   std::string python = "/usr/bin/python3";
   std::string ddp_peer;
   std::string trace_strategy;
@@ -170,11 +171,20 @@ bench::BenchOptions to_options(const BenchFlags& f) {
                  "loopback without emulation. Run as root for --bandwidths.\n";
     loopback = true;
   }
+  if (loopback && !f.latency.empty()) {
+    throw UsageError(fmt::format("--latency {}: only emulated links are delayed (--bandwidths, as root)",
+                                 excerpt_text(f.latency)));
+  }
   if (loopback) {
     o.links = {{.name = "loopback", .bandwidth = 0}};
   } else {
     if (f.bandwidths.empty()) throw UsageError("--bandwidths: give at least one, e.g. 100Mbit");
-    for (const std::string& b : f.bandwidths) o.links.push_back({.name = b, .bandwidth = ranges::parse(ranges::kBandwidths, b)});
+    const Seconds latency = f.latency.empty() ? 0 : ranges::parse(ranges::kLatency, f.latency);
+    for (const std::string& b : f.bandwidths) {
+      o.links.push_back({.name = latency > 0 ? b + "+" + f.latency : b,
+                         .bandwidth = ranges::parse(ranges::kBandwidths, b),
+                         .latency = latency});
+    }
   }
   return o;
 }
@@ -218,6 +228,9 @@ void add_bench(CLI::App& app, int& exit_status) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(in_range(ranges::kBandwidths));
+  cmd->add_option("--latency", f->latency,
+                  "one-way delay between two ranks on every emulated link (a round trip takes twice it), e.g. 20ms")
+      ->check(in_range(ranges::kLatency));
   cmd->add_option("--strategies", f->strategies,
                   "strategies to train (default: every one weft train accepts; the others are skipped, saying why)")
       ->delimiter(',');
