@@ -5,7 +5,11 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include "cli/cluster_flags.h"
+#include "units/ranges.h"
 
 #include "netem/netem.h"
 #include "netem/netns.h"
@@ -14,6 +18,44 @@
 #include "runtime/train/job.h"
 
 namespace weft::cli {
+
+void add_site_options(CLI::App& command, netem::SiteFlags& flags) {
+  command.add_option("--sites", flags.sites,
+                     "emulate A sites of B ranks each, AxB (2x2): ranks in order, workers first, then servers; "
+                     "--bandwidth and --latency are the links inside a site, --wan-bandwidth and --wan-latency "
+                     "those between sites");
+  command.add_option("--wan-bandwidth", flags.wan_bandwidth,
+                     "with --sites: each ordered pair of sites' link, shared by all traffic between them: 20Mbit")
+      ->check(in_range(ranges::kWanBandwidth));
+  command.add_option("--wan-latency", flags.wan_latency,
+                     "with --sites: one-way delay between ranks of two sites: 20ms (a round trip takes twice it)")
+      ->check(in_range(ranges::kWanLatency));
+  command.add_option("--topology", flags.topology,
+                     "emulate the sites of this JSON file (docs/formats.md, Topology): each site's ranks, bandwidth "
+                     "and latency, and the WAN's");
+}
+
+bool sites_given(const netem::SiteFlags& flags) {
+  return !flags.sites.empty() || !flags.topology.empty() || !flags.wan_bandwidth.empty() ||
+         !flags.wan_latency.empty();
+}
+
+std::string describe_sites(const netem::NetemOptions& network) {
+  if (network.sites.empty()) return "";
+  std::string text = fmt::format("{} site{}:", network.sites.size(), network.sites.size() == 1 ? "" : "s");
+  for (std::size_t s = 0; s < network.sites.size(); ++s) {
+    const netem::Site& site = network.sites[s];
+    std::string ranks;
+    for (const int rank : site.ranks) ranks += fmt::format("{}{}", ranks.empty() ? "" : ",", rank);
+    text += fmt::format("{} ranks {} at {}{}", s == 0 ? "" : ";", ranks, format_bandwidth(site.bandwidth),
+                        site.latency > 0 ? fmt::format(" {}s", site.latency) : "");
+  }
+  if (network.sites.size() > 1) {
+    text += fmt::format("; between sites {} and {}s one-way", format_bandwidth(network.wan.bandwidth),
+                        network.wan.latency);
+  }
+  return text;
+}
 
 bool trains_on_emulated_links(bool bandwidth_given, bool nproc_given) {
   return bandwidth_given && nproc_given && !runtime::is_launched_worker();
@@ -28,12 +70,14 @@ int run_emulated_training(const EmulatedTraining& job) {
         "loopback (the planner then assumes --network FILE, from `weft profile --network --nproc {}`, or 1Gbit)",
         rate, job.workers, job.workers));
   }
-  const netem::NetemOptions network{.workers = job.workers,
-                                    .servers = job.servers,
-                                    .bandwidth = job.bandwidth,
-                                    .latency = job.latency,
-                                    .server_bandwidth = job.server_bandwidth,
-                                    .cores = job.cores};
+  netem::NetemOptions network{.workers = job.workers,
+                              .servers = job.servers,
+                              .bandwidth = job.bandwidth,
+                              .latency = job.latency,
+                              .server_bandwidth = job.server_bandwidth,
+                              .cores = job.cores};
+  netem::apply_site_flags(job.sites, network);
+  netem::validate(network);
   // The same command line in every rank, from this very executable (Note [Training
   // on emulated links]).
   std::vector<std::string> argv = runtime::current_command_line();
@@ -46,6 +90,7 @@ int run_emulated_training(const EmulatedTraining& job) {
                            job.servers == 0 ? "" : fmt::format(" and {} server{}", job.servers,
                                                                job.servers == 1 ? "" : "s"),
                            rate, format_bandwidth(netem::payload_rate(job.bandwidth, network.mtu)));
+  if (!network.sites.empty()) std::cerr << "weft train: " << describe_sites(network) << "\n";
   const netem::RunReport report =
       netem::run_emulated(network, argv_per_rank, {.grace = job.failure_timeout},
                           {std::string(runtime::kLaunchedWorkerVariable) + "=1",

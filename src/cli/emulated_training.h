@@ -24,9 +24,16 @@
 // Thread-safety: run_emulated_training once per process, from the main thread.
 #pragma once
 
+#include <string>
+
 #include "cost/cluster.h"
+#include "netem/netem.h"
 #include "units/cores.h"
 #include "units/units.h"
+
+namespace CLI {
+class App;
+}
 
 namespace weft::cli {
 
@@ -38,7 +45,19 @@ struct EmulatedTraining {
   Seconds latency = 0;                  // --latency when given: each link's one-way delay; 0 = none
   Seconds failure_timeout = 60;         // after a rank fails, how long the others may take to exit
   CorePlacement cores = CorePlacement::kAuto;  // --cores (netem::NetemOptions::cores)
+  netem::SiteFlags sites;               // --sites/--topology/--wan-*: emulated sites (netem.h)
 };
+
+// Adds --sites, --topology, --wan-bandwidth and --wan-latency (emulated sites,
+// netem/netem.h) to `command`, read into `flags`, which must outlive it.
+void add_site_options(CLI::App& command, netem::SiteFlags& flags);
+
+// Whether any of those flags was given.
+bool sites_given(const netem::SiteFlags& flags);
+
+// "2 sites (ranks 0-1 | 2-3) at 1Gbit inside, 20Mbit and 20ms one-way between them",
+// for the line a command prints before it runs; "" without sites.
+std::string describe_sites(const netem::NetemOptions& network);
 
 // Whether weft train runs its job under emulated links (the note): --bandwidth and
 // --nproc given, and this process is not itself a launched worker.

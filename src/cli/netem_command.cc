@@ -12,6 +12,7 @@
 
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "cli/emulated_training.h"
 #include "netem/netem.h"
 #include "netem/process.h"
 #include "units/cores.h"
@@ -31,26 +32,35 @@ struct NetemFlags {
   int port = 29500;
   int mtu = 1500;
   std::string cores = "auto";
+  netem::SiteFlags sites;
   std::vector<std::string> command;
 };
 
 void run_netem(const NetemFlags& flags, int& exit_status) {
+  if (flags.bandwidth.empty() == flags.sites.topology.empty()) {
+    throw UsageError(flags.bandwidth.empty()
+                         ? "--bandwidth: required (each rank's link), unless a --topology file gives each site's"
+                         : "--bandwidth: not with --topology, whose file gives each site's bandwidth");
+  }
   netem::NetemOptions network{
       .workers = flags.workers,
       .servers = flags.servers,
-      .bandwidth = ranges::parse(ranges::kBandwidth, flags.bandwidth),
+      .bandwidth = flags.bandwidth.empty() ? 0 : ranges::parse(ranges::kBandwidth, flags.bandwidth),
       .latency = ranges::parse(ranges::kLatency, flags.latency),
       .server_bandwidth = flags.server_bandwidth.empty() ? 0 : ranges::parse(ranges::kServerBandwidth, flags.server_bandwidth),
       .master_port = flags.port,
       .mtu = flags.mtu,
       .cores = parse_core_placement(flags.cores),
   };
+  netem::apply_site_flags(flags.sites, network);
   netem::validate(network);  // before anything is sized by the counts
   netem::require_executable(flags.command[0]);  // before the line saying it runs
   const netem::SuperviseOptions supervision{.timeout = ranges::parse(ranges::kJobTimeout, flags.timeout),
                                             .grace = ranges::parse(ranges::kGrace, flags.grace)};
-  std::cerr << fmt::format("weft netem: {} worker{} at {}{}, running `{}` in each\n", flags.workers,
-                           flags.workers == 1 ? "" : "s", format_bandwidth(network.bandwidth),
+  std::cerr << fmt::format("weft netem: {} worker{}{}{}, running `{}` in each\n", flags.workers,
+                           flags.workers == 1 ? "" : "s",
+                           network.sites.empty() ? " at " + format_bandwidth(network.bandwidth)
+                                                 : " in " + describe_sites(network),
                            flags.servers == 0
                                ? ""
                                : fmt::format(" and {} server{} at {}", flags.servers,
@@ -85,8 +95,8 @@ void add_netem(CLI::App& app, int& exit_status) {
   cmd->add_option("--servers", flags->servers, "parameter servers S")->capture_default_str()
       ->check(in_range(ranges::kLocalServers));
   cmd->add_option("--bandwidth,-B", flags->bandwidth,
-                  "each worker's link, both directions: 100Mbit, 1Gbit, 10MB/s, bytes/s")
-      ->required()
+                  "each worker's link, both directions: 100Mbit, 1Gbit, 10MB/s, bytes/s (required unless "
+                  "--topology)")
       ->check(in_range(ranges::kBandwidth));
   cmd->add_option("--latency", flags->latency,
                   "one-way delay between two ranks: 2ms, 40ms (a round trip takes twice it; 0: none)")
@@ -95,6 +105,7 @@ void add_netem(CLI::App& app, int& exit_status) {
   cmd->add_option("--server-bandwidth", flags->server_bandwidth,
                   "each server's link (default: --bandwidth)")
       ->check(in_range(ranges::kServerBandwidth));
+  add_site_options(*cmd, flags->sites);
   cmd->add_option("--timeout", flags->timeout, "end every rank after this long, e.g. 600s (0: no limit)")
       ->capture_default_str()
       ->check(in_range(ranges::kJobTimeout));

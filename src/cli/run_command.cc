@@ -46,6 +46,7 @@ struct RunFlags {
   std::string latency;           // empty: no delay
   double failure_timeout = runtime::kDefaultFailureTimeout;
   std::string cores = "auto";
+  netem::SiteFlags sites;
   std::vector<std::string> command;
 };
 
@@ -60,6 +61,8 @@ std::vector<std::string> python_path_environment() {
 }
 
 int run(const RunFlags& flags, bool bandwidth_given) {
+  // Note [Emulated sites] (netem/delay_line.h): a topology file gives every link.
+  const bool emulated = bandwidth_given || !flags.sites.topology.empty();
   if (flags.command.empty()) {
     throw UsageError("no command to run: give it after `--`, as in `weft run --nproc 2 -- /usr/bin/python3 train.py`");
   }
@@ -70,10 +73,17 @@ int run(const RunFlags& flags, bool bandwidth_given) {
                                  flags.servers, netem::kMaxRanks));
   }
   ranges::check(ranges::kFailureTimeout, flags.failure_timeout);
-  if (!flags.server_bandwidth.empty() && !bandwidth_given) {
+  if (sites_given(flags.sites) && !emulated) {
+    throw UsageError(fmt::format("{}: only with --bandwidth (the links inside each site), or --topology FILE",
+                                 !flags.sites.sites.empty() ? "--sites" : "--wan-bandwidth/--wan-latency"));
+  }
+  if (bandwidth_given && !flags.sites.topology.empty()) {
+    throw UsageError("--bandwidth: not with --topology, whose file gives each site's bandwidth");
+  }
+  if (!flags.server_bandwidth.empty() && !emulated) {
     throw UsageError("--server-bandwidth: only with --bandwidth (the workers' emulated links)");
   }
-  if (!flags.latency.empty() && !bandwidth_given) {
+  if (!flags.latency.empty() && !emulated) {
     throw UsageError("--latency: only with --bandwidth (the delay is the emulated links')");
   }
   const std::string executable = netem::require_executable(flags.command[0]);
@@ -82,7 +92,7 @@ int run(const RunFlags& flags, bool bandwidth_given) {
   const std::string servers =
       flags.servers == 0 ? "" : fmt::format(" + {} server{}", flags.servers, flags.servers == 1 ? "" : "s");
 
-  if (!bandwidth_given) {
+  if (!emulated) {
     std::cerr << fmt::format("weft run: {} process{}{} of `{}` over loopback\n", flags.nproc,
                              flags.nproc == 1 ? "" : "es", servers, netem::join_command(flags.command));
     return runtime::launch({.nproc = flags.nproc,
@@ -94,23 +104,25 @@ int run(const RunFlags& flags, bool bandwidth_given) {
                             .cores = cores});
   }
 
-  const netem::NetemOptions network{
+  netem::NetemOptions network{
       .workers = flags.nproc,
       .servers = flags.servers,
-      .bandwidth = ranges::parse(ranges::kBandwidth, flags.bandwidth),
+      .bandwidth = bandwidth_given ? ranges::parse(ranges::kBandwidth, flags.bandwidth) : 0,
       .latency = flags.latency.empty() ? 0 : ranges::parse(ranges::kLatency, flags.latency),
       .server_bandwidth = flags.server_bandwidth.empty() ? 0 : ranges::parse(ranges::kServerBandwidth, flags.server_bandwidth),
       .cores = cores};
+  netem::apply_site_flags(flags.sites, network);
   netem::validate(network);
   if (!netem::has_network_privileges()) {
     throw UsageError(fmt::format(
-        "--bandwidth {}: emulating each process's link needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN, for network "
+        "{}: emulating each process's link needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN, for network "
         "namespaces and tc); run it with sudo, or leave out --bandwidth to run over loopback",
-        flags.bandwidth));
+        bandwidth_given ? "--bandwidth " + flags.bandwidth : "--topology " + flags.sites.topology));
   }
-  std::cerr << fmt::format("weft run: {} process{}{} of `{}`, each behind an emulated {} link\n", flags.nproc,
+  std::cerr << fmt::format("weft run: {} process{}{} of `{}`, each behind an emulated {}\n", flags.nproc,
                            flags.nproc == 1 ? "" : "es", servers, netem::join_command(flags.command),
-                           format_bandwidth(network.bandwidth));
+                           network.sites.empty() ? format_bandwidth(network.bandwidth) + " link"
+                                                 : "link, in " + describe_sites(network));
   environment.push_back(std::string(runtime::kLaunchedWorkerVariable) + "=1");
   environment.push_back(fmt::format("{}={}", runtime::kEmulatedMtuVariable, network.mtu));  // weft.DataParallel plans with it
   std::vector<std::string> argv = flags.command;
@@ -150,6 +162,7 @@ void add_run(CLI::App& app, int& exit_status) {
   cmd->add_option("--latency", flags->latency,
                   "with --bandwidth: one-way delay between two processes, 20ms (a round trip takes twice it)")
       ->check(in_range(ranges::kLatency));
+  add_site_options(*cmd, flags->sites);
   cmd->add_option("--failure-timeout", flags->failure_timeout,
                   "seconds the other processes may take to exit after one failed (or stays stopped) before they "
                   "are terminated")

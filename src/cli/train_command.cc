@@ -40,6 +40,7 @@ struct TrainFlags {
   double failure_timeout = runtime::kDefaultFailureTimeout;
   bool no_progress = false;
   std::string cores = "auto";
+  netem::SiteFlags sites;  // emulated sites, with --nproc (cli/emulated_training.h)
 };
 
 std::string strategy_names() {
@@ -147,6 +148,7 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--latency", flags->latency, "per-message latency the planner assumes; given with --nproc --bandwidth, also emulated (one-way)")
       ->capture_default_str()
       ->check(in_range(ranges::kLatency));
+  add_site_options(*cmd, flags->sites);
   cmd->add_option("--network", flags->network,
                   "measured all-reduce times from `weft profile --network --out FILE`; replaces "
                   "--bandwidth/--latency");
@@ -167,8 +169,17 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_flag("--no-progress", flags->no_progress, "no progress line on stderr");
   cmd->callback([cmd, flags, &exit_status] {
     runtime::TrainOptions options = to_options(*flags);
-    // Note [Training on emulated links] (cli/emulated_training.h).
-    if (trains_on_emulated_links(cmd->count("--bandwidth") > 0, options.nproc.has_value())) {
+    // Note [Training on emulated links] (cli/emulated_training.h); a topology file
+    // gives every link itself.
+    const bool links_given = cmd->count("--bandwidth") > 0 || !flags->sites.topology.empty();
+    if (sites_given(flags->sites) && (!options.nproc.has_value() || !links_given)) {
+      throw UsageError(fmt::format("{}: emulated sites are for a job this command launches: give --nproc K with "
+                                   "--bandwidth (the links inside each site) or with --topology FILE",
+                                   !flags->sites.topology.empty() ? "--topology"
+                                   : !flags->sites.sites.empty()  ? "--sites"
+                                                                  : "--wan-bandwidth/--wan-latency"));
+    }
+    if (trains_on_emulated_links(links_given, options.nproc.has_value())) {
       if (options.resume) runtime::check_resumable(options, *options.nproc);  // before any rank starts
       exit_status = run_emulated_training({.workers = *options.nproc,
                                            .servers = options.job.servers,
@@ -176,7 +187,8 @@ void add_train(CLI::App& app, int& exit_status) {
                                            .server_bandwidth = options.job.cluster.server_bandwidth,
                                            .latency = cmd->count("--latency") > 0 ? options.job.cluster.latency : 0,
                                            .failure_timeout = options.job.failure_timeout,
-                                           .cores = options.cores});
+                                           .cores = options.cores,
+                                           .sites = flags->sites});
     } else {
       exit_status = runtime::run_train(options);
     }

@@ -159,6 +159,23 @@ struct Topology {
 // (rates and times as the --bandwidth and --latency flags take them).
 Topology read_topology(const std::string& path);
 
+// What a command line says about sites (`weft netem`, `weft run`, `weft train`);
+// an empty string: not given.
+struct SiteFlags {
+  std::string sites;          // --sites AxB
+  std::string topology;       // --topology FILE
+  std::string wan_bandwidth;  // --wan-bandwidth Q
+  std::string wan_latency;    // --wan-latency D
+};
+
+// Sets options.sites and options.wan from `flags`: from --sites with each site at
+// options.bandwidth and options.latency (set them first) and the --wan-* flags, or
+// from the --topology file. Nothing given: leaves the options uniform.
+// THROWS UsageError naming the flag for: --sites with --topology, --wan-* with
+// --topology (the file gives the WAN) or without --sites, --sites of more than one
+// site without --wan-bandwidth, and what sites_shorthand and read_topology throw.
+void apply_site_flags(const SiteFlags& flags, NetemOptions& options);
+
 // THROWS UsageError naming `origin` (the flag or variable the MTU came from)
 // unless 68 <= mtu <= 65535 (an IPv4 MTU).
 void check_mtu(int mtu, std::string_view origin = "--mtu");

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -194,6 +195,13 @@ std::vector<double> bulk_rates(const std::vector<Transfer>& transfers) {
   return rates;
 }
 
+// This process's CPU so far (the switch's thread, and the test's own waiting), s.
+double cpu_seconds_of_this_process() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+}
+
 int threads_of_this_process() {
   int n = 0;
   DIR* tasks = ::opendir("/proc/self/task");
@@ -225,19 +233,23 @@ TEST(Sites, TwoSitesOfTwoRanksOverAWan) {
     const double inside = round_trip(e[0], e[1], 5101);
     const double across = round_trip(e[0], e[2], 5102);
     const BytesPerSecond expected = payload_rate(kWanRate, 1500);
+    const double cpu_before = cpu_seconds_of_this_process();
+    const Clock::time_point bulk_start = Clock::now();
     const std::vector<double> one = bulk_rates({{&e[0], &e[2], 5103}});
     ASSERT_EQ(one.size(), 1u);
     const std::vector<double> two = bulk_rates({{&e[0], &e[2], 5104}, {&e[1], &e[3], 5105}});
     ASSERT_EQ(two.size(), 2u);
+    const double cpu = cpu_seconds_of_this_process() - cpu_before;
+    const double bulk_seconds = std::chrono::duration<double>(Clock::now() - bulk_start).count();
     const DelayLineCounters counters = network.delay_line()->counters();
     std::printf("inside a site: round trip %.3f ms; across: %.3f ms (asked %.3f); one transfer %.2f Mbit/s, two "
                 "%.2f + %.2f = %.2f Mbit/s (expected %.2f); switch: %llu frames, %llu across the WAN, %llu dropped "
-                "there, %llu otherwise\n",
+                "there, %llu otherwise; %.2f s CPU in %.1f s of transfers\n",
                 inside * 1e3, across * 1e3, 2 * kWanLatency * 1e3, one[0] * 8e-6, two[0] * 8e-6, two[1] * 8e-6,
                 (two[0] + two[1]) * 8e-6, expected * 8e-6, static_cast<unsigned long long>(counters.frames),
                 static_cast<unsigned long long>(counters.wan_frames),
                 static_cast<unsigned long long>(counters.wan_dropped),
-                static_cast<unsigned long long>(counters.dropped));
+                static_cast<unsigned long long>(counters.dropped), cpu, bulk_seconds);
     EXPECT_LT(inside, 0.05 * 2 * kWanLatency);
     EXPECT_NEAR(across, 2 * kWanLatency, 0.1 * 2 * kWanLatency);
     EXPECT_NEAR(one[0], expected, 0.1 * expected);

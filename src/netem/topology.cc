@@ -91,4 +91,29 @@ Topology read_topology(const std::string& path) {
   return topology;
 }
 
+void apply_site_flags(const SiteFlags& flags, NetemOptions& options) {
+  const bool wan_given = !flags.wan_bandwidth.empty() || !flags.wan_latency.empty();
+  const char* wan_flag = !flags.wan_bandwidth.empty() ? "--wan-bandwidth" : "--wan-latency";
+  if (!flags.topology.empty()) {
+    if (!flags.sites.empty()) throw UsageError("--sites: not with --topology, whose file lists the sites");
+    if (wan_given) throw UsageError(fmt::format("{}: not with --topology, whose file gives the WAN", wan_flag));
+    Topology topology = read_topology(flags.topology);
+    options.sites = std::move(topology.sites);
+    options.wan = topology.wan;
+    return;
+  }
+  if (flags.sites.empty()) {
+    if (wan_given) throw UsageError(fmt::format("{}: only with --sites AxB (or a --topology file)", wan_flag));
+    return;
+  }
+  options.sites = sites_shorthand(flags.sites, options.workers + options.servers, options.bandwidth, options.latency);
+  if (options.sites.size() > 1 && flags.wan_bandwidth.empty()) {
+    throw UsageError(fmt::format("--sites {}: give the link between sites with --wan-bandwidth (and --wan-latency), "
+                                 "such as --wan-bandwidth 20Mbit --wan-latency 20ms",
+                                 flags.sites));
+  }
+  if (!flags.wan_bandwidth.empty()) options.wan.bandwidth = ranges::parse(ranges::kWanBandwidth, flags.wan_bandwidth);
+  if (!flags.wan_latency.empty()) options.wan.latency = ranges::parse(ranges::kWanLatency, flags.wan_latency);
+}
+
 }  // namespace weft::netem
