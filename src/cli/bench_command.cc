@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "netem/supervisor.h"
 #include "runtime/model/model.h"
+#include "runtime/model/optimizer.h"
 #include "runtime/model/outer_optimizer.h"
 #include "schedule/encoding.h"
 #include "units/cores.h"
@@ -111,7 +112,23 @@ void check_early(const BenchFlags& f) {
   // The folder may be new, its parent must exist: a mistyped path is not made.
   fs::path out = fs::path(f.out).lexically_normal();
   if (!out.has_filename()) out = out.parent_path();  // "results/"
-  check_output("--out", out);
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+    throw UsageError(fmt::format("--out {}: not a folder; name a folder (new, or one of an earlier bench)",
+                                 excerpt_text(f.out)));
+  }
+  if (!fs::exists(out, ec)) check_output("--out", out);
+  // Checked whether or not a peer runs: a careful tool refuses what it was given wrong.
+  runtime::validate(runtime::OptimizerOptions{.kind = f.optimizer, .lr = f.lr});
+  if (!fs::is_regular_file(f.python, ec) || ::access(f.python.c_str(), X_OK) != 0) {
+    throw UsageError(fmt::format("--python {}: not an executable file; give Debian's /usr/bin/python3 (with "
+                                 "python3-torch)",
+                                 excerpt_text(f.python)));
+  }
+  if (!f.ddp_peer.empty() && !fs::is_regular_file(f.ddp_peer, ec)) {
+    throw UsageError(fmt::format("--ddp-peer {}: not a file; give the path of tools/ddp_peer.py",
+                                 excerpt_text(f.ddp_peer)));
+  }
 }
 
 bench::BenchOptions to_options(const BenchFlags& f) {

@@ -67,7 +67,13 @@ std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSeco
 
 Topology read_topology(const std::string& path) {
   const std::string origin = "--topology " + path;
-  const nlohmann::json document = parse_json(read_input(path, "the topology"), origin, kWhat);
+  std::string text;
+  try {
+    text = read_input(path, "the topology");
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--topology {}", e.what()));  // read_input names the file, not the flag
+  }
+  const nlohmann::json document = parse_json(text, origin, kWhat);
   const JsonReader top(document, "", origin, kWhat);
   Topology topology;
   top.each("sites", [&](const JsonReader& site) {
