@@ -3,6 +3,7 @@
 // asked. Needs root (label `root`); skips itself otherwise. Each point takes a few
 // seconds: a ping-pong of small messages, then a bulk transfer timed by the receiver
 // once slow start is over.
+#include "netem/endpoint_testing.h"
 #include "netem/netem.h"
 #include "testing/testing.h"
 
@@ -31,6 +32,13 @@
 namespace weft::netem {
 namespace {
 
+using testing::accept_one;
+using testing::connect_to;
+using testing::fork_in;
+using testing::read_all;
+using testing::wait_exit_code;
+using testing::write_all;
+
 using namespace weft::literals;
 using Clock = std::chrono::steady_clock;
 
@@ -39,75 +47,11 @@ constexpr int kMessage = 64;        // bytes of a ping-pong message
 constexpr int kRoundTrips = 15;     // timed, after one untimed
 constexpr double kSteadyFrom = 0.25;  // of a bulk transfer: slow start is over by then
 
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Runs `body` in a child process inside namespace `netns`; it exits with body's result.
-pid_t fork_in(const std::string& netns, const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int code = 100;
-  const int fd = ::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0 && ::setns(fd, CLONE_NEWNET) == 0) code = body();
-  ::_exit(code);
-}
-
-int accept_one() {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  const int on = 1;
-  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in any{.sin_family = AF_INET, .sin_port = htons(kPort), .sin_addr = {INADDR_ANY}};
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0) return -1;
-  if (::listen(listener, 1) != 0) return -1;
-  const int conn = ::accept(listener, nullptr, nullptr);
-  ::close(listener);
-  ::setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  return conn;
-}
-
-int connect_to(const std::string& address) {
-  sockaddr_in peer{.sin_family = AF_INET, .sin_port = htons(kPort), .sin_addr = {}};
-  ::inet_pton(AF_INET, address.c_str(), &peer.sin_addr);
-  for (int attempt = 0; attempt < 500; ++attempt) {
-    const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(sock, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0) {
-      const int on = 1;
-      ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-      return sock;
-    }
-    ::close(sock);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
-}
-
-bool read_all(int fd, char* data, long long bytes) {
-  for (long long got = 0; got < bytes;) {
-    const ssize_t n = ::read(fd, data + got, static_cast<std::size_t>(bytes - got));
-    if (n <= 0) return false;
-    got += n;
-  }
-  return true;
-}
-
-bool write_all(int fd, const char* data, long long bytes) {
-  for (long long sent = 0; sent < bytes;) {
-    const ssize_t n = ::write(fd, data + sent, static_cast<std::size_t>(bytes - sent));
-    if (n <= 0) return false;
-    sent += n;
-  }
-  return true;
-}
-
 // The server side of both measurements, in endpoint `to`: echoes kRoundTrips + 1
 // messages, then reads `bulk` bytes and reports the rate of the part after
 // kSteadyFrom (payload bytes per second) to `report_fd`.
 int serve(long long bulk, int report_fd) {
-  const int conn = accept_one();
+  const int conn = accept_one(kPort);
   if (conn < 0) return 1;
   char message[kMessage];
   for (int i = 0; i <= kRoundTrips; ++i) {
@@ -133,7 +77,7 @@ int serve(long long bulk, int report_fd) {
 // The client side, in endpoint `from`: times the round trips (reported, sorted, to
 // `report_fd`), then sends `bulk` bytes.
 int ping_then_send(const std::string& address, long long bulk, int report_fd) {
-  const int sock = connect_to(address);
+  const int sock = connect_to(address, kPort);
   if (sock < 0) return 1;
   char message[kMessage] = {};
   std::vector<double> round_trips;

@@ -3,6 +3,7 @@
 // with a message. ShapedLinksCarryTheConfiguredRate checks only that the shaping
 // holds a transfer to the link's rate (no faster); how close it comes is the
 // machine's and is printed, not asserted.
+#include "netem/endpoint_testing.h"
 #include "netem/netem.h"
 #include "testing/testing.h"
 
@@ -35,28 +36,12 @@
 namespace weft::netem {
 namespace {
 
+using testing::fork_in;
+using testing::wait_exit_code;
+
 using namespace weft::literals;
 
 using test_support::process_alive;
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Runs `body` in a child process inside network namespace `netns`; the child exits
-// with what `body` returns. The test process is single-threaded, so the child may
-// do anything.
-pid_t fork_in(const std::string& netns, const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int code = 100;
-  const int fd = ::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0 && ::setns(fd, CLONE_NEWNET) == 0) code = body();
-  ::_exit(code);
-}
 
 constexpr int kPort = 5001;
 

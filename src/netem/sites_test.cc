@@ -2,6 +2,7 @@
 // of 2 ranks, fast links inside each, a slow long WAN between them. Measures TCP
 // round trips inside a site and across the WAN, one bulk transfer across it, and
 // two at once that must share it. Needs root (label `root`); skips itself otherwise.
+#include "netem/endpoint_testing.h"
 #include "netem/netem.h"
 #include "testing/testing.h"
 
@@ -33,6 +34,13 @@
 namespace weft::netem {
 namespace {
 
+using testing::accept_one;
+using testing::connect_to;
+using testing::fork_in;
+using testing::read_all;
+using testing::wait_exit_code;
+using testing::write_all;
+
 using namespace weft::literals;
 using Clock = std::chrono::steady_clock;
 
@@ -42,70 +50,6 @@ constexpr int kRoundTrips = 15;  // timed, after one untimed
 // (shared by every process here), once slow start and its losses are over.
 constexpr double kWindowStart = 2.0;  // s after the transfers begin
 constexpr double kWindowEnd = 5.0;
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Runs `body` in a child process inside namespace `netns`; it exits with body's result.
-pid_t fork_in(const std::string& netns, const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int code = 100;
-  const int fd = ::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0 && ::setns(fd, CLONE_NEWNET) == 0) code = body();
-  ::_exit(code);
-}
-
-int accept_one(int port) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  const int on = 1;
-  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in any{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {INADDR_ANY}};
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0) return -1;
-  if (::listen(listener, 1) != 0) return -1;
-  const int conn = ::accept(listener, nullptr, nullptr);
-  ::close(listener);
-  ::setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  return conn;
-}
-
-int connect_to(const std::string& address, int port) {
-  sockaddr_in peer{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {}};
-  ::inet_pton(AF_INET, address.c_str(), &peer.sin_addr);
-  for (int attempt = 0; attempt < 500; ++attempt) {
-    const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(sock, reinterpret_cast<sockaddr*>(&peer), sizeof peer) == 0) {
-      const int on = 1;
-      ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-      return sock;
-    }
-    ::close(sock);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
-}
-
-bool read_all(int fd, char* data, long long bytes) {
-  for (long long got = 0; got < bytes;) {
-    const ssize_t n = ::read(fd, data + got, static_cast<std::size_t>(bytes - got));
-    if (n <= 0) return false;
-    got += n;
-  }
-  return true;
-}
-
-bool write_all(int fd, const char* data, long long bytes) {
-  for (long long sent = 0; sent < bytes;) {
-    const ssize_t n = ::send(fd, data + sent, static_cast<std::size_t>(bytes - sent), MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += n;
-  }
-  return true;
-}
 
 // The median round trip of a small message from endpoint `from` to `to`, seconds.
 double round_trip(const Endpoint& from, const Endpoint& to, int port) {
