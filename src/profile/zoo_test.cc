@@ -252,7 +252,7 @@ TEST(Zoo, UnknownModelListsTheAcceptedNames) {
 }
 
 TEST(Zoo, UnknownDeviceListsTheAcceptedNames) {
-  std::vector<std::string> parts{"\"tpu\""};
+  std::vector<std::string> parts{"--device tpu: not a device preset"};
   for (const DevicePreset& d : device_presets()) parts.push_back(d.name);
   expect_usage_error([] { device_preset("tpu"); }, parts);
   expect_usage_error([] { zoo_profile("gpt2", {.device = "tpu"}); }, parts);
