@@ -1,5 +1,6 @@
 #include "runtime/train/worker.h"
 
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -87,6 +88,17 @@ void load_worker_state(const std::map<std::string, torch::Tensor>& state, LayerO
     }
     return;
   }
+  // Every entry named as this worker keeps them, before any is set.
+  std::set<std::string> kept;
+  for (int l = 0; l < outer->agreed().num_layers(); ++l) {
+    kept.insert(fmt::format("agreed/{}", l));
+    kept.insert(fmt::format("momentum/{}", l));
+  }
+  for (const auto& [name, tensor] : outer_state) {
+    if (!kept.contains(name)) {
+      throw std::invalid_argument(fmt::format("{}{}: this job keeps no such state", kOuterEntries, name));
+    }
+  }
   const auto take = [&](const std::string& name, const torch::Tensor& into) {
     const auto found = outer_state.find(name);
     if (found == outer_state.end() || !found->second.sizes().equals(into.sizes()) ||
@@ -98,16 +110,6 @@ void load_worker_state(const std::map<std::string, torch::Tensor>& state, LayerO
   for (int l = 0; l < outer->agreed().num_layers(); ++l) {
     take(fmt::format("agreed/{}", l), outer->agreed().flat(l));
     take(fmt::format("momentum/{}", l), outer->momentum(l));
-  }
-  for (const auto& [name, tensor] : outer_state) {
-    const auto slash = name.find('/');
-    const std::string kind = name.substr(0, slash);
-    const std::string layer = slash == std::string::npos ? "" : name.substr(slash + 1);
-    if ((kind != "agreed" && kind != "momentum") || layer.empty() ||
-        layer.find_first_not_of("0123456789") != std::string::npos || layer.size() > 6 ||
-        std::stoi(layer) >= outer->agreed().num_layers()) {
-      throw std::invalid_argument(fmt::format("{}{}: this job keeps no such state", kOuterEntries, name));
-    }
   }
 }
 
