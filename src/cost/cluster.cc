@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <fmt/format.h>
 
 #include "units/limits.h"
@@ -57,6 +59,15 @@ void validate(const Cluster& c) {
     }
   }
   validate(c.host, "host");
+  if (!c.topology.empty()) {
+    if (c.arch != Arch::kAllReduce) {
+      throw UsageError("--topology: sites are for all-reduce clusters; a parameter server's links are its own");
+    }
+    if (c.fitted) {
+      throw UsageError("--network: a fitted all-reduce measures one uniform link; not with --sites or --topology");
+    }
+    validate(c.topology, c.workers);
+  }
   if (c.arch == Arch::kParameterServer) {
     if (c.servers < 1 || c.servers > limits::kMaxServers) {
       throw UsageError(fmt::format("--servers: {} servers; need 1 to {} for --arch ps (docs/limits.md)",
@@ -74,11 +85,85 @@ void validate(const Cluster& c) {
 
 namespace {
 
+// A ring all-reduce of m members whose slowest hop has latency α and rate B: 2(m−1)
+// steps of n/m bytes each (Note [Collectives across sites]).
+struct Ring {
+  int members = 1;
+  Seconds alpha = 0;
+  BytesPerSecond rate = 0;
+
+  Seconds startup() const { return 2.0 * (members - 1) * alpha; }
+  // What n moves at: the rate scaled so that the flow's volume is n.
+  BytesPerSecond capacity() const {
+    return members > 1 ? rate * members / (2.0 * (members - 1)) : rate;
+  }
+  Seconds time(Bytes n) const {
+    return members > 1 ? startup() + static_cast<double>(n) / capacity() : 0.0;
+  }
+};
+
+// The ring of every worker in rank order, over the sites' links and the WAN.
+Ring whole_ring(const Cluster& c) {
+  if (c.topology.empty()) return {.members = c.workers, .alpha = c.latency, .rate = c.bandwidth};
+  const Topology& t = c.topology;
+  std::vector<int> site(static_cast<std::size_t>(c.workers));
+  for (int r = 0; r < c.workers; ++r) site[static_cast<std::size_t>(r)] = site_of(t, r);
+  const auto next = [&](int r) { return site[static_cast<std::size_t>((r + 1) % c.workers)]; };
+  std::map<std::pair<int, int>, int> crossing;  // hops per ordered pair of sites
+  for (int r = 0; r < c.workers; ++r) {
+    if (site[static_cast<std::size_t>(r)] != next(r)) ++crossing[{site[static_cast<std::size_t>(r)], next(r)}];
+  }
+  Ring ring{.members = c.workers, .alpha = 0, .rate = std::numeric_limits<double>::infinity()};
+  for (int r = 0; r < c.workers; ++r) {
+    const Site& from = t.sites[static_cast<std::size_t>(site[static_cast<std::size_t>(r)])];
+    const Site& to = t.sites[static_cast<std::size_t>(next(r))];
+    BytesPerSecond rate = std::min(from.bandwidth, to.bandwidth);
+    Seconds alpha = from.latency;
+    if (&from != &to) {
+      rate = std::min(rate, t.wan.bandwidth / crossing[{site[static_cast<std::size_t>(r)], next(r)}]);
+      alpha = t.wan.latency;
+    }
+    ring.alpha = std::max(ring.alpha, alpha);
+    ring.rate = std::min(ring.rate, rate);
+  }
+  return ring;
+}
+
+// Site s's workers' ring.
+Ring site_ring(const Cluster& c, std::size_t s) {
+  const Site& site = c.topology.sites[s];
+  const auto members = std::count_if(site.ranks.begin(), site.ranks.end(), [&](int r) { return r < c.workers; });
+  return {.members = static_cast<int>(members), .alpha = site.latency, .rate = site.bandwidth};
+}
+
+// The ring of one leader per site, over the WAN (each ordered pair one hop).
+Ring leaders_ring(const Cluster& c) {
+  const Topology& t = c.topology;
+  BytesPerSecond rate = t.wan.bandwidth;
+  for (const Site& site : t.sites) rate = std::min(rate, site.bandwidth);
+  return {.members = static_cast<int>(t.sites.size()), .alpha = t.wan.latency, .rate = rate};
+}
+
+// A leader's broadcast of n bytes to the other k−1 workers of site s.
+Seconds site_broadcast(const Cluster& c, std::size_t s, Bytes n) {
+  const Ring ring = site_ring(c, s);
+  if (ring.members <= 1) return 0;
+  return ring.alpha + (ring.members - 1) * static_cast<double>(n) / ring.rate;
+}
+
+// The slowest site's ring time and, for kBySites, its broadcast after the leaders'.
+Seconds slowest_site(const Cluster& c, Bytes n, bool broadcast) {
+  Seconds slowest = 0;
+  for (std::size_t s = 0; s < c.topology.sites.size(); ++s) {
+    slowest = std::max(slowest, site_ring(c, s).time(n) + (broadcast ? site_broadcast(c, s, n) : 0.0));
+  }
+  return slowest;
+}
+
 // Capacity of the all-reduce fabric link; see allreduce_flow(). REQUIRES P >= 2.
 BytesPerSecond fabric_capacity(const Cluster& c) {
   if (c.fitted) return 1.0 / c.fitted->b;
-  const double p = c.workers;
-  return c.bandwidth * p / (2 * (p - 1));
+  return whole_ring(c).capacity();
 }
 
 BytesPerSecond server_rate(const Cluster& c) {
@@ -109,6 +194,14 @@ LinkSet links_of(const Cluster& c) {
     // every flow on it has volume 0.
     links.capacity.push_back(c.workers > 1 ? fabric_capacity(c) : c.bandwidth);
     links.name.push_back("allreduce");
+    for (std::size_t s = 0; s < c.topology.sites.size(); ++s) {
+      links.capacity.push_back(site_ring(c, s).capacity());
+      links.name.push_back(fmt::format("site{}", s));
+    }
+    if (!c.topology.empty()) {
+      links.capacity.push_back(leaders_ring(c).capacity());
+      links.name.push_back("wan");
+    }
     return links;
   }
   for (int p = 0; p < c.workers; ++p) {
@@ -220,21 +313,42 @@ namespace {
 // The startup of an all-reduce of n bytes, as allreduce_flow() and
 // allreduce_time() say it. REQUIRES c.workers > 1.
 Seconds allreduce_startup(const Cluster& c, Bytes n) {
-  if (!c.fitted) return 2.0 * (c.workers - 1) * c.latency;
+  if (!c.fitted) return whole_ring(c).startup();
   return c.fitted->curve.empty() ? c.fitted->a : curve_startup(*c.fitted, n);
 }
 
-void check_allreduce(const Cluster& c, Bytes n) {
+void check_allreduce(const Cluster& c, Bytes n, Reach reach = Reach::kAll) {
   if (c.arch != Arch::kAllReduce || n < 0) {
     throw std::logic_error(fmt::format("all-reduce flow of {} bytes on a {} cluster", n,
                                        to_string(c.arch)));
   }
+  if (reach != Reach::kAll && c.topology.empty()) {
+    throw std::logic_error(fmt::format("all-reduce of reach {} on a cluster without sites", to_string(reach)));
+  }
+}
+
+// Note [Collectives across sites]: the flows of the reaches other than kAll.
+Flow sites_flow(const Cluster& c, Bytes n, Reach reach) {
+  const std::size_t sites = c.topology.sites.size();
+  Flow flow;
+  flow.volume = static_cast<double>(n);
+  if (reach == Reach::kSite) {
+    for (std::size_t s = 0; s < sites; ++s) {
+      flow.startup = std::max(flow.startup, site_ring(c, s).startup());
+      flow.links.push_back(static_cast<int>(1 + s));
+    }
+    return flow;
+  }
+  flow.startup = slowest_site(c, n, /*broadcast=*/true) + leaders_ring(c).startup();
+  flow.links = {static_cast<int>(1 + sites)};
+  return flow;
 }
 
 }  // namespace
 
-Flow allreduce_flow(const Cluster& c, Bytes n) {
-  check_allreduce(c, n);
+Flow allreduce_flow(const Cluster& c, Bytes n, Reach reach) {
+  check_allreduce(c, n, reach);
+  if (reach != Reach::kAll) return c.workers == 1 ? Flow{.links = {0}} : sites_flow(c, n, reach);
   Flow flow;
   flow.links = {0};
   if (c.workers == 1) return flow;
@@ -246,16 +360,19 @@ Flow allreduce_flow(const Cluster& c, Bytes n) {
 
 // The flow's time alone, without building the Flow: the planner's searches ask
 // for O(layers^2) of these (Note [Exact merged-gradient WFBP], schedulers/sync.cc).
-Seconds allreduce_time(const Cluster& c, Bytes n) {
-  check_allreduce(c, n);
+Seconds allreduce_time(const Cluster& c, Bytes n, Reach reach) {
+  check_allreduce(c, n, reach);
   if (c.workers == 1) return 0;
+  if (reach == Reach::kSite) return slowest_site(c, n, /*broadcast=*/false);
+  if (reach == Reach::kBySites) return slowest_site(c, n, /*broadcast=*/true) + leaders_ring(c).time(n);
   const Seconds startup = allreduce_startup(c, n);
   if (n == 0) return startup;
   return startup + static_cast<double>(n) / fabric_capacity(c);
 }
 
-AllReduceTime::AllReduceTime(const Cluster& c)
+AllReduceTime::AllReduceTime(const Cluster& c, Reach reach)
     : cluster_(c),
+      reach_(reach),
       allreduce_(c.arch == Arch::kAllReduce),
       startup_varies_(c.fitted && !c.fitted->curve.empty()),
       startup_(c.workers > 1 && !startup_varies_ ? allreduce_startup(c, 0) : 0),
@@ -263,6 +380,7 @@ AllReduceTime::AllReduceTime(const Cluster& c)
 
 Seconds AllReduceTime::operator()(Bytes n) const {
   if (!allreduce_ || n < 0) check_allreduce(cluster_, n);
+  if (reach_ != Reach::kAll) return allreduce_time(cluster_, n, reach_);
   if (cluster_.workers == 1) return 0;
   const Seconds startup = startup_varies_ ? curve_startup(*cluster_.fitted, n) : startup_;
   if (n == 0) return startup;

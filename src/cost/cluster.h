@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cost/host.h"
+#include "cost/topology.h"
 #include "units/units.h"
 
 namespace weft {
@@ -105,14 +106,39 @@ struct Cluster {
   BytesPerSecond server_bandwidth = 0;   // each server's link; 0 = same as workers'
   std::optional<FittedAllReduce> fitted;  // overrides the α–β ring model
   Host host;                              // how the workers' machine shares its cores
+  // Sites and their WAN (cost/topology.h; all-reduce only, without `fitted`):
+  // empty, every worker's link is `bandwidth` with `latency`; else each worker's
+  // is its site's, and the WAN joins the sites (Note [Collectives across sites]).
+  Topology topology;
 };
 
 // THROWS UsageError for workers < 1, bandwidth <= 0, latency < 0, servers < 1 (ps),
-// or a host validate(Host) refuses.
+// a host validate(Host) refuses, or a topology validate(Topology) refuses for the
+// workers, given with a parameter server or a fitted all-reduce.
 void validate(const Cluster& cluster);
+
+// Note [Collectives across sites]
+// --------------------------------
+// Rule: with sites, a collective is priced on the links it crosses, each ring by
+// its slowest hop. A ring of every worker in rank order (Reach::kAll) takes
+// 2(P−1) steps of n/P bytes on every hop at once: each step lasts the slowest
+// hop's α + n/(P·B), where a hop between sites has the WAN's α and its rate
+// shared by the hops crossing the same ordered pair of sites, capped by both
+// endpoints' links. A site's ring (kSite) is the same inside each site, the
+// slowest site deciding. By sites (kBySites): each site's ring, then a ring of
+// one leader per site across the WAN, then each leader's broadcast to its k−1
+// site members (α + (k−1)·n/B on its link), one after the other.
+// Invariant: without sites, the one ring of before, unchanged. Why: where sites
+// meet, one ordered pair's hop sets the ring's pace, which is all a flat ring
+// loses and all hierarchical averaging saves.
+// As flows (for sharing, sim/network.h): kAll crosses link 0 (the whole ring),
+// kSite every site's link (1 + s), kBySites the leaders' WAN ring (1 + S) with
+// its sites' ring and broadcast counted in its startup: they share no WAN.
 
 // The network resources a flow can cross. Link ids are dense small integers.
 // - all-reduce: link 0 is the collective fabric (all workers' links acting as one);
+//   with S sites, links 1..S each site's ring and S+1 the leaders' ring over the
+//   WAN (Note [Collectives across sites]);
 // - parameter server: per worker p, uplink 2p and downlink 2p+1; per server s,
 //   uplink 2P+2s and downlink 2P+2s+1 (full duplex: each direction shaped apart).
 struct LinkSet {
@@ -135,9 +161,10 @@ struct Flow {
 // and capacity 1/b, and weighted by its size (Note [Collectives in flight] in
 // sim/simulator.cc): a fit is of weft's Gloo group, whose concurrent collectives
 // share its connections step by step.
-// With P = 1 it is free (startup 0, volume 0).
-Flow allreduce_flow(const Cluster& cluster, Bytes n);
-Seconds allreduce_time(const Cluster& cluster, Bytes n);  // the flow, alone
+// With P = 1 it is free (startup 0, volume 0). A reach other than kAll needs sites
+// (Note [Collectives across sites]); THROWS std::logic_error otherwise.
+Flow allreduce_flow(const Cluster& cluster, Bytes n, Reach reach = Reach::kAll);
+Seconds allreduce_time(const Cluster& cluster, Bytes n, Reach reach = Reach::kAll);  // the flow, alone
 
 // allreduce_time(cluster, n) for one cluster, with what does not depend on n
 // worked out once: the same numbers, for the planners' searches, which ask for
@@ -145,11 +172,12 @@ Seconds allreduce_time(const Cluster& cluster, Bytes n);  // the flow, alone
 // REQUIRES (operator()) what allreduce_time() does; THROWS the same.
 class AllReduceTime {
  public:
-  explicit AllReduceTime(const Cluster& cluster);
+  explicit AllReduceTime(const Cluster& cluster, Reach reach = Reach::kAll);
   Seconds operator()(Bytes n) const;
 
  private:
   const Cluster& cluster_;
+  Reach reach_;
   bool allreduce_;
   bool startup_varies_;  // a measured curve: the startup depends on n
   Seconds startup_;

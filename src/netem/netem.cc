@@ -89,47 +89,6 @@ Seconds longest_latency(const NetemOptions& options) {
   return longest;
 }
 
-void validate_sites(const NetemOptions& options) {
-  const int ranks = options.workers + options.servers;
-  std::vector<int> site_of(static_cast<std::size_t>(ranks), -1);
-  for (std::size_t s = 0; s < options.sites.size(); ++s) {
-    const Site& site = options.sites[s];
-    if (site.ranks.empty()) throw UsageError(fmt::format("--topology: sites[{}] has no ranks", s));
-    for (const int rank : site.ranks) {
-      if (rank < 0 || rank >= ranks) {
-        throw UsageError(fmt::format("--topology: sites[{}].ranks holds {}: the job's ranks are 0..{} (workers, "
-                                     "then servers)",
-                                     s, rank, ranks - 1));
-      }
-      int& seen = site_of[static_cast<std::size_t>(rank)];
-      if (seen >= 0) {
-        throw UsageError(fmt::format("--topology: rank {} is in sites[{}] and sites[{}]: each rank is in one site",
-                                     rank, seen, s));
-      }
-      seen = static_cast<int>(s);
-    }
-    check_rate(site.bandwidth, "--bandwidth");
-    if (!(site.latency >= 0) || !std::isfinite(site.latency)) {
-      throw UsageError(fmt::format("--latency {} s: must be 0 or a positive duration, such as 50us or 2ms",
-                                   site.latency));
-    }
-  }
-  for (int rank = 0; rank < ranks; ++rank) {
-    if (site_of[static_cast<std::size_t>(rank)] < 0) {
-      throw UsageError(fmt::format("--topology: rank {} is in no site; every rank 0..{} (workers, then servers) "
-                                   "needs one",
-                                   rank, ranks - 1));
-    }
-  }
-  if (options.sites.size() > 1) {
-    check_rate(options.wan.bandwidth, "--wan-bandwidth");
-    if (!(options.wan.latency >= 0) || !std::isfinite(options.wan.latency)) {
-      throw UsageError(fmt::format("--wan-latency {} s: must be 0 or a positive duration, such as 20ms",
-                                   options.wan.latency));
-    }
-  }
-}
-
 }  // namespace
 
 void validate(const NetemOptions& options) {
@@ -148,7 +107,7 @@ void validate(const NetemOptions& options) {
   if (options.sites.empty()) {
     check_rate(options.bandwidth, "--bandwidth");
   } else {
-    validate_sites(options);
+    weft::validate(Topology{.sites = options.sites, .wan = options.wan}, options.workers + options.servers);
   }
   if (options.server_bandwidth != 0) check_rate(options.server_bandwidth, "--server-bandwidth");
   if (!(options.latency >= 0) || !std::isfinite(options.latency)) {

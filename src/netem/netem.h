@@ -69,6 +69,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cost/topology.h"
 #include "netem/delay_line.h"
 #include "netem/supervisor.h"
 #include "units/cores.h"
@@ -92,18 +93,11 @@ struct BuildInterrupted : std::runtime_error {
   std::size_t made;  // namespaces made before it stopped (all removed again)
 };
 
-// A group of ranks with fast links among them: a rack, a lab, a cloud zone.
-struct Site {
-  std::vector<int> ranks;        // RANKs (workers 0..P-1, then servers), each in one site only
-  BytesPerSecond bandwidth = 0;  // each of its endpoints' links, each direction; > 0
-  Seconds latency = 0;           // one-way, between two of its endpoints; >= 0
-};
-
-// The links between sites: one per ordered pair of sites, all alike.
-struct Wan {
-  BytesPerSecond bandwidth = 0;  // each ordered pair's link; > 0 with 2+ sites
-  Seconds latency = 0;           // one-way, between endpoints of two sites; >= 0
-};
+// Sites and their WAN: cost/topology.h.
+using weft::Site;
+using weft::SiteFlags;
+using weft::Topology;
+using weft::Wan;
 
 struct NetemOptions {
   int workers = 0;                     // P >= 1
@@ -141,32 +135,6 @@ struct Endpoint {
 // out of range; with sites: a rank in no site or in two, a rank out of range, a
 // site without ranks, a WAN rate not > 0 with 2+ sites (naming --topology).
 void validate(const NetemOptions& options);
-
-// `--sites AxB`: A sites of B ranks each, ranks in order
-// (site 0 gets ranks 0..B-1: the workers first, then the servers), each site's
-// links at `bandwidth` with `latency` inside.
-// THROWS UsageError naming --sites unless `text` is two positive integers joined
-// by 'x' whose product is `ranks`.
-std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSecond bandwidth, Seconds latency);
-
-// A topology file (docs/formats.md "Topology"): its sites and its WAN.
-struct Topology {
-  std::vector<Site> sites;
-  Wan wan;
-};
-// THROWS UsageError naming the file, the field and the value, and what is accepted,
-// for a file that cannot be read, is not JSON, or holds a field out of range
-// (rates and times as the --bandwidth and --latency flags take them).
-Topology read_topology(const std::string& path);
-
-// What a command line says about sites (`weft netem`, `weft run`, `weft train`);
-// an empty string: not given.
-struct SiteFlags {
-  std::string sites;          // --sites AxB
-  std::string topology;       // --topology FILE
-  std::string wan_bandwidth;  // --wan-bandwidth Q
-  std::string wan_latency;    // --wan-latency D
-};
 
 // Sets options.sites and options.wan from `flags`: from --sites with each site at
 // options.bandwidth and options.latency (set them first) and the --wan-* flags, or

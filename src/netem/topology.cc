@@ -1,125 +1,12 @@
-// Sites from `--sites AxB` or a topology file (netem.h, docs/formats.md "Topology").
-#include <charconv>
-#include <string>
-
-#include <fmt/format.h>
-
+// Sites from the command line's flags for the emulated network (netem.h).
 #include "netem/netem.h"
-#include "units/files.h"
-#include "units/json_reader.h"
-#include "units/ranges.h"
 
 namespace weft::netem {
-namespace {
-
-constexpr std::string_view kWhat =
-    "a topology: {\"sites\": [{\"ranks\": [0, 1], \"bandwidth\": \"1Gbit\", \"latency\": \"0.1ms\"}, ...], "
-    "\"wan\": {\"bandwidth\": \"20Mbit\", \"latency\": \"20ms\"}}";
-
-// A rate or a time: a string as the flags take it ("1Gbit", "20ms") or a number
-// (bytes/s, seconds), in `range`.
-double quantity(const JsonReader& object, const std::string& name, const ranges::Range& range) {
-  const nlohmann::json& value = object.get(name);
-  const std::string_view expected = ranges::accepted(range);
-  double parsed = 0;
-  if (value.is_number()) {
-    parsed = value.get<double>();
-  } else if (value.is_string()) {
-    try {
-      const std::string text = value.get<std::string>();
-      parsed = range.kind == ranges::Kind::kRate ? parse_bandwidth(text) : parse_duration(text);
-    } catch (const UsageError&) {
-      object.reject(name, ranges::accepted(range), value);
-    }
-  } else {
-    object.reject(name, expected, value);
-  }
-  if (!ranges::contains(range, parsed)) object.reject(name, ranges::accepted(range), value);
-  return parsed;
-}
-
-}  // namespace
-
-std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSecond bandwidth, Seconds latency) {
-  const std::size_t x = text.find('x');
-  int count = 0;
-  int per_site = 0;
-  const auto whole = [](std::string_view part, int& out) {
-    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), out);
-    return error == std::errc{} && end == part.data() + part.size() && out >= 1;
-  };
-  if (x == std::string_view::npos || !whole(text.substr(0, x), count) || !whole(text.substr(x + 1), per_site)) {
-    throw UsageError(fmt::format("--sites {}: expected AxB, A sites of B ranks each, such as 2x2", text));
-  }
-  if (static_cast<long long>(count) * per_site != ranks) {
-    throw UsageError(fmt::format("--sites {}: {} sites of {} ranks make {} ranks, but the job has {} (workers + "
-                                 "servers)",
-                                 text, count, per_site, static_cast<long long>(count) * per_site, ranks));
-  }
-  std::vector<Site> sites(static_cast<std::size_t>(count));
-  for (int k = 0; k < ranks; ++k) sites[static_cast<std::size_t>(k / per_site)].ranks.push_back(k);
-  for (Site& site : sites) {
-    site.bandwidth = bandwidth;
-    site.latency = latency;
-  }
-  return sites;
-}
-
-Topology read_topology(const std::string& path) {
-  const std::string origin = "--topology " + path;
-  std::string text;
-  try {
-    text = read_input(path, "the topology");
-  } catch (const UsageError& e) {
-    throw UsageError(fmt::format("--topology {}", e.what()));  // read_input names the file, not the flag
-  }
-  const nlohmann::json document = parse_json(text, origin, kWhat);
-  const JsonReader top(document, "", origin, kWhat);
-  Topology topology;
-  top.each("sites", [&](const JsonReader& site) {
-    Site s;
-    for (const std::int64_t rank : site.integers("ranks")) {
-      if (rank < 0 || rank >= kMaxRanks) site.reject("ranks", fmt::format("RANKs in [0, {})", kMaxRanks), rank);
-      s.ranks.push_back(static_cast<int>(rank));
-    }
-    s.bandwidth = quantity(site, "bandwidth", ranges::kBandwidth);
-    s.latency = site.has("latency") ? quantity(site, "latency", ranges::kLatency) : 0;
-    topology.sites.push_back(std::move(s));
-  });
-  if (topology.sites.empty()) top.reject("sites", "at least one site", top.get("sites"));
-  if (top.has("wan")) {
-    const JsonReader wan = top.child("wan");
-    topology.wan.bandwidth = quantity(wan, "bandwidth", ranges::kWanBandwidth);
-    topology.wan.latency = wan.has("latency") ? quantity(wan, "latency", ranges::kWanLatency) : 0;
-  } else if (topology.sites.size() > 1) {
-    top.get("wan");  // missing: names the field and what the file should hold
-  }
-  return topology;
-}
 
 void apply_site_flags(const SiteFlags& flags, NetemOptions& options) {
-  const bool wan_given = !flags.wan_bandwidth.empty() || !flags.wan_latency.empty();
-  const char* wan_flag = !flags.wan_bandwidth.empty() ? "--wan-bandwidth" : "--wan-latency";
-  if (!flags.topology.empty()) {
-    if (!flags.sites.empty()) throw UsageError("--sites: not with --topology, whose file lists the sites");
-    if (wan_given) throw UsageError(fmt::format("{}: not with --topology, whose file gives the WAN", wan_flag));
-    Topology topology = read_topology(flags.topology);
-    options.sites = std::move(topology.sites);
-    options.wan = topology.wan;
-    return;
-  }
-  if (flags.sites.empty()) {
-    if (wan_given) throw UsageError(fmt::format("{}: only with --sites AxB (or a --topology file)", wan_flag));
-    return;
-  }
-  options.sites = sites_shorthand(flags.sites, options.workers + options.servers, options.bandwidth, options.latency);
-  if (options.sites.size() > 1 && flags.wan_bandwidth.empty()) {
-    throw UsageError(fmt::format("--sites {}: give the link between sites with --wan-bandwidth (and --wan-latency), "
-                                 "such as --wan-bandwidth 20Mbit --wan-latency 20ms",
-                                 flags.sites));
-  }
-  if (!flags.wan_bandwidth.empty()) options.wan.bandwidth = ranges::parse(ranges::kWanBandwidth, flags.wan_bandwidth);
-  if (!flags.wan_latency.empty()) options.wan.latency = ranges::parse(ranges::kWanLatency, flags.wan_latency);
+  Topology topology = topology_of(flags, options.workers + options.servers, options.bandwidth, options.latency);
+  options.sites = std::move(topology.sites);
+  options.wan = topology.wan;
 }
 
 }  // namespace weft::netem

@@ -111,6 +111,7 @@ Cluster make_cluster(const ClusterSpec& spec, const std::string& profile_file) {
   }
   if (!spec.network_file.empty()) c.fitted = load_fit(spec.network_file);
   c.host = host_of(spec.host_file, profile_file);
+  c.topology = topology_of(spec.sites, c.workers, c.bandwidth, c.latency);
   validate(c);
   return c;
 }
@@ -128,6 +129,9 @@ StrategyOptions make_strategy_options(const StrategySpec& spec) {
   o.easgd_alpha = spec.easgd_alpha;
   o.easgd_beta = spec.easgd_beta;
   o.compression = parse_encoding(spec.compression, "--compression");
+  o.hierarchical = spec.hierarchical;
+  ranges::check(ranges::kSiteEvery, spec.site_every);
+  o.site_every = spec.site_every;
   return o;
 }
 

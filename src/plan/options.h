@@ -27,6 +27,7 @@ struct ClusterSpec {
   std::string server_bandwidth;  // empty = same as bandwidth
   std::string network_file;      // a fit from `weft profile --network --out FILE`
   std::string host_file;         // a host description from `weft profile --host FILE`
+  SiteFlags sites;               // --sites/--topology/--wan-*: sites (cost/topology.h)
 };
 
 struct StrategySpec {
@@ -37,6 +38,8 @@ struct StrategySpec {
   std::optional<double> easgd_alpha;  // unset = beta / P
   double easgd_beta = 0.9;
   std::string compression = "none";  // schedule/encoding.h; `weft plan` also takes "auto"
+  bool hierarchical = false;  // averages across sites by sites (docs/strategies.md, "Sites")
+  int site_every = 0;         // local SGD: sites average every this many iterations; 0 = never
 };
 
 // THROW UsageError naming the option, the value and what is accepted.

@@ -49,17 +49,26 @@ namespace {
 }
 
 // One encoding for the whole schedule (so that any fusion of its operations is one
-// message of one codec), element-wise where servers exchange (Note [Compressed
+// message of one codec) but for its site averages, which are exact (Note [Sites in
+// a schedule]); element-wise where servers exchange (Note [Compressed
 // exchanges] in runtime/comm/parameter_server.h), a rank only for PowerSGD.
 void check_encoding(const Schedule& s, int iteration, int index) {
   const CommOp& op = s.iterations[static_cast<size_t>(iteration)][static_cast<size_t>(index)];
-  Encoding first = op.encoding;
-  for (const auto& ops : s.iterations) {
-    if (!ops.empty()) {
-      first = ops.front().encoding;
-      break;
+  if (op.reach == Reach::kSite) {
+    if (op.encoding != Encoding{}) {
+      broken(s, iteration, index, fmt::format("a site average encoded {}: site averages are exact (none)",
+                                              to_string(op.encoding)));
     }
+    return;
   }
+  const Encoding first = [&] {
+    for (const auto& ops : s.iterations) {
+      for (const CommOp& other : ops) {
+        if (other.reach != Reach::kSite) return other.encoding;
+      }
+    }
+    return op.encoding;
+  }();
   if (op.encoding != first) {
     broken(s, iteration, index, fmt::format("encoding {} differs from the first operation's {}",
                                             to_string(op.encoding), to_string(first)));
@@ -71,6 +80,21 @@ void check_encoding(const Schedule& s, int iteration, int index) {
   }
   if (low_rank(op.encoding) != (op.encoding.rank >= 1) || op.encoding.rank < 0) {
     broken(s, iteration, index, fmt::format("encoding {} with rank {}", to_string(op.encoding), op.encoding.rank));
+  }
+}
+
+// Note [Sites in a schedule]: sites reach averages only, and a policy that fuses
+// by timing fuses operations of one reach.
+void check_reach(const Schedule& s, int iteration, int index) {
+  const CommOp& op = s.iterations[static_cast<size_t>(iteration)][static_cast<size_t>(index)];
+  if (op.reach != Reach::kAll && op.kind == OpKind::kParameterServer) {
+    broken(s, iteration, index, fmt::format("{} operation with reach {}: only averages reach by sites",
+                                            to_string(op.kind), to_string(op.reach)));
+  }
+  const Reach first = s.iterations.front().empty() ? op.reach : s.iterations.front().front().reach;
+  if (decided_by_timing(s.dispatch) && op.reach != first) {
+    broken(s, iteration, index, fmt::format("reach {} differs from the first operation's {} under dispatch {}",
+                                            to_string(op.reach), to_string(first), to_string(s.dispatch.kind)));
   }
 }
 
@@ -130,6 +154,7 @@ void validate(const Schedule& s, const Profile& profile, int workers) {
       gradients = gradients || op.kind == OpKind::kAverageGradients;
       if (op.chunks.empty()) broken(s, it, i, "has no chunks");
       check_encoding(s, it, i);
+      check_reach(s, it, i);
       if (op.ready_after < 0 || op.ready_after >= layers) {
         broken(s, it, i, fmt::format("ready_after {} is not a layer (0..{})", op.ready_after, layers - 1));
       }
@@ -235,6 +260,7 @@ std::string to_json(const Schedule& s) {
                       {"server", op.server}});
       // Written only when compressed: an uncompressed schedule's JSON is as before.
       if (lossy(op.encoding)) list.back()["encoding"] = to_string(op.encoding);
+      if (op.reach != Reach::kAll) list.back()["reach"] = to_string(op.reach);  // likewise
     }
     iterations.push_back(std::move(list));
   }
@@ -268,6 +294,7 @@ CommOp read_op(const JsonReader& r) {
             .needed_by = static_cast<int>(r.integer("needed_by", kBarrier, limits::kMaxLayers)),
             .server = static_cast<int>(r.integer("server", 0, limits::kMaxServers))};
   if (r.has("encoding")) op.encoding = parse_encoding(r.string("encoding"), fmt::format("{}: encoding", kWhat));
+  if (r.has("reach")) op.reach = kind_named(r, "reach", std::array{Reach::kAll, Reach::kSite, Reach::kBySites});
   const nlohmann::json& chunks = r.array("chunks");
   for (const nlohmann::json& c : chunks) {
     const auto within = [](const nlohmann::json& x, std::int64_t max) {

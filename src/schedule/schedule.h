@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cost/topology.h"
 #include "schedule/encoding.h"
 #include "units/units.h"
 
@@ -45,6 +46,22 @@ enum class OpKind {
 };
 std::string_view to_string(OpKind kind);
 
+// Note [Sites in a schedule]
+// --------------------------
+// Rule: an averaging operation says which workers it averages (Reach); every
+// other decision (order, fusion, release) is made as for any operation. kBySites
+// gives every worker the same mean as kAll, by other collectives: a site's sum
+// crosses the WAN once, between its leader (its lowest rank) and the other
+// sites' leaders, instead of once per ring step. kSite averages inside each site
+// only: the cheap averages of hierarchical local SGD between the plan's averages
+// across sites (docs/strategies.md, "Sites"), exact because inside a site the
+// link is not what costs; a codec and an outer optimizer act on the averages
+// across sites only. Invariant: operations fused into one message share their
+// reach (decided_by_timing policies carry one reach for the whole schedule).
+// Why in the IR: the simulator prices each reach on the links it crosses
+// (cost/cluster.h) and the engine runs it on the site's or leaders' Gloo group;
+// a strategy chooses, neither executor does.
+
 // needed_by value meaning "before the first forward of the next iteration".
 inline constexpr int kBarrier = -1;
 
@@ -60,6 +77,7 @@ struct CommOp {
   int server = 0;                 // parameter server holding these chunks (kParameterServer)
   Encoding encoding;              // how its values travel (schedule/encoding.h); operations
                                   // fused into one message share one
+  Reach reach = Reach::kAll;      // which workers it averages (Note [Sites in a schedule])
 
   Bytes bytes() const;
   Seconds release(int worker) const {
@@ -130,7 +148,11 @@ struct Schedule {
 // - kWindows has windows > 0 bytes; kCredit has credit > 0;
 // - every operation has the schedule's one encoding (docs/compression.md: any
 //   kind's bytes may be encoded), a low-rank one (PowerSGD, ACP-SGD) with rank >= 1
-//   and never on a parameter-server exchange.
+//   and never on a parameter-server exchange; but a kSite operation, which is
+//   never encoded;
+// - a reach other than kAll only on averaging operations, and one reach for the
+//   whole schedule when decided_by_timing(dispatch) (Note [Sites in a schedule]).
+// Whether the cluster has the sites a reach needs is the executors' to check.
 // Both executors run every schedule it accepts by one set of dependencies
 // (schedule/index.h, Note [Dependencies of an operation]).
 void validate(const Schedule& schedule, const Profile& profile, int workers);

@@ -85,17 +85,18 @@ WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, c
 }
 
 // Note [A message's collectives].
-Flow encoded_allreduce_flow(const Cluster& cluster, const WireCost& cost) {
-  Flow flow = allreduce_flow(cluster, cost.bytes);
+Flow encoded_allreduce_flow(const Cluster& cluster, const WireCost& cost, Reach reach) {
+  Flow flow = allreduce_flow(cluster, cost.bytes, reach);
   if (cost.exchanges == 1 && cost.compute == 0) return flow;
   flow.startup = flow.startup * cost.exchanges + cost.compute + (cost.exchanges - 1) * cluster.host.core_wait;
   return flow;
 }
 
-Seconds encoded_allreduce_time(const AllReduceTime& time, const Cluster& cluster, const WireCost& cost) {
+Seconds encoded_allreduce_time(const AllReduceTime& time, const Cluster& cluster, const WireCost& cost,
+                               Reach reach) {
   Seconds alone = time(cost.bytes);
   if (cost.exchanges > 1) {
-    alone += (cost.exchanges - 1) * (allreduce_flow(cluster, cost.bytes).startup + cluster.host.core_wait);
+    alone += (cost.exchanges - 1) * (allreduce_flow(cluster, cost.bytes, reach).startup + cluster.host.core_wait);
   }
   return alone + cost.compute;
 }

@@ -69,9 +69,11 @@ WireCost wire_cost(const Encoding& encoding, const std::vector<Chunk>& chunks, c
 // exchange the codec runs, on the bytes the codec sends. The simulator charges
 // encoded_allreduce_flow() and the planners encoded_allreduce_time() (the same
 // flow alone on the channel), so the rule is written here once.
-Flow encoded_allreduce_flow(const Cluster& cluster, const WireCost& cost);
-// encoded_allreduce_flow(cluster, cost) alone on the channel, where `time` is
-// AllReduceTime(cluster).
-Seconds encoded_allreduce_time(const AllReduceTime& time, const Cluster& cluster, const WireCost& cost);
+// `reach` as allreduce_flow's (cost/cluster.h).
+Flow encoded_allreduce_flow(const Cluster& cluster, const WireCost& cost, Reach reach = Reach::kAll);
+// encoded_allreduce_flow(cluster, cost, reach) alone on the channel, where `time`
+// is AllReduceTime(cluster, reach).
+Seconds encoded_allreduce_time(const AllReduceTime& time, const Cluster& cluster, const WireCost& cost,
+                               Reach reach = Reach::kAll);
 
 }  // namespace weft

@@ -358,7 +358,7 @@ Schedule make_dcredit(const Profile& profile, const Cluster& cluster,
   // Notes [A collective's lateness in plans] and [Plans price the encoded
   // message] (message_time.h).
   const WindowPlan plan =
-      fastest_window_plan(profile, blocks, collective_time(cluster, profile, options.compression));
+      fastest_window_plan(profile, blocks, collective_time(cluster, profile, options.compression, averaging_reach(options)));
 
   Schedule schedule;
   schedule.strategy = "dcredit";

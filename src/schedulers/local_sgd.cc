@@ -146,13 +146,13 @@ void for_each_composition(int layers, int H, std::vector<int>& counts, Visit&& v
 
 }  // namespace
 
-Costs costs_of(const Profile& profile, const Cluster& cluster, const Encoding& encoding) {
+Costs costs_of(const Profile& profile, const Cluster& cluster, const Encoding& encoding, Reach reach) {
   Costs costs;
   costs.bp_end = backward_end_times(profile);
   costs.forward = profile.forward_time();
   costs.backward = costs.bp_end.empty() ? 0.0 : costs.bp_end.front();
   // Note [Plans price the encoded message] (message_time.h).
-  const MessageTime message_time = collective_time(cluster, profile, encoding);
+  const MessageTime message_time = collective_time(cluster, profile, encoding, reach);
   for (int l = 0; l < profile.size(); ++l) {
     // A layer without parameters sends nothing (partial_sync_schedule emits no op).
     const Bytes bytes = profile.layers[static_cast<size_t>(l)].bytes();
@@ -415,7 +415,7 @@ Schedule make_plsgd(const Profile& profile, const Cluster& cluster,
 Schedule make_dreamddp(const Profile& profile, const Cluster& cluster,
                        const StrategyOptions& options) {
   require_valid_H(options, "dreamddp");
-  const local_sgd::Costs costs = local_sgd::costs_of(profile, cluster, options.compression);
+  const local_sgd::Costs costs = local_sgd::costs_of(profile, cluster, options.compression, averaging_reach(options));
   const LayerSets sets = local_sgd::dreamddp_dfs(costs, options.H).sets;
   return local_sgd::partial_sync_schedule("dreamddp", profile, sets,
                                           local_sgd::fill_bubbles(costs, sets));
@@ -424,7 +424,7 @@ Schedule make_dreamddp(const Profile& profile, const Cluster& cluster,
 Schedule make_dreamddp_opt(const Profile& profile, const Cluster& cluster,
                            const StrategyOptions& options) {
   require_valid_H(options, "dreamddp-opt");
-  const local_sgd::Costs costs = local_sgd::costs_of(profile, cluster, options.compression);
+  const local_sgd::Costs costs = local_sgd::costs_of(profile, cluster, options.compression, averaging_reach(options));
   const LayerSets sets = local_sgd::optimal_partition(costs, options.H);
   return local_sgd::partial_sync_schedule("dreamddp-opt", profile, sets,
                                           local_sgd::fill_bubbles(costs, sets));

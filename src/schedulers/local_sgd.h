@@ -73,8 +73,10 @@ struct Costs {
 };
 
 // Each layer's all-reduce priced in `encoding` (Note [Plans price the encoded
-// message] in message_time.h). REQUIRES: a validated profile and cluster.
-Costs costs_of(const Profile& profile, const Cluster& cluster, const Encoding& encoding = {});
+// message] in message_time.h), averaged over `reach`. REQUIRES: a validated
+// profile and cluster.
+Costs costs_of(const Profile& profile, const Cluster& cluster, const Encoding& encoding = {},
+               Reach reach = Reach::kAll);
 
 // sets[h]: the layers averaged in iteration h of the period (h = 0..H−1), each in
 // backward order (descending index). A plan's sets are contiguous and partition

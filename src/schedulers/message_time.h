@@ -63,9 +63,11 @@ class MessageTime {
 // are all taken, which a plan does not know (and priced in, the stored benches
 // replay worse: src/cli/replay_test.cc). A host without skews prices messages
 // as before.
-inline MessageTime collective_time(const Cluster& cluster) {
+// `reach`: which workers the message averages, priced on the links it crosses
+// (Note [Collectives across sites] in cost/cluster.h).
+inline MessageTime collective_time(const Cluster& cluster, Reach reach = Reach::kAll) {
   const Seconds late = std::max(cluster.host.skew, cluster.host.back_to_back_skew);
-  return [time = AllReduceTime(cluster), late](Bytes n) { return late + time(n); };
+  return [time = AllReduceTime(cluster, reach), late](Bytes n) { return late + time(n); };
 }
 
 // Note [Plans price the encoded message]
@@ -87,12 +89,14 @@ inline MessageTime collective_time(const Cluster& cluster) {
 // message's collectives] in schedule/wire_cost.h), so a plan merges what the
 // codec made small. For `none`, collective_time(cluster). `cluster` and
 // `profile` must outlive the result.
-inline MessageTime collective_time(const Cluster& cluster, const Profile& profile, const Encoding& encoding) {
-  if (!lossy(encoding)) return collective_time(cluster);
+inline MessageTime collective_time(const Cluster& cluster, const Profile& profile, const Encoding& encoding,
+                                   Reach reach = Reach::kAll) {
+  if (!lossy(encoding)) return collective_time(cluster, reach);
   const Seconds late = std::max(cluster.host.skew, cluster.host.back_to_back_skew);
-  return MessageTime(encoding, profile, [&cluster, encoding, time = AllReduceTime(cluster), late](const Payload& p) {
-    return late + encoded_allreduce_time(time, cluster, wire_cost(encoding, p, cluster.host));
-  });
+  return MessageTime(encoding, profile,
+                     [&cluster, encoding, reach, time = AllReduceTime(cluster, reach), late](const Payload& p) {
+                       return late + encoded_allreduce_time(time, cluster, wire_cost(encoding, p, cluster.host), reach);
+                     });
 }
 
 }  // namespace weft

@@ -4,6 +4,7 @@
 #include "schedulers/strategies.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -38,11 +39,74 @@ const std::vector<StrategyInfo>& strategies() {
   return table;
 }
 
+namespace {
+
+void check_sites(const StrategyInfo& strategy, const Cluster& cluster, const StrategyOptions& options) {
+  const auto need_sites = [&](std::string_view flag) {
+    if (cluster.topology.empty()) {
+      throw UsageError(fmt::format("{}: the cluster has no sites; give them with --sites AxB (and --wan-bandwidth, "
+                                   "--wan-latency) or --topology FILE",
+                                   flag));
+    }
+  };
+  if (options.hierarchical) {
+    need_sites("--hierarchical");
+    if (strategy.arch != Arch::kAllReduce) {
+      throw UsageError(fmt::format("--hierarchical: {} is a parameter-server strategy; sites average the all-reduce "
+                                   "strategies' collectives",
+                                   strategy.name));
+    }
+  }
+  if (options.site_every > 0) {
+    need_sites("--site-every");
+    if (strategy.family != Family::kLocalSgd) {
+      throw UsageError(fmt::format("--site-every {}: {} averages every iteration already; sites average between "
+                                   "the averages of local SGD (flsgd, plsgd, dreamddp, dreamddp-opt)",
+                                   options.site_every, strategy.name));
+    }
+    if (options.H % options.site_every != 0) {
+      throw UsageError(fmt::format("--site-every {}: must divide --H {}, so that every period ends alike",
+                                   options.site_every, options.H));
+    }
+  }
+}
+
+// Note [Sites in a schedule]: in every site_every-th iteration of the period,
+// one exact site average of the layers the plan does not average across sites
+// then, after the iteration's other operations.
+void add_site_averages(Schedule& schedule, const Profile& profile, int site_every) {
+  for (int h = site_every - 1; h < schedule.period; h += site_every) {
+    std::vector<CommOp>& ops = schedule.iterations[static_cast<std::size_t>(h)];
+    std::vector<bool> across(static_cast<std::size_t>(profile.size()), false);
+    for (const CommOp& op : ops) {
+      for (const Chunk& c : op.chunks) across[static_cast<std::size_t>(c.layer)] = true;
+    }
+    CommOp site{.kind = OpKind::kAverageParameters, .ready_after = 0, .needed_by = kBarrier, .reach = Reach::kSite};
+    for (int l = profile.size() - 1; l >= 0; --l) {
+      const Bytes bytes = profile.layers[static_cast<std::size_t>(l)].bytes();
+      if (bytes > 0 && !across[static_cast<std::size_t>(l)]) site.chunks.push_back({.layer = l, .offset = 0, .length = bytes});
+    }
+    if (!site.chunks.empty()) ops.push_back(std::move(site));
+  }
+}
+
+}  // namespace
+
 Schedule StrategyInfo::make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const {
+  check_sites(*this, cluster, options);
   Schedule schedule = scheduler(profile, cluster, options);
-  if (!lossy(options.compression)) return schedule;
   for (auto& ops : schedule.iterations) {
-    for (CommOp& op : ops) op.encoding = options.compression;
+    for (CommOp& op : ops) {
+      op.encoding = options.compression;
+      if (op.kind != OpKind::kParameterServer) op.reach = averaging_reach(options);
+    }
+  }
+  if (options.site_every > 0) add_site_averages(schedule, profile, options.site_every);
+  if (options.hierarchical || options.site_every > 0) {
+    nlohmann::json json = nlohmann::json::parse(schedule.options_json.empty() ? "{}" : schedule.options_json);
+    if (options.hierarchical) json["hierarchical"] = true;
+    if (options.site_every > 0) json["site_every"] = options.site_every;
+    schedule.options_json = json.dump();
   }
   return schedule;
 }

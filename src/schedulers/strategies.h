@@ -27,7 +27,18 @@ struct StrategyOptions {
   std::optional<double> easgd_alpha;  // unset = beta / P
   double easgd_beta = 0.9;
   Encoding compression;  // every message's wire encoding (docs/compression.md); parameter servers: element-wise only
+  // Sites (docs/strategies.md, "Sites"; Note [Sites in a schedule]): every average
+  // across the sites goes by sites (Reach::kBySites) rather than one ring;
+  // local SGD only: between its averages, each site averages every `site_every`
+  // iterations (Reach::kSite; 0 = never, else a divisor of H).
+  bool hierarchical = false;
+  int site_every = 0;
 };
+
+// Which workers a strategy's collectives average over (Note [Sites in a schedule]).
+inline Reach averaging_reach(const StrategyOptions& options) {
+  return options.hierarchical ? Reach::kBySites : Reach::kAll;
+}
 
 using SchedulerFn = Schedule (*)(const Profile&, const Cluster&, const StrategyOptions&);
 
@@ -46,8 +57,12 @@ struct StrategyInfo {
   bool moves_parameters = false;
 
   // The strategy's schedule, its operations encoded as options.compression says
-  // (docs/compression.md). THROWS UsageError as the scheduler does (the parameter
-  // servers' exchanges take the element-wise encodings only).
+  // (docs/compression.md), its averages reaching as options.hierarchical and
+  // options.site_every say (Note [Sites in a schedule]). THROWS UsageError as the
+  // scheduler does (the parameter servers' exchanges take the element-wise
+  // encodings only), and naming --hierarchical or --site-every where the cluster
+  // has no sites, the strategy is not all-reduce (--hierarchical) or local SGD
+  // (--site-every), or --site-every does not divide --H.
   Schedule make(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) const;
 };
 

@@ -202,7 +202,7 @@ Schedule make_ddp(const Profile& profile, const Cluster&, const StrategyOptions&
 Schedule make_mgwfbp(const Profile& profile, const Cluster& cluster, const StrategyOptions& options) {
   // Notes [A collective's lateness in plans] (message_time.h) and [Plans price
   // the encoded message].
-  const LayerGroups groups = optimal_merge(profile, collective_time(cluster, profile, options.compression));
+  const LayerGroups groups = optimal_merge(profile, collective_time(cluster, profile, options.compression, averaging_reach(options)));
   return in_order_allreduce("mgwfbp", profile, groups, groups_json(groups));
 }
 

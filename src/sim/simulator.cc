@@ -827,13 +827,14 @@ Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
 // in schedule/wire_cost.h; docs/compression.md).
 Flow Simulation::encoded_flow(const Message& message) const {
   const CommOp& first = schedule_.ops(message.ops.front().iteration)[static_cast<size_t>(message.ops.front().index)];
-  if (!lossy(first.encoding)) return allreduce_flow(cluster_, message.bytes);
+  // Note [Collectives across sites] (cost/cluster.h): on the links its reach crosses.
+  if (!lossy(first.encoding)) return allreduce_flow(cluster_, message.bytes, first.reach);
   std::vector<Chunk> chunks;
   for (const OpRef& ref : message.ops) {
     const auto& op = schedule_.ops(ref.iteration)[static_cast<size_t>(ref.index)];
     chunks.insert(chunks.end(), op.chunks.begin(), op.chunks.end());
   }
-  return encoded_allreduce_flow(cluster_, wire_cost(first.encoding, chunks, profile_, host_));
+  return encoded_allreduce_flow(cluster_, wire_cost(first.encoding, chunks, profile_, host_), first.reach);
 }
 
 void Simulation::start_collective(int seq, Seconds now) {

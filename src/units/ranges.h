@@ -48,7 +48,7 @@ inline constexpr double kMaxSteps = 100'000'000;
 
 // Times.
 inline constexpr Range kLatency{"--latency", "plan, simulate, train, netem, run, bench", Kind::kSeconds, 0, kDay};
-inline constexpr Range kWanLatency{"--wan-latency", "train, netem, run", Kind::kSeconds, 0, kDay};
+inline constexpr Range kWanLatency{"--wan-latency", "plan, simulate, train, netem, run", Kind::kSeconds, 0, kDay};
 inline constexpr Range kFailureTimeout{"--failure-timeout", "train, run, profile", Kind::kSeconds, 0, kDay, true};
 inline constexpr Range kGrace{"--grace", "netem", Kind::kSeconds, 0, kDay, true};
 inline constexpr Range kJobTimeout{"--timeout", "netem", Kind::kSeconds, 0, kWeek};  // 0: no limit
@@ -73,6 +73,7 @@ inline constexpr Range kEvalEvery{"--eval-every", "train, bench", Kind::kInteger
 inline constexpr Range kCheckpointEvery{"--checkpoint-every", "train", Kind::kInteger, 0, kMaxSteps};
 inline constexpr Range kH{"--H", "plan, simulate, train, bench", Kind::kInteger, 1, limits::kMaxPeriod};
 inline constexpr Range kT{"--T", "plan, simulate, train", Kind::kInteger, 1, limits::kMaxPeriod};
+inline constexpr Range kSiteEvery{"--site-every", "plan, simulate, train", Kind::kInteger, 0, limits::kMaxPeriod};
 // Sizes of a model and a cluster.
 inline constexpr Range kBatch{"--batch", "plan, simulate, train, profile, bench", Kind::kInteger, 1, 65'536};
 inline constexpr Range kSequence{"--seq", "plan, simulate", Kind::kInteger, 0, 1 << 20};
@@ -98,7 +99,7 @@ inline constexpr Range kBandwidth{"--bandwidth", "plan, simulate, train, run, ne
                                   1e13 * kBit};
 inline constexpr Range kServerBandwidth{"--server-bandwidth", "plan, simulate, train, run, netem", Kind::kRate,
                                         1e3 * kBit, 1e13 * kBit};
-inline constexpr Range kWanBandwidth{"--wan-bandwidth", "train, netem, run", Kind::kRate, 1e3 * kBit, 1e13 * kBit};
+inline constexpr Range kWanBandwidth{"--wan-bandwidth", "plan, simulate, train, netem, run", Kind::kRate, 1e3 * kBit, 1e13 * kBit};
 inline constexpr Range kBandwidths{"--bandwidths", "bench", Kind::kRate, 1e3 * kBit, 1e13 * kBit};
 
 // Every row, in the order docs/limits.md lists them.
@@ -106,7 +107,7 @@ inline constexpr std::array kAll{
     &kLatency,    &kWanLatency,      &kFailureTimeout,  &kGrace,          &kJobTimeout,     &kRunTimeout,    &kLr,
     &kOuterLr,    &kOuterMomentum,   &kEasgdAlpha,     &kEasgdBeta,      &kTargetAccuracy, &kSteps,
     &kEpochs,     &kIterations,      &kTraceIterations, &kProfileIterations, &kWarmup,    &kRepeats,
-    &kEvalEvery,  &kCheckpointEvery, &kH,              &kT,              &kBatch,         &kSequence,
+    &kEvalEvery,  &kCheckpointEvery, &kH,              &kT,              &kSiteEvery,     &kBatch,         &kSequence,
     &kWorkers,    &kServers,         &kProcesses,      &kLocalWorkers,   &kLocalServers,  &kThreads,
     &kPort,       &kMtu,             &kPartition,      &kCredit,         &kMinBytes,      &kMaxBytes,
     &kBandwidth,  &kServerBandwidth, &kWanBandwidth,  &kBandwidths};

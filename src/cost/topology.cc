@@ -1,0 +1,194 @@
+// Sites from `--sites AxB` or a topology file (cost/topology.h, docs/formats.md "Topology").
+#include "cost/topology.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "units/files.h"
+#include "units/json_reader.h"
+#include "units/limits.h"
+#include "units/ranges.h"
+
+namespace weft {
+
+namespace {
+
+constexpr std::string_view kWhat =
+    "a topology: {\"sites\": [{\"ranks\": [0, 1], \"bandwidth\": \"1Gbit\", \"latency\": \"0.1ms\"}, ...], "
+    "\"wan\": {\"bandwidth\": \"20Mbit\", \"latency\": \"20ms\"}}";
+
+// A rate or a time: a string as the flags take it ("1Gbit", "20ms") or a number
+// (bytes/s, seconds), in `range`.
+double quantity(const JsonReader& object, const std::string& name, const ranges::Range& range) {
+  const nlohmann::json& value = object.get(name);
+  const std::string_view expected = ranges::accepted(range);
+  double parsed = 0;
+  if (value.is_number()) {
+    parsed = value.get<double>();
+  } else if (value.is_string()) {
+    try {
+      const std::string text = value.get<std::string>();
+      parsed = range.kind == ranges::Kind::kRate ? parse_bandwidth(text) : parse_duration(text);
+    } catch (const UsageError&) {
+      object.reject(name, ranges::accepted(range), value);
+    }
+  } else {
+    object.reject(name, expected, value);
+  }
+  if (!ranges::contains(range, parsed)) object.reject(name, ranges::accepted(range), value);
+  return parsed;
+}
+
+void check_rate(BytesPerSecond rate, std::string_view flag) {
+  if (!(rate > 0) || !std::isfinite(rate)) {
+    throw UsageError(fmt::format("{} {} B/s: a link rate must be a positive number, such as "
+                                 "100Mbit, 1Gbit or 10MB/s",
+                                 flag, rate));
+  }
+}
+
+void check_latency(Seconds latency, std::string_view flag) {
+  if (!(latency >= 0) || !std::isfinite(latency)) {
+    throw UsageError(fmt::format("{} {} s: must be 0 or a positive duration, such as 50us or 20ms", flag, latency));
+  }
+}
+
+}  // namespace
+
+std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSecond bandwidth, Seconds latency) {
+  const std::size_t x = text.find('x');
+  int count = 0;
+  int per_site = 0;
+  const auto whole = [](std::string_view part, int& out) {
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return error == std::errc{} && end == part.data() + part.size() && out >= 1;
+  };
+  if (x == std::string_view::npos || !whole(text.substr(0, x), count) || !whole(text.substr(x + 1), per_site)) {
+    throw UsageError(fmt::format("--sites {}: expected AxB, A sites of B ranks each, such as 2x2", text));
+  }
+  if (static_cast<long long>(count) * per_site != ranks) {
+    throw UsageError(fmt::format("--sites {}: {} sites of {} ranks make {} ranks, but the job has {} (workers + "
+                                 "servers)",
+                                 text, count, per_site, static_cast<long long>(count) * per_site, ranks));
+  }
+  std::vector<Site> sites(static_cast<std::size_t>(count));
+  for (int k = 0; k < ranks; ++k) sites[static_cast<std::size_t>(k / per_site)].ranks.push_back(k);
+  for (Site& site : sites) {
+    site.bandwidth = bandwidth;
+    site.latency = latency;
+  }
+  return sites;
+}
+
+Topology read_topology(const std::string& path) {
+  const std::string origin = "--topology " + path;
+  std::string text;
+  try {
+    text = read_input(path, "the topology");
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--topology {}", e.what()));  // read_input names the file, not the flag
+  }
+  const nlohmann::json document = parse_json(text, origin, kWhat);
+  const JsonReader top(document, "", origin, kWhat);
+  Topology topology;
+  top.each("sites", [&](const JsonReader& site) {
+    Site s;
+    for (const std::int64_t rank : site.integers("ranks")) {
+      if (rank < 0 || rank >= limits::kMaxProcesses) site.reject("ranks", fmt::format("RANKs in [0, {})", limits::kMaxProcesses), rank);
+      s.ranks.push_back(static_cast<int>(rank));
+    }
+    s.bandwidth = quantity(site, "bandwidth", ranges::kBandwidth);
+    s.latency = site.has("latency") ? quantity(site, "latency", ranges::kLatency) : 0;
+    topology.sites.push_back(std::move(s));
+  });
+  if (topology.sites.empty()) top.reject("sites", "at least one site", top.get("sites"));
+  if (top.has("wan")) {
+    const JsonReader wan = top.child("wan");
+    topology.wan.bandwidth = quantity(wan, "bandwidth", ranges::kWanBandwidth);
+    topology.wan.latency = wan.has("latency") ? quantity(wan, "latency", ranges::kWanLatency) : 0;
+  } else if (topology.sites.size() > 1) {
+    top.get("wan");  // missing: names the field and what the file should hold
+  }
+  return topology;
+}
+
+Topology topology_of(const SiteFlags& flags, int ranks, BytesPerSecond bandwidth, Seconds latency) {
+  const bool wan_given = !flags.wan_bandwidth.empty() || !flags.wan_latency.empty();
+  const char* wan_flag = !flags.wan_bandwidth.empty() ? "--wan-bandwidth" : "--wan-latency";
+  if (!flags.topology.empty()) {
+    if (!flags.sites.empty()) throw UsageError("--sites: not with --topology, whose file lists the sites");
+    if (wan_given) throw UsageError(fmt::format("{}: not with --topology, whose file gives the WAN", wan_flag));
+    return read_topology(flags.topology);
+  }
+  if (flags.sites.empty()) {
+    if (wan_given) throw UsageError(fmt::format("{}: only with --sites AxB (or a --topology file)", wan_flag));
+    return {};
+  }
+  Topology topology{.sites = sites_shorthand(flags.sites, ranks, bandwidth, latency), .wan = {}};
+  if (topology.sites.size() > 1 && flags.wan_bandwidth.empty()) {
+    throw UsageError(fmt::format("--sites {}: give the link between sites with --wan-bandwidth (and --wan-latency), "
+                                 "such as --wan-bandwidth 20Mbit --wan-latency 20ms",
+                                 flags.sites));
+  }
+  if (!flags.wan_bandwidth.empty()) topology.wan.bandwidth = ranges::parse(ranges::kWanBandwidth, flags.wan_bandwidth);
+  if (!flags.wan_latency.empty()) topology.wan.latency = ranges::parse(ranges::kWanLatency, flags.wan_latency);
+  return topology;
+}
+
+std::string_view to_string(Reach reach) {
+  switch (reach) {
+    case Reach::kAll: return "all";
+    case Reach::kSite: return "site";
+    case Reach::kBySites: return "by-sites";
+  }
+  return "?";
+}
+
+int site_of(const Topology& topology, int rank) {
+  for (std::size_t s = 0; s < topology.sites.size(); ++s) {
+    for (const int r : topology.sites[s].ranks) {
+      if (r == rank) return static_cast<int>(s);
+    }
+  }
+  return -1;
+}
+
+void validate(const Topology& topology, int ranks) {
+  if (topology.empty()) return;
+  std::vector<int> site(static_cast<std::size_t>(std::max(ranks, 0)), -1);
+  for (std::size_t s = 0; s < topology.sites.size(); ++s) {
+    const Site& one = topology.sites[s];
+    if (one.ranks.empty()) throw UsageError(fmt::format("--topology: sites[{}] has no ranks", s));
+    for (const int rank : one.ranks) {
+      if (rank < 0 || rank >= ranks) {
+        throw UsageError(fmt::format("--topology: sites[{}].ranks holds {}: the job's ranks are 0..{} (workers, "
+                                     "then servers)",
+                                     s, rank, ranks - 1));
+      }
+      int& seen = site[static_cast<std::size_t>(rank)];
+      if (seen >= 0) {
+        throw UsageError(fmt::format("--topology: rank {} is in sites[{}] and sites[{}]: each rank is in one site",
+                                     rank, seen, s));
+      }
+      seen = static_cast<int>(s);
+    }
+    check_rate(one.bandwidth, "--bandwidth");
+    check_latency(one.latency, "--latency");
+  }
+  for (int rank = 0; rank < ranks; ++rank) {
+    if (site[static_cast<std::size_t>(rank)] < 0) {
+      throw UsageError(fmt::format("--topology: rank {} is in no site; every rank 0..{} (workers, then servers) "
+                                   "needs one",
+                                   rank, ranks - 1));
+    }
+  }
+  if (topology.sites.size() > 1) {
+    check_rate(topology.wan.bandwidth, "--wan-bandwidth");
+    check_latency(topology.wan.latency, "--wan-latency");
+  }
+}
+
+}  // namespace weft
