@@ -331,16 +331,26 @@ void check_allreduce(const Cluster& c, Bytes n, Reach reach = Reach::kAll) {
 Flow sites_flow(const Cluster& c, Bytes n, Reach reach) {
   const std::size_t sites = c.topology.sites.size();
   Flow flow;
-  flow.volume = static_cast<double>(n);
   if (reach == Reach::kSite) {
+    // On every link of a site that has a ring (a site of one averages nothing),
+    // alone as long as the slowest site's ring: the startup makes up what the
+    // slowest link's volume does not.
+    BytesPerSecond slowest_link = std::numeric_limits<double>::infinity();
     for (std::size_t s = 0; s < sites; ++s) {
-      flow.startup = std::max(flow.startup, site_ring(c, s).startup());
+      const Ring ring = site_ring(c, s);
+      if (ring.members <= 1) continue;
+      slowest_link = std::min(slowest_link, ring.capacity());
       flow.links.push_back(static_cast<int>(1 + s));
     }
+    if (flow.links.empty()) return Flow{.links = {0}};  // volume 0: free, as one worker
+    flow.volume = static_cast<double>(n);
+    flow.startup = std::max(0.0, slowest_site(c, n, /*broadcast=*/false) - flow.volume / slowest_link);
     return flow;
   }
-  flow.startup = slowest_site(c, n, /*broadcast=*/true) + leaders_ring(c).startup();
+  const Ring leaders = leaders_ring(c);
+  flow.startup = slowest_site(c, n, /*broadcast=*/true) + leaders.startup();
   flow.links = {static_cast<int>(1 + sites)};
+  flow.volume = leaders.members > 1 ? static_cast<double>(n) : 0.0;  // one site: no WAN stage
   return flow;
 }
 

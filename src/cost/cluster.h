@@ -132,8 +132,11 @@ void validate(const Cluster& cluster);
 // meet, one ordered pair's hop sets the ring's pace, which is all a flat ring
 // loses and all hierarchical averaging saves.
 // As flows (for sharing, sim/network.h): kAll crosses link 0 (the whole ring),
-// kSite every site's link (1 + s), kBySites the leaders' WAN ring (1 + S) with
-// its sites' ring and broadcast counted in its startup: they share no WAN.
+// kSite the link (1 + s) of every site of two or more workers, its startup set
+// so that alone it takes the slowest site's ring time (sites of one: free);
+// kBySites the leaders' WAN ring (1 + S) with its sites' ring and broadcast
+// counted in its startup: they share no WAN (one site: no volume). Alone, every
+// flow takes allreduce_time().
 
 // The network resources a flow can cross. Link ids are dense small integers.
 // - all-reduce: link 0 is the collective fabric (all workers' links acting as one);

@@ -703,6 +703,62 @@ TEST(Simulate, PeriodAveragesWholePeriods) {
   EXPECT_NEAR(t.summary.iteration, compute_of(p) + allreduce_time(c, p.total_bytes()) / 3, 1e-12);
 }
 
+// Note [Collectives across sites] (cost/cluster.h): 2 sites x 2 workers at
+// 1 Gbit, 0.05 ms inside and 20 Mbit, 20 ms between, written out by hand.
+Cluster two_sites_of_two() {
+  Cluster c = ring(4, 1_Gbit, 0.05_ms);
+  c.topology.sites = sites_shorthand("2x2", 4, 1_Gbit, 0.05_ms);
+  c.topology.wan = {.bandwidth = 20_Mbit, .latency = 20_ms};
+  return c;
+}
+
+TEST(Simulate, AHierarchicalAllReduceTakesItsClosedForm) {
+  const Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
+  const Cluster c = two_sites_of_two();
+  const double n = static_cast<double>(p.total_bytes());
+  const BytesPerSecond B = 1_Gbit, W = 20_Mbit;
+  const Seconds a = 0.05_ms, aw = 20_ms;
+  // Each site's ring of two, its leader's broadcast to the other, the leaders'
+  // ring of two over the WAN: after the backward, behind the barrier.
+  const Seconds by_sites = (2 * a + n / B) + (a + n / B) + (2 * aw + n / W);
+  CommOp op = whole_layers(p, {0, 1});
+  op.reach = Reach::kBySites;
+  const Timeline t = simulate(one_period({op}), p, c, {.iterations = 6});
+  EXPECT_NEAR(t.summary.iteration, compute_of(p) + by_sites, 1e-9);
+  // The same over one ring of four crosses the WAN twice per step.
+  op.reach = Reach::kAll;
+  const Timeline flat = simulate(one_period({op}), p, c, {.iterations = 6});
+  EXPECT_NEAR(flat.summary.iteration, compute_of(p) + 6 * aw + 1.5 * n / W, 1e-9);
+  // Uniform links as before: the cluster without its sites prices the ring at B.
+  Cluster uniform = c;
+  uniform.topology = {};
+  const Timeline before = simulate(one_period({op}), p, uniform, {.iterations = 6});
+  EXPECT_NEAR(before.summary.iteration, compute_of(p) + 6 * a + 1.5 * n / B, 1e-12);
+}
+
+TEST(Simulate, SiteAveragesBetweenAveragesAcrossSitesTakeTheirClosedForm) {
+  const Profile p = make_profile({{1e-3, 2e-3, 250'000}, {1e-3, 2e-3, 250'000}});
+  const Cluster c = two_sites_of_two();
+  const double n = static_cast<double>(p.total_bytes());
+  const BytesPerSecond B = 1_Gbit, W = 20_Mbit;
+  const Seconds a = 0.05_ms, aw = 20_ms;
+  // Hierarchical local SGD with H = 3: a site average in iterations 0 and 1, an
+  // average of every worker by sites in iteration 2.
+  CommOp across = whole_layers(p, {0, 1});
+  across.kind = OpKind::kAverageParameters;
+  across.reach = Reach::kBySites;
+  CommOp site = across;
+  site.reach = Reach::kSite;
+  Schedule s = one_period({});
+  s.period = 3;
+  s.iterations = {{site}, {site}, {across}};
+  ASSERT_NO_THROW(validate(s, p, c.workers));
+  const Timeline t = simulate(s, p, c, {.iterations = 12});
+  const Seconds in_site = 2 * a + n / B;
+  const Seconds by_sites = (2 * a + n / B) + (a + n / B) + (2 * aw + n / W);
+  EXPECT_NEAR(t.summary.iteration, compute_of(p) + (2 * in_site + by_sites) / 3, 1e-9);
+}
+
 // Note [Shared cores]: four workers profiled on two cores, whose messages ask
 // 0.2 of a core each: beside a message each, a layer has (2 − 4·0.2)/4 = 0.3 of a
 // core where it was profiled with 0.5, so it takes s = 5/3 of its time while the
