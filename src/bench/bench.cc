@@ -46,10 +46,16 @@ std::vector<Encoding> encodings_of(const std::string& strategy, const std::vecto
 // alone (float32) or with an encoding of --compression, as the table names it.
 void check_traced_run(const BenchOptions& options) {
   const std::string& name = options.trace_strategy;
-  find_strategy(name.substr(0, name.find('+')), "--trace-strategy");  // an unknown one: the accepted ones
+  find_strategy(name.substr(0, name.find_first_of("+@")), "--trace-strategy");  // an unknown one: the accepted ones
   std::vector<std::string> runs;
   for (const std::string& s : options.strategies) {
-    for (const Encoding& e : encodings_of(s, options.compression)) runs.push_back(weft_contender(s, to_string(e)).name);
+    for (const Encoding& e : encodings_of(s, options.compression)) {
+      for (const SiteMode& mode : options.site_modes) {
+        if (site_mode_refusal(s, mode, options.training.H).empty()) {
+          runs.push_back(weft_contender(s, to_string(e), mode).name);
+        }
+      }
+    }
   }
   if (std::find(runs.begin(), runs.end(), name) == runs.end()) {
     throw UsageError(fmt::format("--trace-strategy {}: not one of this bench's weft runs; they are {}", name,
@@ -137,6 +143,9 @@ class Bench {
   static std::string failure(const ChildResult& r, const fs::path& log);
 
   void probe_strategies();
+  // Whether weft train takes `strategy` in site mode `mode` on `link` (Note
+  // [Probing strategies]); if not, it is recorded in results_.skipped.
+  bool site_mode_accepted(const std::string& strategy, const SiteMode& mode, const Link& link);
   void profile_model();
   LinkResult profile_network(const Link& link);
   // Every contender's prediction, by Bench::predicted_as.
@@ -146,7 +155,7 @@ class Bench {
   // "<strategy>+<encoding>" and carry it in their options.
   std::map<std::string, Prediction> plan(const Link& link, const LinkResult& network,
                                          const std::vector<std::string>& strategies, std::string_view suffix,
-                                         const std::string& encoding = "none");
+                                         const std::string& encoding = "none", const SiteMode& mode = {});
   // The prediction a contender is measured against: its strategy in its
   // encoding; PostLocalSGD's only at the bench's H (flsgd's period).
   std::string predicted_as(const Contender& c) const;
@@ -222,7 +231,14 @@ void Bench::probe_strategies() {
   if (candidates.empty()) {
     for (const StrategyInfo& s : strategies()) candidates.emplace_back(s.name);
   }
+  const bool sites = !o_.links.front().sites.empty();
   for (const std::string& s : candidates) {
+    if (sites && uses_servers(s)) {  // Note [Sites in the bench]
+      const std::string reason = "the sites hold the workers only; parameter servers would be in none";
+      say(fmt::format("skipping {}: {}", s, reason));
+      results_.skipped.push_back({.strategy = s, .reason = reason});
+      continue;
+    }
     const fs::path probe_log = log("probe-" + s);
     const ChildResult r =
         run({.argv = probe_command(o_.tools, o_.training, s), .log = probe_log, .timeout = kShortTimeout});
@@ -242,10 +258,39 @@ void Bench::probe_strategies() {
   if (strategies_.empty()) {
     throw UsageError(fmt::format("--strategies: weft train accepts none of {}", fmt::join(candidates, ", ")));
   }
+  const Link& link = o_.links.front();  // the sites are every link's
   for (const std::string& s : strategies_) {
-    for (const Encoding& e : encodings_of(s, o_.compression)) contenders_.push_back(weft_contender(s, to_string(e)));
+    for (const SiteMode& mode : o_.site_modes) {
+      if (!site_mode_refusal(s, mode, o_.training.H).empty() || !site_mode_accepted(s, mode, link)) continue;
+      for (const Encoding& e : encodings_of(s, o_.compression)) {
+        contenders_.push_back(weft_contender(s, to_string(e), mode));
+      }
+    }
   }
   for (const std::string& p : o_.peers) contenders_.push_back(peer_contender(p));
+}
+
+// Note [Probing strategies], for a site mode.
+bool Bench::site_mode_accepted(const std::string& strategy, const SiteMode& mode, const Link& link) {
+  if (mode.flat()) return true;
+  const std::string name = weft_contender(strategy, "none", mode).name;
+  const fs::path probe_log = log("probe-" + slug(name));
+  const ChildResult r = run(
+      {.argv = probe_command(o_.tools, o_.training, strategy, link, mode), .log = probe_log, .timeout = kShortTimeout});
+  if (r.exit_status == 0 || r.exit_status == 127 || r.timed_out) {
+    throw std::runtime_error("probing which site modes weft train accepts went wrong: " + failure(r, probe_log));
+  }
+  const std::string text = read_file(probe_log);
+  for (const char* flag : {"--strategy", "--hierarchical", "--site-every"}) {
+    if (const std::size_t at = text.find(flag); at != std::string::npos) {
+      const std::size_t line = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+      const std::string reason = text.substr(line, text.find('\n', at) - line);
+      say(fmt::format("skipping {}: weft train rejects it: {}", name, reason));
+      results_.skipped.push_back({.strategy = name, .reason = reason});
+      return false;
+    }
+  }
+  return true;
 }
 
 // Note [Profiling under contention].
@@ -336,33 +381,61 @@ std::map<std::string, Prediction> Bench::predict(const Link& link, const LinkRes
   for (const auto& [encoding, names] : encoded_ps) {
     predictions.merge(plan(link, network, names, "-ps-" + slug(encoding), encoding));
   }
+  // Note [Sites in the bench]: each site mode in each encoding, planned for the
+  // sites; a planner that cannot leaves those runs without a prediction.
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> sited;  // (mode, encoding) -> strategies
+  for (const Contender& c : contenders_) {
+    if (!c.peer() && !c.sites.flat()) sited[{to_string(c.sites), c.encoding}].push_back(c.strategy);
+  }
+  for (const auto& [key, names] : sited) {
+    const auto& [mode, encoding] = key;
+    try {
+      predictions.merge(plan(link, network, names, fmt::format("-{}{}", slug(mode), encoding == "none" ? "" : "-" +
+                             slug(encoding)), encoding, parse_site_mode(mode)));
+    } catch (const BenchInterrupted&) {
+      throw;
+    } catch (const std::exception& e) {  // a failed plan, or output the bench cannot read
+      say(fmt::format("{}: no prediction for {} {}: {}", link.name, fmt::join(names, ", "), mode, e.what()));
+    }
+  }
   return predictions;
 }
 
 std::string Bench::predicted_as(const Contender& c) const {
+  if (c.peer() && c.sited()) return "";  // torch's hierarchy: no weft schedule plans it
   if (c.period > 1 && c.period != o_.training.H) return "";  // no flsgd planned at that period
-  return c.encoding == "none" ? c.strategy : c.strategy + "+" + c.encoding;
+  const std::string name = c.encoding == "none" ? c.strategy : c.strategy + "+" + c.encoding;
+  return c.sites.flat() ? name : name + "@" + to_string(c.sites);
 }
 
 std::map<std::string, Prediction> Bench::plan(const Link& link, const LinkResult& network,
                                               const std::vector<std::string>& strategies, std::string_view suffix,
-                                              const std::string& encoding) {
+                                              const std::string& encoding, const SiteMode& mode) {
   const std::string name = fmt::format("plan-{}{}", slug(link.name), suffix);
   const fs::path file = out_ / (name + ".json");
   const fs::path log_file = log(name);
-  const ChildResult r = run({.argv = plan_command(o_.tools, link, o_.training, files(network), strategies, encoding),
-                             .log = log_file,
-                             .timeout = kShortTimeout});
+  const ChildResult r =
+      run({.argv = plan_command(o_.tools, link, o_.training, files(network), strategies, encoding, mode),
+           .log = log_file,
+           .timeout = kShortTimeout});
   if (!r.succeeded()) throw std::runtime_error(failure(r, log_file));
   const std::string plan = json_from_log(read_file(log_file));
   write_file_atomically(file, plan + "\n");
   std::map<std::string, Prediction> predictions = parse_plan(plan, file.string());
-  if (encoding == "none") return predictions;
+  if (encoding == "none" && mode.flat()) return predictions;
   std::map<std::string, Prediction> named;
   for (auto& [strategy, prediction] : predictions) {
     if (!prediction.options.is_object()) prediction.options = nlohmann::json::object();
-    prediction.options["compression"] = encoding;
-    named.emplace(strategy + "+" + encoding, std::move(prediction));
+    std::string key = strategy;
+    if (encoding != "none") {
+      prediction.options["compression"] = encoding;
+      key += "+" + encoding;
+    }
+    if (!mode.flat()) {
+      set_site_mode(prediction.options, mode);
+      key += "@" + to_string(mode);
+    }
+    named.emplace(key, std::move(prediction));
   }
   return named;
 }
@@ -446,7 +519,8 @@ std::optional<Seconds> Bench::predict_scaled(const Link& link, const LinkResult&
   LinkFiles scaled_files = files(network);
   scaled_files.profile = profile.string();
   const ChildResult r = run({.argv = simulate_schedule_command(o_.tools, link, o_.training, scaled_files, strategy,
-                                                               schedule->string()),
+                                                               schedule->string(),
+                                                               !site_mode_of(prediction.options).flat()),
                              .log = log_file,
                              .timeout = kShortTimeout});
   try {
@@ -478,6 +552,7 @@ bool Bench::train(const Link& link, const LinkResult& network, const Contender& 
   const Tools tools = next_tools();
   nlohmann::json options = prediction ? prediction->options : nlohmann::json::object();
   if (contender.encoding != "none") options["compression"] = contender.encoding;
+  if (!peer) set_site_mode(options, contender.sites);
   const std::vector<std::string> argv =
       peer ? ddp_command(tools, link, training, contender.remedy, results_.parameters,
                          accuracy_mode ? o_.target_accuracy : 0, metrics.string())
@@ -735,6 +810,37 @@ BenchResults run_bench(const BenchOptions& options, const netem::TerminationSign
   if (options.compression.empty()) throw UsageError("--compression: give at least one encoding, e.g. none");
   for (const std::string& e : options.compression) parse_encoding(e, "--compression");
   for (const std::string& p : options.peers) peer_contender(p);
+  // Note [Sites in the bench]: the sites are every link's.
+  const bool sites = !options.links.front().sites.empty();
+  for (const Link& link : options.links) {
+    if (link.sites.empty() != sites) continue;
+    throw std::logic_error(fmt::format("run_bench: link {} and link {} differ in having sites",
+                                       options.links.front().name, link.name));
+  }
+  if (options.site_modes.empty()) throw UsageError("--site-averaging: give at least one, e.g. flat");
+  for (const SiteMode& mode : options.site_modes) {
+    if (!mode.flat() && !sites) {
+      throw UsageError(fmt::format("--site-averaging {}: averages by sites; give the sites (--sites AxB with "
+                                   "--wan-bandwidth, or --topology FILE)",
+                                   to_string(mode)));
+    }
+  }
+  for (const std::string& p : options.peers) {
+    if (peer_contender(p).sited() && !sites) {
+      throw UsageError(fmt::format("--peers {}: HierarchicalModelAverager averages inside sites; give the sites "
+                                   "(--sites AxB with --wan-bandwidth, or --topology FILE)",
+                                   p));
+    }
+  }
+  if (sites) {
+    for (const std::string& s : options.strategies) {
+      if (uses_servers(s)) {
+        throw UsageError(fmt::format("--strategies {}: a parameter-server strategy does not run in sites (they hold "
+                                     "the workers only); leave it out or the sites",
+                                     s));
+      }
+    }
+  }
   if (!options.trace_strategy.empty()) check_traced_run(options);
   return Bench(options, signals, progress).run();
 }

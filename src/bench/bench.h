@@ -90,7 +90,26 @@
 // otherwise it objected only to --steps 0, and S can. A parameter-server strategy
 // is probed with the --servers it would be trained with. A strategy weft train
 // accepts but cannot yet run (a runtime still being written) fails its run, which
-// is recorded in `failed`, and the bench goes on.
+// is recorded in `failed`, and the bench goes on. A site mode (--site-averaging)
+// is probed the same way, with its flags and the sites: a message that names
+// --strategy, --hierarchical or --site-every (an objection, or a flag weft train
+// does not know yet) skips that strategy in that mode.
+//
+// Note [Sites in the bench]
+// Rule: with sites (--sites AxB --wan-bandwidth W --wan-latency D, or --topology
+// FILE), every command of a link runs under `weft netem` with the same sites:
+// the network fit, the interference profile, every weft run and every PyTorch
+// peer (which reads its site from WEFT_SITE and WEFT_SITES). A flat run (one
+// ring over every worker, as without sites) is planned, simulated and trained on
+// the fit measured across the sites, as on a uniform link: the fit is that ring's
+// measured cost, WAN hop included. A run averaging by sites (--site-averaging:
+// `weft train --hierarchical`, `--site-every N`) is planned, simulated and
+// trained with the sites' links instead (the planner refuses a fit beside sites:
+// it measured one flat ring), one `weft plan` per mode and encoding, whose failure
+// leaves those runs without a prediction rather than ending the bench. Parameter
+// servers are left out with sites: the sites hold the workers only.
+// Why: a comparison is fair only on one network; and the fit, where it applies,
+// is what made the flat predictions agree with their runs on uniform links.
 //
 // Thread-safety: run_bench runs one bench per process (it owns the children it
 // starts, and the signals object is process-wide).
@@ -116,8 +135,12 @@ struct BenchOptions {
   // Wire encodings (--compression): each all-reduce strategy runs in each; the
   // parameter-server ones in each element-wise one (none if there is none).
   std::vector<std::string> compression = {"none"};
-  // PyTorch peers (--peers: ddp, fp16, powersgd:R, postlocalsgd:H), run like weft's.
+  // PyTorch peers (--peers: ddp, fp16, powersgd:R, postlocalsgd:H, hierarchical:H), run like weft's.
   std::vector<std::string> peers = {"ddp"};
+  // How weft's runs average across sites (--site-averaging, Note [Sites in the
+  // bench]): each strategy runs in each mode it takes. Modes other than flat
+  // need links with sites.
+  std::vector<SiteMode> site_modes = {SiteMode{}};
   Mode mode = Mode::kIterations;
   double target_accuracy = 0.85;  // accuracy mode: runs stop once rank 0 reaches it
   int warmup = 5;                 // iterations left out of the steady state

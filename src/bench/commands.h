@@ -36,13 +36,53 @@ struct Tools {
   CorePlacement cores = CorePlacement::kAuto;  // where every job's processes run (--cores)
 };
 
+// Emulated sites (cost/topology.h, Note [Emulated sites] in netem/delay_line.h):
+// the flags every command of a sited link is given, as the user wrote them.
+// Either `sites` ("2x2": A sites of B workers, ranks in order, each site's links
+// the Link's bandwidth and latency) with the WAN's rate and one-way delay, or a
+// `topology` file that gives every link.
+struct Sites {
+  std::string sites;             // --sites AxB; empty with a topology file
+  std::string wan_bandwidth;     // --wan-bandwidth, e.g. "20Mbit"
+  std::string wan_latency;       // --wan-latency, e.g. "20ms"; empty: none
+  std::string topology;          // --topology FILE (absolute); empty with --sites
+  bool empty() const { return sites.empty() && topology.empty(); }
+};
+
 // The link one round of the bench runs on.
 struct Link {
-  std::string name;              // "100Mbit" as the user wrote it ("100Mbit+20ms" with a latency), or "loopback"
-  BytesPerSecond bandwidth = 0;  // the emulated rate; 0 on loopback
-  Seconds latency = 0;           // the emulated one-way delay between two ranks; 0 = none
+  // "100Mbit" as the user wrote it ("100Mbit+20ms" with a latency), or "loopback";
+  // with sites "2x2 sites at 1Gbit+0.05ms, WAN 20Mbit+20ms" or "topology FILE".
+  std::string name;
+  // The emulated rate; 0 on loopback. With sites, each site's (a topology file:
+  // its slowest site's, what the planner assumes of a flat ring).
+  BytesPerSecond bandwidth = 0;
+  Seconds latency = 0;  // the emulated one-way delay between two ranks (of a site); 0 = none
+  Sites sites;          // empty: one link per rank, all alike
   bool emulated() const { return bandwidth > 0; }
 };
+
+// How a weft run averages across sites (`weft train --hierarchical --site-every N`;
+// docs/strategies.md, "Sites"): flat (one ring over every worker, as without
+// sites), by sites, and for local SGD with each site averaging inside itself
+// every `site_every` iterations between its averages.
+struct SiteMode {
+  bool hierarchical = false;
+  int site_every = 0;  // 0: never
+  bool flat() const { return !hierarchical && site_every == 0; }
+  bool operator==(const SiteMode&) const = default;
+};
+// --site-averaging's words: flat, hierarchical, site-every:N, hierarchical+site-every:N.
+inline constexpr std::string_view kSiteModesAccepted =
+    "flat, hierarchical, site-every:N, hierarchical+site-every:N (N an integer >= 1)";
+// THROWS UsageError naming --site-averaging, the value and kSiteModesAccepted.
+SiteMode parse_site_mode(const std::string& text);
+// The word parse_site_mode reads: "flat", "hierarchical", "site-every:2", ...
+std::string to_string(const SiteMode& mode);
+// Whether `strategy` runs in `mode`: by sites, an all-reduce strategy; with
+// site averages, a local SGD one whose H (`H`) they divide. Empty: it does;
+// else why not, for the line that skips it.
+std::string site_mode_refusal(const std::string& strategy, const SiteMode& mode, int H);
 
 // What every training run of the bench shares.
 struct Training {
@@ -71,7 +111,10 @@ bool uses_servers(const std::string& strategy);
 
 // `argv` once per worker (and per server) under the emulated link: `weft netem
 // --workers P [--servers S] --bandwidth Q --port PORT --grace 30s -- argv...`; the
-// servers' links are the workers'. REQUIRES link.emulated(), servers >= 0.
+// servers' links are the workers'. With sites, every rank in its site: `--sites
+// AxB --wan-bandwidth W --wan-latency D` beside --bandwidth and --latency (each
+// site's links), or `--topology FILE` alone. REQUIRES link.emulated(), servers >= 0,
+// servers == 0 with sites (they would be in no site).
 std::vector<std::string> under_netem(const Tools& tools, const Link& link, const std::vector<std::string>& argv,
                                      int servers = 0);
 
@@ -112,11 +155,15 @@ struct LinkFiles {
 // parameter-server ones get `--arch ps --servers S` instead, and for bandwidth what
 // TCP delivers over the emulated link (netem::payload_rate), as their costs use
 // the bandwidth alone. With an `encoding` other than "none", `--compression
-// encoding` too (S-SGD strategies only). REQUIRES !strategies.empty() and one
-// architecture (THROWS std::logic_error naming the two otherwise).
+// encoding` too (S-SGD strategies only). In a site mode other than flat, the
+// strategies alone (no references: --site-every is local SGD's only), with
+// `--hierarchical`/`--site-every N` and the link's sites in place of the fit,
+// which measured one flat ring (Note [Sites in the bench] in bench.h).
+// REQUIRES !strategies.empty() and one architecture (THROWS std::logic_error
+// naming the two otherwise), a link with sites for a mode other than flat.
 std::vector<std::string> plan_command(const Tools& tools, const Link& link, const Training& training,
                                       const LinkFiles& files, const std::vector<std::string>& strategies,
-                                      const std::string& encoding = "none");
+                                      const std::string& encoding = "none", const SiteMode& mode = {});
 
 // What a bench run trains: a weft strategy in a wire encoding, or a PyTorch peer.
 // Its name is its row: "wfbp", "wfbp+int8", "pytorch-ddp", "pytorch-ddp+fp16",
@@ -128,17 +175,36 @@ struct Contender {
   // in the hook's encoding) or flsgd (PostLocalSGD's periodic average).
   std::string strategy;
   std::string encoding = "none";  // --compression; a peer's hook's encoding
-  std::string remedy;             // peers: ddp_peer.py --remedy (none, fp16, powersgd:R, postlocalsgd:H)
-  int period = 1;                 // iterations between averages (PostLocalSGD's H)
+  // peers: ddp_peer.py --remedy (none, fp16, powersgd:R, postlocalsgd:H, hierarchical:H or hierarchical:h:H)
+  std::string remedy;
+  int period = 1;                 // iterations between averages across all workers (PostLocalSGD's H)
+  SiteMode sites;                 // weft's: how it averages across sites ("@mode" in its name)
   bool peer() const { return !remedy.empty(); }
+  // Averages by sites: its runs, plans and probes are told the sites.
+  bool sited() const { return !sites.flat() || remedy.starts_with("hierarchical"); }
 };
 
-// A weft strategy in `encoding` ("none": as it is). THROWS UsageError for an
-// unknown encoding, or a low-rank one with a parameter-server strategy.
-Contender weft_contender(const std::string& strategy, const std::string& encoding);
-// A peer from --peers: ddp, fp16, powersgd:R, postlocalsgd:H. THROWS UsageError
-// naming the value and what is accepted.
+// A weft strategy in `encoding` ("none": as it is), averaging across sites as
+// `mode` says: "dcredit+int8", "flsgd@hierarchical+site-every:1". THROWS
+// UsageError for an unknown encoding, or a low-rank one with a parameter-server
+// strategy.
+Contender weft_contender(const std::string& strategy, const std::string& encoding, const SiteMode& mode = {});
+// The accepted --peers, for messages.
+inline constexpr std::string_view kPeersAccepted =
+    "ddp, fp16, powersgd:R, postlocalsgd:H, hierarchical:H, hierarchical:h:H (R, h, H integers >= 1, h dividing "
+    "H and below it)";
+// A peer from --peers (kPeersAccepted). hierarchical:h:H is torch's
+// HierarchicalModelAverager averaging each site every h iterations and every
+// worker every H (hierarchical:H: h = 1), named "pytorch-hierarchical:H" or
+// "pytorch-hierarchical:h:H"; it needs sites. THROWS UsageError naming the value
+// and what is accepted.
 Contender peer_contender(const std::string& peer);
+
+// Options (as the plan's JSON "options") that give a run's site mode:
+// "hierarchical" and "site_every", which strategy_flags turns into flags, and
+// which make the commands below give the link's sites in place of the fit.
+void set_site_mode(nlohmann::json& options, const SiteMode& mode);
+SiteMode site_mode_of(const nlohmann::json& options);
 
 // `weft simulate` of one strategy with the options the planner chose, printing
 // its summary as JSON and, unless `trace` is empty, writing the predicted
@@ -155,7 +221,7 @@ std::vector<std::string> simulate_command(const Tools& tools, const Link& link, 
 // strategy plan (Note [Predicted on the run's own compute] in bench.h).
 std::vector<std::string> simulate_schedule_command(const Tools& tools, const Link& link, const Training& training,
                                                    const LinkFiles& files, const std::string& strategy,
-                                                   const std::string& schedule);
+                                                   const std::string& schedule, bool sited = false);
 
 // `weft train` of one strategy, under the link (or with --nproc P on loopback),
 // built from the same profile and network fit as the prediction and with the
@@ -167,7 +233,9 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
                                        const std::string& trace);
 
 // The PyTorch peer under the link (or its own --nproc P launcher on loopback;
-// Debian's torchrun is broken on Python 3.11), with `remedy` (Peer::remedy).
+// Debian's torchrun is broken on Python 3.11), with `remedy` (Peer::remedy);
+// with sites, netem gives each rank WEFT_SITE and WEFT_SITES, from which the
+// hierarchical remedy builds its subgroups.
 // It refuses to train unless its model has `parameters` parameters; with a target
 // accuracy > 0 it stops once rank 0's evaluation reaches it.
 std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const Training& training,
@@ -177,13 +245,19 @@ std::vector<std::string> ddp_command(const Tools& tools, const Link& link, const
 // A `--strategy probe`: `weft train --model M --strategy S --steps 0` (with
 // `--servers S` for a parameter-server strategy, as it would be trained), which weft
 // train's validation rejects in any case; its message says whether it objected to
-// the strategy (Note [Probing strategies] in bench.h).
-std::vector<std::string> probe_command(const Tools& tools, const Training& training, const std::string& strategy);
+// the strategy (Note [Probing strategies] in bench.h). In a site mode other than
+// flat, with the mode's flags and the link's sites as its runs get them.
+std::vector<std::string> probe_command(const Tools& tools, const Training& training, const std::string& strategy,
+                                       const Link& link = {}, const SiteMode& mode = {});
+// The flags of `link`'s sites: `--sites AxB --wan-bandwidth W [--wan-latency D]`
+// or `--topology FILE`; none without sites.
+std::vector<std::string> site_flags(const Link& link);
 
 // The flags that give `weft train`/`weft simulate` the options a planned schedule
 // was made with (plan JSON "options"): partition_B → --partition, credit_B →
 // --credit (the planner tunes them; `weft train` would use the defaults), and
-// compression → --compression (the bench adds it to a compressed run's). H is
+// compression → --compression (the bench adds it to a compressed run's),
+// hierarchical → --hierarchical and site_every → --site-every (set_site_mode). H is
 // Training::H, given to both. Other keys are outputs of the scheduler (windows,
 // sets, groups), which `weft train` recomputes from the same inputs.
 std::vector<std::string> strategy_flags(const nlohmann::json& options);

@@ -292,5 +292,153 @@ TEST(Commands, AnEncodingReachesThePlanTheTrainingAndTheSimulation) {
                   "powersgd:2"));
 }
 
+// Note [Sites in the bench] (bench.h).
+const Link kSited{.name = "2x2 sites 1Gbit+0.05ms, WAN 20Mbit+20ms",
+                  .bandwidth = 1_Gbit,
+                  .latency = 50e-6,
+                  .sites = {.sites = "2x2", .wan_bandwidth = "20Mbit", .wan_latency = "20ms"}};
+const Link kFromFile{.name = "topology two", .bandwidth = 100_Mbit, .sites = {.topology = "/t/two.json"}};
+
+std::vector<std::string> before_dashes(const std::vector<std::string>& argv) {
+  return {argv.begin(), std::find(argv.begin(), argv.end(), "--")};
+}
+
+// Every command under netem, weft's and the peers', runs in the same sites: each
+// site's links at the link's rate and delay, the WAN's between them.
+TEST(Commands, EveryRunOfASitedLinkIsInItsSites) {
+  const std::vector<std::vector<std::string>> commands{
+      train_command(kTools, kSited, {}, "wfbp", {}, {"p", "n"}, "m", ""),
+      link_profile_command(kTools, kSited, {}, "profile.json", "host.json"),
+      network_profile_command(kTools, kSited, 1 << 20, "net.json"),
+      ddp_command(kTools, kSited, {}, "hierarchical:1:8", 91706, 0, "m"),
+      ddp_command(kTools, kSited, {}, "powersgd:2", 91706, 0, "m")};
+  for (const auto& argv : commands) {
+    const auto netem = before_dashes(argv);
+    EXPECT_EQ(netem[1], "netem");
+    EXPECT_TRUE(has(netem, "--sites", "2x2"));
+    EXPECT_TRUE(has(netem, "--wan-bandwidth", "20Mbit"));
+    EXPECT_TRUE(has(netem, "--wan-latency", "20ms"));
+    EXPECT_EQ(parse_bandwidth(netem[std::find(netem.begin(), netem.end(), "--bandwidth") - netem.begin() + 1]),
+              1_Gbit);
+    EXPECT_TRUE(contains(netem, "--latency"));
+    EXPECT_FALSE(contains(inner(argv), "--sites"));  // a flat run plans on the fit
+  }
+  // A topology file gives every link: no --bandwidth or --latency beside it.
+  const auto file = before_dashes(train_command(kTools, kFromFile, {}, "wfbp", {}, {"p", "n"}, "m", ""));
+  EXPECT_TRUE(has(file, "--topology", "/t/two.json"));
+  EXPECT_FALSE(contains(file, "--bandwidth"));
+  EXPECT_FALSE(contains(file, "--sites"));
+  EXPECT_FALSE(contains(file, "--wan-bandwidth"));
+  // Servers would be in no site.
+  EXPECT_THROW(under_netem(kTools, kSited, {"true"}, 1), std::logic_error);
+  // No --wan-latency when none was given.
+  Link no_delay = kSited;
+  no_delay.sites.wan_latency.clear();
+  EXPECT_FALSE(contains(under_netem(kTools, no_delay, {"true"}), "--wan-latency"));
+}
+
+TEST(Commands, SiteModesParseAndNameTheirRuns) {
+  EXPECT_TRUE(parse_site_mode("flat").flat());
+  EXPECT_EQ(parse_site_mode("hierarchical"), (SiteMode{.hierarchical = true}));
+  EXPECT_EQ(parse_site_mode("site-every:2"), (SiteMode{.site_every = 2}));
+  EXPECT_EQ(parse_site_mode("hierarchical+site-every:1"), (SiteMode{.hierarchical = true, .site_every = 1}));
+  for (const char* word : {"flat", "hierarchical", "site-every:3", "hierarchical+site-every:1"}) {
+    EXPECT_EQ(to_string(parse_site_mode(word)), word);
+  }
+  for (const char* bad : {"", "Flat", "hier", "site-every", "site-every:0", "site-every:x", "site-every:-1",
+                          "hierarchical+", "hierarchical+flat", "site-every:1+hierarchical", "hierarchicalx"}) {
+    try {
+      parse_site_mode(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--site-averaging"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(weft_contender("flsgd", "none", {.hierarchical = true, .site_every = 1}).name,
+            "flsgd@hierarchical+site-every:1");
+  EXPECT_EQ(weft_contender("dcredit", "int8", {.hierarchical = true}).name, "dcredit+int8@hierarchical");
+  EXPECT_EQ(weft_contender("dcredit", "none", {}).name, "dcredit");
+  // Which strategies take which mode.
+  EXPECT_EQ(site_mode_refusal("wfbp", {.hierarchical = true}, 5), "");
+  EXPECT_NE(site_mode_refusal("ps", {.hierarchical = true}, 5), "");
+  EXPECT_NE(site_mode_refusal("wfbp", {.site_every = 1}, 5), "");
+  EXPECT_EQ(site_mode_refusal("flsgd", {.hierarchical = true, .site_every = 1}, 4), "");
+  EXPECT_NE(site_mode_refusal("flsgd", {.site_every = 3}, 4), "");  // 3 does not divide H = 4
+}
+
+// A run averaging by sites is planned, simulated, probed and trained for the
+// sites, with its mode's flags, and without the fit (which measured one flat ring).
+TEST(Commands, ASitedRunIsPlannedAndTrainedForItsSites) {
+  const Training t{.H = 4};
+  const SiteMode mode{.hierarchical = true, .site_every = 1};
+  nlohmann::json options{{"partition_B", 4096}};
+  set_site_mode(options, mode);
+  EXPECT_EQ(site_mode_of(options), mode);
+  EXPECT_EQ(strategy_flags(options),
+            (std::vector<std::string>{"--partition", "4096", "--hierarchical", "--site-every", "1"}));
+  const auto expect_sited = [](const std::vector<std::string>& argv, const std::string& what) {
+    EXPECT_TRUE(has(argv, "--sites", "2x2")) << what;
+    EXPECT_TRUE(has(argv, "--wan-bandwidth", "20Mbit")) << what;
+    EXPECT_TRUE(has(argv, "--wan-latency", "20ms")) << what;
+    EXPECT_TRUE(contains(argv, "--latency")) << what;
+    EXPECT_FALSE(contains(argv, "--network")) << what;
+    EXPECT_TRUE(has(argv, "--profile", "p")) << what;
+  };
+  const auto train = inner(train_command(kTools, kSited, t, "flsgd", options, {"p", "n"}, "m", ""));
+  expect_sited(train, "train");
+  EXPECT_TRUE(contains(train, "--hierarchical"));
+  EXPECT_TRUE(has(train, "--site-every", "1"));
+  EXPECT_EQ(parse_bandwidth(train[std::find(train.begin(), train.end(), "--bandwidth") - train.begin() + 1]), 1_Gbit);
+  const auto plan = plan_command(kTools, kSited, t, {"p", "n"}, {"flsgd"}, "none", mode);
+  expect_sited(plan, "plan");
+  EXPECT_TRUE(contains(plan, "--hierarchical"));
+  EXPECT_TRUE(has(plan, "--site-every", "1"));
+  EXPECT_FALSE(has(plan, "--strategy", "wfbp"));  // --site-every is local SGD's
+  EXPECT_TRUE(has(plan, "--strategy", "flsgd"));
+  expect_sited(simulate_command(kTools, kSited, t, {"p", "n"}, "flsgd", options, ""), "simulate");
+  expect_sited(simulate_schedule_command(kTools, kSited, t, {"p", "n"}, "flsgd", "s.json", true), "schedule");
+  const auto probe = probe_command(kTools, t, "flsgd", kSited, mode);
+  EXPECT_TRUE(contains(probe, "--hierarchical"));
+  EXPECT_TRUE(has(probe, "--site-every", "1"));
+  EXPECT_TRUE(has(probe, "--sites", "2x2"));
+  EXPECT_TRUE(has(probe, "--steps", "0"));
+  // Flat runs of the same link keep the fit and plan no sites.
+  const auto flat = inner(train_command(kTools, kSited, t, "flsgd", {}, {"p", "n"}, "m", ""));
+  EXPECT_TRUE(has(flat, "--network", "n"));
+  EXPECT_FALSE(contains(flat, "--sites"));
+  EXPECT_FALSE(contains(flat, "--hierarchical"));
+  EXPECT_FALSE(contains(probe_command(kTools, t, "flsgd", kSited, {}), "--sites"));
+  EXPECT_TRUE(has(plan_command(kTools, kSited, t, {"p", "n"}, {"flsgd"}), "--strategy", "wfbp"));
+  // A topology file: its sites, no rate or delay of the link's own.
+  const auto file = inner(train_command(kTools, kFromFile, t, "flsgd", options, {"p", "n"}, "m", ""));
+  EXPECT_TRUE(has(file, "--topology", "/t/two.json"));
+  EXPECT_FALSE(contains(file, "--bandwidth"));
+  EXPECT_FALSE(contains(file, "--network"));
+  // A mode needs sites.
+  EXPECT_THROW(plan_command(kTools, kEmulated, t, {"p", "n"}, {"flsgd"}, "none", mode), std::logic_error);
+}
+
+TEST(Commands, TheHierarchicalPeerIsTorchsAverager) {
+  const Contender every_step = peer_contender("hierarchical:8");
+  EXPECT_EQ(every_step.name, "pytorch-hierarchical:8");
+  EXPECT_EQ(every_step.remedy, "hierarchical:1:8");
+  EXPECT_EQ(every_step.period, 8);
+  EXPECT_TRUE(every_step.sited());
+  const Contender two = peer_contender("hierarchical:2:8");
+  EXPECT_EQ(two.name, "pytorch-hierarchical:2:8");
+  EXPECT_EQ(two.remedy, "hierarchical:2:8");
+  EXPECT_FALSE(peer_contender("postlocalsgd:8").sited());
+  EXPECT_TRUE(has(inner(ddp_command(kTools, kSited, {}, two.remedy, 91706, 0, "m")), "--remedy", "hierarchical:2:8"));
+  for (const char* bad : {"hierarchical", "hierarchical:", "hierarchical:0", "hierarchical:1", "hierarchical:3:8",
+                          "hierarchical:8:8", "hierarchical:8:2", "hierarchical:x:8", "hierarchical:1:2:4"}) {
+    try {
+      peer_contender(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--peers"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::bench

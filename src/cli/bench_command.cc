@@ -16,6 +16,8 @@
 #include "bench/report.h"
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
+#include "cli/emulated_training.h"
+#include "cost/topology.h"
 #include "netem/supervisor.h"
 #include "runtime/model/model.h"
 #include "runtime/model/optimizer.h"
@@ -71,6 +73,9 @@ struct BenchFlags {
   std::vector<std::string> compression{"none"};
   bool loopback = false;
   std::string latency;  // empty: no delay on the emulated links
+  bool bandwidths_given = false;
+  SiteFlags sites;  // --sites/--wan-*/--topology (Note [Sites in the bench], bench/bench.h)
+  std::vector<std::string> site_averaging{"flat"};
   std::string python = "/usr/bin/python3";
   std::string ddp_peer;
   std::string trace_strategy;
@@ -129,6 +134,25 @@ void check_early(const BenchFlags& f) {
     throw UsageError(fmt::format("--ddp-peer {}: not a file; give the path of tools/ddp_peer.py",
                                  excerpt_text(f.ddp_peer)));
   }
+}
+
+// The one link of a --topology file: its sites and WAN as the file gives them,
+// planned (for a flat ring) at its slowest site's rate.
+bench::Link topology_link(const BenchFlags& f) {
+  if (f.bandwidths_given) {
+    throw UsageError("--bandwidths: not with --topology, whose file gives each site's bandwidth");
+  }
+  if (!f.latency.empty()) {
+    throw UsageError(fmt::format("--latency {}: not with --topology, whose file gives each site's latency",
+                                 excerpt_text(f.latency)));
+  }
+  const Topology topology = topology_of(f.sites, f.workers, 0, 0);  // reads and checks the file
+  validate(topology, f.workers);
+  BytesPerSecond slowest = topology.sites.front().bandwidth;
+  for (const Site& site : topology.sites) slowest = std::min(slowest, site.bandwidth);
+  return {.name = "topology " + fs::path(f.sites.topology).stem().string(),
+          .bandwidth = slowest,
+          .sites = {.topology = fs::absolute(f.sites.topology).string()}};
 }
 
 bench::BenchOptions to_options(const BenchFlags& f) {
@@ -192,15 +216,38 @@ bench::BenchOptions to_options(const BenchFlags& f) {
     throw UsageError(fmt::format("--latency {}: only emulated links are delayed (--bandwidths, as root)",
                                  excerpt_text(f.latency)));
   }
+  o.site_modes.clear();
+  for (const std::string& mode : f.site_averaging) o.site_modes.push_back(bench::parse_site_mode(mode));
   if (loopback) {
+    if (sites_given(f.sites)) {
+      const auto [flag, value] = !f.sites.topology.empty()     ? std::pair{"--topology", f.sites.topology}
+                                 : !f.sites.sites.empty()       ? std::pair{"--sites", f.sites.sites}
+                                 : !f.sites.wan_bandwidth.empty() ? std::pair{"--wan-bandwidth", f.sites.wan_bandwidth}
+                                                                  : std::pair{"--wan-latency", f.sites.wan_latency};
+      throw UsageError(fmt::format("{} {}: only emulated links have sites (--bandwidths, as root)", flag,
+                                   excerpt_text(value)));
+    }
     o.links = {{.name = "loopback", .bandwidth = 0}};
+  } else if (!f.sites.topology.empty()) {
+    o.links = {topology_link(f)};
   } else {
     if (f.bandwidths.empty()) throw UsageError("--bandwidths: give at least one, e.g. 100Mbit");
     const Seconds latency = f.latency.empty() ? 0 : ranges::parse(ranges::kLatency, f.latency);
     for (const std::string& b : f.bandwidths) {
-      o.links.push_back({.name = latency > 0 ? b + "+" + f.latency : b,
-                         .bandwidth = ranges::parse(ranges::kBandwidths, b),
-                         .latency = latency});
+      const BytesPerSecond bandwidth = ranges::parse(ranges::kBandwidths, b);
+      const std::string inside = latency > 0 ? b + "+" + f.latency : b;
+      bench::Link link{.name = inside, .bandwidth = bandwidth, .latency = latency};
+      // The site flags are checked as every command that takes them checks them.
+      if (!topology_of(f.sites, f.workers, bandwidth, latency).empty()) {
+        link.sites = {.sites = f.sites.sites, .wan_bandwidth = f.sites.wan_bandwidth,
+                      .wan_latency = f.sites.wan_latency};
+        const std::string wan = f.sites.wan_bandwidth.empty()
+                                    ? ""
+                                    : fmt::format(", WAN {}{}", f.sites.wan_bandwidth,
+                                                  f.sites.wan_latency.empty() ? "" : "+" + f.sites.wan_latency);
+        link.name = fmt::format("{} sites {}{}", f.sites.sites, inside, wan);
+      }
+      o.links.push_back(std::move(link));
     }
   }
   return o;
@@ -307,10 +354,42 @@ void add_bench(CLI::App& app, int& exit_status) {
   CLI::Option* peers = cmd->add_option("--peers", f->peers,
                   "PyTorch runs beside weft's, on the same model, data and links: ddp (plain DDP), fp16 (DDP + "
                   "fp16_compress_hook), powersgd:R (DDP + powerSGD_hook at rank R), postlocalsgd:H "
-                  "(PeriodicModelAverager every H iterations)")
+                  "(PeriodicModelAverager every H iterations), hierarchical:H or hierarchical:h:H (with sites: "
+                  "HierarchicalModelAverager, each site every h iterations (default 1), every worker every H)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--no-ddp", f->no_ddp, "run no PyTorch peer")->excludes(peers);
+  // An empty value is refused as it is parsed: below, empty means "not given".
+  const auto given = [](std::string_view flag, std::string_view accepted) {
+    return CLI::Validator(
+        [flag, accepted](std::string& text) {
+          if (text.empty()) throw UsageError(fmt::format("{} '': expected {}", flag, accepted));
+          return std::string();
+        },
+        std::string(accepted));
+  };
+  cmd->add_option("--sites", f->sites.sites,
+                  "emulate A sites of B workers each, AxB (2x2; workers in rank order): --bandwidths and --latency "
+                  "are then the links inside each site, --wan-bandwidth and --wan-latency those between sites; "
+                  "every run, weft's and the peers', in the same sites")
+      ->check(given("--sites", "AxB, e.g. 2x2, whose product is --workers"));
+  cmd->add_option("--wan-bandwidth", f->sites.wan_bandwidth,
+                  "with --sites: each ordered pair of sites' link, shared by all traffic between them: 20Mbit")
+      ->check(in_range(ranges::kWanBandwidth));
+  cmd->add_option("--wan-latency", f->sites.wan_latency,
+                  "with --sites: one-way delay between workers of two sites: 20ms (a round trip takes twice it)")
+      ->check(in_range(ranges::kWanLatency));
+  cmd->add_option("--topology", f->sites.topology,
+                  "emulate the sites of this JSON file (docs/formats.md, Topology) instead of --bandwidths: each "
+                  "site's workers, bandwidth and latency, and the WAN's")
+      ->check(given("--topology", "a topology file (docs/formats.md, Topology)"));
+  cmd->add_option("--site-averaging", f->site_averaging,
+                  fmt::format("with sites, how weft's runs average across them, each strategy in each it takes: "
+                              "{}; flat is one ring over every worker, hierarchical is weft train --hierarchical, "
+                              "site-every:N is --site-every N (local SGD)",
+                              bench::kSiteModesAccepted))
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_flag("--loopback", f->loopback, "no emulated links: one round on loopback (automatic when not root)");
   cmd->add_option("--python", f->python, "Python with Debian's python3-torch, for the DDP peer")
       ->capture_default_str();
@@ -328,7 +407,11 @@ void add_bench(CLI::App& app, int& exit_status) {
   cmd->add_option("--report", f->report,
                   "print the table and the agreement with the planner of an earlier bench (its --out folder or "
                   "bench.json) and exit; runs nothing");
-  cmd->callback([f, &exit_status] { exit_status = run(*f); });
+  CLI::Option* bandwidths = cmd->get_option("--bandwidths");
+  cmd->callback([f, bandwidths, &exit_status] {
+    f->bandwidths_given = bandwidths->count() > 0;
+    exit_status = run(*f);
+  });
 }
 
 }  // namespace weft::cli
