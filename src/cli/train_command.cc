@@ -13,6 +13,7 @@
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "cli/emulated_training.h"
+#include "runtime/launch/worker_env.h"
 #include "runtime/train/train.h"
 #include "schedulers/strategies.h"
 #include "units/cores.h"
@@ -49,6 +50,32 @@ std::string strategy_names() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
+// Note [Sites of a training job]
+// -------------------------------
+// The sites flags give the job's cluster its topology, so that the planned
+// schedule and the workers know the sites (--hierarchical, --site-every: Note
+// [Sites in a schedule]). Whether the links are also emulated is a separate
+// question (Note [Training on emulated links]): with --nproc and any link flag
+// (--bandwidth, --topology, --wan-*) they are; `--sites AxB` alone only groups
+// the ranks — a job over loopback, or on real links someone else built — and its
+// sites' links are then all alike (--bandwidth and --latency, inside and between)
+// for the planner. A parameter-server job's sites are emulated only: the planner
+// prices a server's links as its own (cost/cluster.h).
+Topology job_topology(const TrainFlags& flags, const runtime::TrainOptions& o) {
+  const SiteFlags& given = flags.sites;
+  if (!sites_given(given) || find_strategy(o.job.strategy).arch != Arch::kAllReduce) return {};
+  // Every rank of the job: the ones this command starts, or the job's WORLD_SIZE.
+  const int ranks = flags.nproc ? *flags.nproc + o.job.servers
+                    : runtime::has_worker_env() ? runtime::read_worker_env().world
+                                                : 1;
+  const Cluster& c = o.job.cluster;
+  if (!given.sites.empty() && given.wan_bandwidth.empty() && given.wan_latency.empty()) {
+    return {.sites = sites_shorthand(given.sites, ranks, c.bandwidth, c.latency),
+            .wan = {.bandwidth = c.bandwidth, .latency = c.latency}};
+  }
+  return topology_of(given, ranks, c.bandwidth, c.latency);
+}
+
 runtime::TrainOptions to_options(const TrainFlags& flags) {
   runtime::TrainOptions o = flags.options;
   o.nproc = flags.nproc;
@@ -67,6 +94,7 @@ runtime::TrainOptions to_options(const TrainFlags& flags) {
                        .host_file = flags.host};
   o.job.cluster = make_cluster(cluster, flags.profile);  // workers is replaced by the world size
   o.job.strategy_options = make_strategy_options(flags.strategy);
+  o.job.cluster.topology = job_topology(flags, o);  // Note [Sites of a training job]
   runtime::validate(o);
   return o;
 }
@@ -156,6 +184,20 @@ void add_train(CLI::App& app, int& exit_status) {
                   "how this machine shares its cores between compute and communication, from `weft profile --host "
                   "FILE`, which the schedule is planned for (docs/formats.md 6.7)");
   add_strategy_flags(*cmd, flags->strategy);
+  // Sites' strategies (Note [Sites in a schedule]), where the shared strategy flags
+  // do not have them.
+  if (cmd->get_option_no_throw("--hierarchical") == nullptr) {
+    cmd->add_flag("--hierarchical", flags->strategy.hierarchical,
+                  "average across sites by sites: inside each site, then between one leader per site (in "
+                  "--compression), then back inside; needs --sites or --topology");
+  }
+  if (cmd->get_option_no_throw("--site-every") == nullptr) {
+    cmd->add_option("--site-every", flags->strategy.site_every,
+                    "local SGD: each site also averages every N iterations between the averages across sites "
+                    "(0 = never; a divisor of --H); needs --sites or --topology")
+        ->capture_default_str()
+        ->check(in_range(ranges::kSiteEvery));
+  }
   // Unset options are tuned by rank 0, as `weft plan` tunes them.
   cmd->get_option("--partition")
       ->description("block size S_p for bytescheduler/dcredit, e.g. 4MiB (default: tuned for the profile and "
@@ -170,15 +212,10 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->callback([cmd, flags, &exit_status] {
     runtime::TrainOptions options = to_options(*flags);
     // Note [Training on emulated links] (cli/emulated_training.h); a topology file
-    // gives every link itself.
-    const bool links_given = cmd->count("--bandwidth") > 0 || !flags->sites.topology.empty();
-    if (sites_given(flags->sites) && (!options.nproc.has_value() || !links_given)) {
-      throw UsageError(fmt::format("{}: emulated sites are for a job this command launches: give --nproc K with "
-                                   "--bandwidth (the links inside each site) or with --topology FILE",
-                                   !flags->sites.topology.empty() ? "--topology"
-                                   : !flags->sites.sites.empty()  ? "--sites"
-                                                                  : "--wan-bandwidth/--wan-latency"));
-    }
+    // gives every link itself, and so do the WAN's flags (Note [Sites of a training
+    // job]): `--sites AxB` alone only groups the ranks.
+    const bool links_given = cmd->count("--bandwidth") > 0 || !flags->sites.topology.empty() ||
+                             !flags->sites.wan_bandwidth.empty() || !flags->sites.wan_latency.empty();
     if (trains_on_emulated_links(links_given, options.nproc.has_value())) {
       if (options.resume) runtime::check_resumable(options, *options.nproc);  // before any rank starts
       exit_status = run_emulated_training({.workers = *options.nproc,

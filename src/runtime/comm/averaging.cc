@@ -9,6 +9,7 @@
 
 #include "runtime/comm/codecs.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/comm/sites.h"
 #include "runtime/model/synchronised.h"
 
 namespace weft::runtime {
@@ -23,15 +24,30 @@ namespace {
 // copy kept here from the common start), and the mean is r + mean(x − r), which
 // then becomes r. Every rank holds the same r and decodes the same bytes, so the
 // means stay bit-identical; error feedback works on the changes as on gradients.
+//
+// Note [Averages by reach]
+// ------------------------
+// Rule: a message averages over the workers its reach names (Note [Sites in a
+// schedule]): kAll sums on the job's group and divides by the workers; kBySites
+// sums by sites (Note [Sum by sites] in runtime/comm/sites.h), codecs included,
+// and divides by the workers; kSite sums on the site's group and divides by its
+// workers, exact whatever the message's encoding, and then sets the parameters to
+// the site's mean as they are: the outer optimizer and the agreed values of Note
+// [Compressed parameter averages] follow the averages across sites only, which
+// are what every worker agrees on.
 class AllReduceMean : public OpExecutor {
  public:
   AllReduceMean(const EngineOptions& options, bool gradients) : options_(options), gradients_(gradients) {
+    if (uses_sites(*options_.schedule) && options_.sites == nullptr) {
+      throw std::logic_error("engine: the schedule averages over sites (Note [Sites in a schedule]) and "
+                             "EngineOptions has no sites");
+    }
     // Note [Compressed parameter averages]: the agreed values, kept from the
     // common start, where no outer optimizer keeps them.
     if (gradients_ || options_.outer != nullptr) return;
     for (const auto& ops : options_.schedule->iterations) {
       const bool compressed = std::any_of(ops.begin(), ops.end(), [](const CommOp& op) {
-        return op.kind == OpKind::kAverageParameters && lossy(op.encoding);
+        return op.kind == OpKind::kAverageParameters && op.reach != Reach::kSite && lossy(op.encoding);
       });
       if (compressed) {
         agreed_ = std::make_unique<SynchronisedParameters>(options_.layers);
@@ -56,29 +72,41 @@ class AllReduceMean : public OpExecutor {
       if (!gradients_) packed.sub_(agreed_values(schedule, message));  // Note [Compressed parameter averages]
       return c->start(chunks_of(schedule, message), std::move(packed));
     }
-    Summing sum = start_sum(*options_.collectives, packed, options_.gather_below);
+    Summing sum;
+    switch (reach(schedule, message)) {
+      case Reach::kAll: sum = start_sum(*options_.collectives, packed, options_.gather_below); break;
+      case Reach::kSite: sum = options_.sites->start_site_sum(packed); break;
+      case Reach::kBySites: sum = options_.sites->start_sum_by_sites(packed); break;
+    }
     return {.done = std::move(sum.done), .result = std::move(sum.result)};
   }
   void complete(const Schedule& schedule, const Message& message, const torch::Tensor&,
                 torch::Tensor& result) override {
+    completing_ = reach(schedule, message);  // for complete_chunk, which the engine calls next
     if (Codec* c = codec(schedule, message)) {
       c->complete(result);
       if (!gradients_) result.add_(agreed_values(schedule, message));
       return;
     }
     result = sum_of(result);
-    if (options_.workers > 1) result.div_(static_cast<double>(options_.workers));
+    const int over = completing_ == Reach::kSite ? options_.sites->site_workers() : options_.workers;
+    if (over > 1) result.div_(static_cast<double>(over));
   }
   void complete_chunk(const Chunk& chunk, torch::Tensor values) override {
-    if (gradients_) return;
+    if (gradients_ || completing_ == Reach::kSite) return;  // Note [Averages by reach]
     if (options_.outer != nullptr) options_.outer->step(chunk, std::move(values));
     else if (agreed_) agreed_->slice(chunk).copy_(values);
   }
   std::string describe(const Schedule& schedule, const Message& message) const override {
     const Encoding& e = encoding(schedule, message);
-    if (lossy(e)) {  // a worker alone never starts its codec (identity())
+    if (lossy(e) && reach(schedule, message) != Reach::kSite) {  // a worker alone never starts its codec (identity())
       const auto found = codecs_.find(to_string(e));
       return found != codecs_.end() ? found->second->describe() : to_string(e);
+    }
+    switch (reach(schedule, message)) {
+      case Reach::kSite: return "site allreduce";
+      case Reach::kBySites: return "allreduce by sites";
+      case Reach::kAll: break;
     }
     return summed_by_allgather(message.bytes, options_.gather_below) ? "allgather" : "allreduce";
   }
@@ -111,10 +139,12 @@ class AllReduceMean : public OpExecutor {
     }
     const OpKind kind = gradients_ ? OpKind::kAverageGradients : OpKind::kAverageParameters;
     for (const auto& [name, entries] : of_codec) {
-      const Encoding* found = nullptr;
+      const CommOp* found = nullptr;
       for (const auto& ops : options_.schedule->iterations) {
         for (const CommOp& op : ops) {
-          if (op.kind == kind && lossy(op.encoding) && to_string(op.encoding) == name) found = &op.encoding;
+          if (op.kind == kind && op.reach != Reach::kSite && lossy(op.encoding) && to_string(op.encoding) == name) {
+            found = &op;
+          }
         }
       }
       if (found == nullptr || options_.workers < 2) {
@@ -126,10 +156,15 @@ class AllReduceMean : public OpExecutor {
   }
 
  private:
-  static const Encoding& encoding(const Schedule& schedule, const Message& message) {
+  static const CommOp& first_op(const Schedule& schedule, const Message& message) {
     const OpRef& ref = message.ops.front();
-    return schedule.ops(ref.iteration)[static_cast<size_t>(ref.index)].encoding;
+    return schedule.ops(ref.iteration)[static_cast<size_t>(ref.index)];
   }
+  // Fused operations share both (Note [Sites in a schedule]).
+  static const Encoding& encoding(const Schedule& schedule, const Message& message) {
+    return first_op(schedule, message).encoding;
+  }
+  static Reach reach(const Schedule& schedule, const Message& message) { return first_op(schedule, message).reach; }
   // The agreed values of the message's chunks, packed as its operands are.
   torch::Tensor agreed_values(const Schedule& schedule, const Message& message) {
     SynchronisedParameters& agreed = options_.outer != nullptr ? options_.outer->agreed() : *agreed_;
@@ -137,16 +172,20 @@ class AllReduceMean : public OpExecutor {
     for (const Chunk& chunk : chunks_of(schedule, message)) parts.push_back(agreed.slice(chunk));
     return torch::cat(parts);
   }
-  // The message's codec, made on first use; null for `none`.
+  // The message's codec, made on first use; null for `none` and for a site's
+  // average, which is exact (Note [Averages by reach]).
   Codec* codec(const Schedule& schedule, const Message& message) {
-    const Encoding& e = encoding(schedule, message);
-    return lossy(e) ? codec(e) : nullptr;
+    const CommOp& op = first_op(schedule, message);
+    return lossy(op.encoding) && op.reach != Reach::kSite ? codec(op) : nullptr;
   }
-  Codec* codec(const Encoding& e) {
-    auto& c = codecs_[to_string(e)];
+  // One codec per encoding: the messages of one encoding share one reach besides
+  // kSite (StrategyInfo::make gives every average across the sites one).
+  Codec* codec(const CommOp& op) {
+    auto& c = codecs_[to_string(op.encoding)];
     if (!c) {
-      c = make_codec(e, {.group = options_.collectives.get(), .workers = options_.workers,
-                         .layers = &options_.layers, .gather_below = options_.gather_below});
+      c = make_codec(op.encoding, {.group = options_.collectives.get(), .workers = options_.workers,
+                                   .layers = &options_.layers, .gather_below = options_.gather_below,
+                                   .sites = op.reach == Reach::kBySites ? options_.sites : nullptr});
     }
     return c.get();
   }
@@ -157,6 +196,7 @@ class AllReduceMean : public OpExecutor {
   // Parameter averages with a codec and no outer optimizer: Note [Compressed
   // parameter averages].
   std::unique_ptr<SynchronisedParameters> agreed_;
+  Reach completing_ = Reach::kAll;  // the reach of the message complete() last saw
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 // (kAverageParameters): a sum over the workers (ring all-reduce, or all-gather
 // for small messages; runtime/comm/process_group.h), then division by their
 // number; or, for a message with a lossy encoding, its codec's mean
-// (runtime/comm/codecs.h).
+// (runtime/comm/codecs.h). Which workers, and by which collectives, the message's
+// reach says (Note [Averages by reach] in averaging.cc; runtime/comm/sites.h).
 //
 // Thread-safety: as OpExecutor.
 #pragma once

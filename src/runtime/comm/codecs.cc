@@ -21,6 +21,8 @@
 #include <fmt/format.h>
 
 #include "runtime/comm/process_group.h"
+#include "runtime/comm/serial_jobs.h"
+#include "runtime/comm/sites.h"
 
 namespace weft::runtime {
 namespace {
@@ -33,6 +35,11 @@ constexpr int kRingTag = 1 << 30;
 // A ring segment moves in pieces of about this many wire bytes, at most kRingPieces.
 constexpr std::int64_t kRingPieceBytes = 16 << 10;
 constexpr int kRingPieces = 16;
+
+// The sum of `t` over the workers, as the context says: by sites, or on its group.
+Summing start_workers_sum(const CodecContext& c, const torch::Tensor& t) {
+  return c.sites != nullptr ? c.sites->start_sum_by_sites(t) : start_sum(*c.group, t, c.gather_below);
+}
 
 std::int64_t values_of(const Chunk& c) { return c.length / static_cast<Bytes>(sizeof(float)); }
 
@@ -113,76 +120,6 @@ class ErrorFeedback {
   std::map<int, torch::Tensor> buffers_;
 };
 
-// Runs jobs one after the other, in the order added, on a thread of its own; each
-// job completes (or fails) its future. Codecs whose messages take several
-// exchanges run them here, so that the engine's thread never blocks.
-class SerialJobs {
- public:
-  SerialJobs() : thread_([this] { loop(); }) {}
-  ~SerialJobs() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-      for (const Work& w : current_) w->abort();
-    }
-    changed_.notify_all();
-    thread_.join();
-  }
-  Future add(std::function<void()> job) {
-    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
-    {
-      std::lock_guard lock(mutex_);
-      queue_.emplace_back(std::move(job), done);
-    }
-    changed_.notify_all();
-    return done;
-  }
-  // Registers an exchange a job has posted, to be aborted if the jobs are destroyed
-  // while it is in flight; the registrations end with the job.
-  Work track(Work work) {
-    std::lock_guard lock(mutex_);
-    if (stopping_) throw std::runtime_error("codec: stopped");
-    current_.push_back(work);
-    return work;
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::pair<std::function<void()>, Future> next;
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
-        next = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      std::exception_ptr error;
-      try {
-        next.first();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      {
-        std::lock_guard lock(mutex_);
-        current_.clear();  // the job's exchanges and the buffers they hold go with it
-      }
-      if (error) {
-        next.second->setError(error);
-      } else {
-        next.second->markCompleted(c10::IValue());
-      }
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<std::pair<std::function<void()>, Future>> queue_;
-  std::vector<Work> current_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: starts after the members it uses
-};
-
 // ---------------------------------------------------------------------------
 // fp16: Gloo sums float16 itself.
 
@@ -192,11 +129,11 @@ class Fp16Codec : public Codec {
   OpExecutor::Started start(const std::vector<Chunk>&, torch::Tensor packed) override {
     // Divided first, as PyTorch's fp16_compress_hook does, so the sum stays in range.
     torch::Tensor half = packed.div(static_cast<double>(c_.workers)).to(torch::kFloat16);
-    Summing sum = start_sum(*c_.group, half, c_.gather_below);
+    Summing sum = start_workers_sum(c_, half);
     return {.done = std::move(sum.done), .result = std::move(sum.result)};
   }
   void complete(torch::Tensor& result) override { result = sum_of(result).to(torch::kFloat32); }
-  std::string describe() const override { return "fp16 allreduce"; }
+  std::string describe() const override { return c_.sites != nullptr ? "fp16 allreduce by sites" : "fp16 allreduce"; }
 
  private:
   CodecContext c_;
@@ -286,6 +223,11 @@ class RingCodec : public Codec {
   }
   void complete(torch::Tensor&) override {}
   std::string describe() const override { return name_ + " ring"; }
+  // The mean of `packed` over the group's ranks, on the calling thread: what a
+  // leader's ring runs inside a sum by sites (LeadersRingCodec).
+  void average_now(const std::vector<Chunk>& chunks, const torch::Tensor& packed, torch::Tensor& result) {
+    ring(chunks, packed, result);
+  }
   Bytes state_bytes() const override { return feedback_ ? feedback_->bytes() : 0; }
   std::map<std::string, torch::Tensor> state() const override {
     std::map<std::string, torch::Tensor> out;
@@ -418,6 +360,54 @@ class RingCodec : public Codec {
   SerialJobs jobs_;  // last: its thread runs ring(), which uses the members above
 };
 
+// bf16 and int8 by sites (CodecContext::sites): each site sums its workers'
+// float32 values exactly, the leaders run the requantising ring on their sites'
+// sums, and each leader sends the decoded sum inside its site (Note [Sum by
+// sites]). The error feedback is the leaders': each leader's encodes are the
+// only ones, so its errors are all the sum lost (Note [Error feedback]).
+class LeadersRingCodec : public Codec {
+ public:
+  LeadersRingCodec(const CodecContext& c, std::unique_ptr<WireFormat> format, bool feedback, std::string name)
+      : c_(c), name_(std::move(name)) {
+    if (c.sites->leaders() != nullptr) {
+      ring_ = std::make_unique<RingCodec>(CodecContext{.group = c.sites->leaders(), .workers = c.sites->sites(),
+                                                       .layers = c.layers},
+                                          std::move(format), feedback, name_);
+    }
+  }
+  OpExecutor::Started start(const std::vector<Chunk>& chunks, torch::Tensor packed) override {
+    torch::Tensor sum = packed.clone();
+    SiteCollectives::Between between;
+    if (ring_) {
+      between = [this, chunks](torch::Tensor& site_sum) {
+        torch::Tensor mean = torch::empty_like(site_sum);
+        ring_->average_now(chunks, site_sum, mean);
+        site_sum.copy_(mean.mul_(static_cast<double>(c_.sites->sites())));
+      };
+    }
+    Summing s = c_.sites->start_sum_by_sites(sum, std::move(between));
+    return {.done = std::move(s.done), .result = std::move(s.result)};
+  }
+  void complete(torch::Tensor& result) override { result.div_(static_cast<double>(c_.workers)); }
+  std::string describe() const override { return name_ + " ring by sites"; }
+  Bytes state_bytes() const override { return ring_ ? ring_->state_bytes() : 0; }
+  std::map<std::string, torch::Tensor> state() const override {
+    return ring_ ? ring_->state() : std::map<std::string, torch::Tensor>{};
+  }
+  void load_state(const std::map<std::string, torch::Tensor>& state) override {
+    if (ring_) {
+      ring_->load_state(state);
+    } else if (!state.empty()) {
+      bad_entry(state.begin()->first, fmt::format("{} keeps its state on the sites' leaders only", describe()));
+    }
+  }
+
+ private:
+  CodecContext c_;
+  std::string name_;
+  std::unique_ptr<RingCodec> ring_;  // on a leader with 2+ sites
+};
+
 // ---------------------------------------------------------------------------
 // PowerSGD (Vogels et al. 2019, as PyTorch's powerSGD_hook): per matrix M (the
 // tensor as rows = its first dimension, cols = the rest) plus its error, P = MQ
@@ -448,7 +438,9 @@ class LowRankCodec : public Codec {
     return {.done = std::move(done), .result = result};
   }
   void complete(torch::Tensor&) override {}
-  std::string describe() const override { return fmt::format("{}:{}", alternate_ ? "acpsgd" : "powersgd", rank_); }
+  std::string describe() const override {
+    return fmt::format("{}:{}{}", alternate_ ? "acpsgd" : "powersgd", rank_, c_.sites != nullptr ? " by sites" : "");
+  }
   Bytes state_bytes() const override {
     Bytes factors = 0;
     for (const auto& [key, f] : kept_) factors += static_cast<Bytes>(f.value.numel()) * 4;
@@ -543,7 +535,7 @@ class LowRankCodec : public Codec {
   }
 
   torch::Tensor sum(const torch::Tensor& t) {
-    Summing s = start_sum(*c_.group, t, c_.gather_below);
+    Summing s = start_workers_sum(c_, t);
     jobs_wait(s.done);
     return sum_of(s.result);
   }
@@ -574,7 +566,7 @@ class LowRankCodec : public Codec {
     if (!rest.empty()) {
       std::vector<torch::Tensor> parts;
       for (auto [at, n] : rest) parts.push_back(packed.narrow(0, at, n));
-      rest_sum = start_sum(*c_.group, torch::cat(parts).div_(p).to(torch::kFloat16), c_.gather_below);
+      rest_sum = start_workers_sum(c_, torch::cat(parts).div_(p).to(torch::kFloat16));
     }
     std::vector<torch::Tensor> ms, ps;
     for (const Matrix& m : matrices) {
@@ -698,8 +690,14 @@ std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& 
   switch (encoding.codec) {
     case Encoding::Codec::kFp16: return std::make_unique<Fp16Codec>(context);
     case Encoding::Codec::kBf16:
+      if (context.sites != nullptr) {
+        return std::make_unique<LeadersRingCodec>(context, std::make_unique<Bf16Format>(), /*feedback=*/false, "bf16");
+      }
       return std::make_unique<RingCodec>(context, std::make_unique<Bf16Format>(), /*feedback=*/false, "bf16");
     case Encoding::Codec::kInt8:
+      if (context.sites != nullptr) {
+        return std::make_unique<LeadersRingCodec>(context, std::make_unique<Int8Format>(), /*feedback=*/true, "int8");
+      }
       return std::make_unique<RingCodec>(context, std::make_unique<Int8Format>(), /*feedback=*/true, "int8");
     case Encoding::Codec::kPowerSgd:
     case Encoding::Codec::kAcpSgd: return std::make_unique<LowRankCodec>(context, encoding);

@@ -59,12 +59,20 @@
 
 namespace weft::runtime {
 
+class SiteCollectives;
+
 struct CodecContext {
   c10d::ProcessGroup* group = nullptr;  // REQUIRES: outlives the codec; ranks 0..workers-1 average
   int workers = 1;
   // The layers' tensors (float32, contiguous), for their sizes and shapes.
   const std::vector<std::vector<torch::Tensor>>* layers = nullptr;
   Bytes gather_below = 0;  // Note [Small all-reduces by all-gather], for the Gloo sums
+  // Set for messages that average by sites (Reach::kBySites; Note [Sum by sites] in
+  // runtime/comm/sites.h), instead of `group`: every sum goes by sites, the ring
+  // codecs run their ring between the leaders on their sites' exact sums. Sums
+  // are linear, so the mean is the flat codec's but for where each value was
+  // rounded; only the encoded bytes cross the WAN. REQUIRES: outlives the codec.
+  SiteCollectives* sites = nullptr;
 };
 
 class Codec {
@@ -111,7 +119,8 @@ class WireFormat {
 // The wire format of fp16, bf16 or int8. THROWS std::logic_error for another encoding.
 std::unique_ptr<WireFormat> make_wire_format(const Encoding& encoding);
 
-// The codec of `encoding`. REQUIRES: lossy(encoding); context.workers >= 2.
+// The codec of `encoding`. REQUIRES: lossy(encoding); context.workers >= 2, or
+// context.sites.
 std::unique_ptr<Codec> make_codec(const Encoding& encoding, const CodecContext& context);
 
 // Times each codec's encoding and decoding on this thread, for

@@ -43,6 +43,8 @@
 
 namespace weft::runtime {
 
+class SiteCollectives;
+
 // How the operations of one OpKind move their bytes (Note [Executors per OpKind]).
 class OpExecutor {
  public:
@@ -120,6 +122,10 @@ struct EngineOptions {
   // of setting the parameters to the average (docs/local-sgd.md). Optional
   // (nullptr = the plain average); REQUIRES: over the same layers; outlives the engine.
   OuterOptimizer* outer = nullptr;
+  // This worker's sites (runtime/comm/sites.h): REQUIRED when an operation's reach
+  // is not Reach::kAll (uses_sites), which its averaging executor sums on; else
+  // unused. Outlives the engine.
+  SiteCollectives* sites = nullptr;
   // The first iteration this engine trains (a job resumed from a checkpoint,
   // docs/checkpoints.md): iteration t runs the schedule's t mod period.
   int first_iteration = 0;

@@ -82,6 +82,10 @@ nlohmann::json job_identity(const JobOptions& job, int workers) {
   const StrategyOptions& so = job.strategy_options;
   nlohmann::json identity{{"strategy", job.strategy}, {"workers", workers}, {"servers", job.servers}};
   if (lossy(so.compression)) identity["compression"] = to_string(so.compression);
+  // Sums by sites keep a ring codec's state on the leaders only; site averages
+  // change what the workers hold between averages.
+  if (so.hierarchical) identity["hierarchical"] = true;
+  if (so.site_every > 0) identity["site_every"] = so.site_every;
   const auto outer = [&] {
     identity["outer_optimizer"] = job.outer.kind;
     if (job.outer.enabled()) {

@@ -27,6 +27,7 @@
 #include "runtime/comm/engine.h"
 #include "runtime/comm/parameter_server.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/comm/sites.h"
 #include "runtime/launch/launcher.h"
 #include "runtime/measure/layer_profiler.h"
 #include "runtime/model/data.h"
@@ -59,7 +60,7 @@ namespace {
 bool averaged_whole_model(const Schedule& schedule, int t, const std::vector<std::vector<torch::Tensor>>& layers) {
   std::vector<Bytes> averaged(layers.size(), 0);
   for (const CommOp& op : schedule.ops(t)) {
-    if (op.kind != OpKind::kAverageParameters) continue;
+    if (op.kind != OpKind::kAverageParameters || op.reach == Reach::kSite) continue;  // a site's is not everyone's
     for (const Chunk& c : op.chunks) averaged.at(static_cast<size_t>(c.layer)) += c.length;
   }
   for (std::size_t l = 0; l < layers.size(); ++l) {
@@ -527,6 +528,13 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
                          .world = workers, .batch = options.batch, .seed = options.seed});
   const SharedPlan plan = shared_plan(options, *model, group, workers);
   const Schedule& schedule = plan.schedule;
+  // Every worker opens its site's groups (and a leader the leaders') before any
+  // trains: runtime/comm/sites.h.
+  std::unique_ptr<SiteCollectives> sites;
+  if (uses_sites(schedule)) {
+    sites = std::make_unique<SiteCollectives>(group.store, options.job.cluster.topology, group.rank, workers,
+                                              options.job.failure_timeout, group.address);
+  }
 
   std::vector<std::vector<torch::Tensor>> layers;
   std::vector<std::string> names;
@@ -621,6 +629,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
                    .workers = workers,
                    .gather_below = plan.gather_below,
                    .recorder = &recorder, .stall_timeout = 2 * options.job.failure_timeout, .outer = outer.get(),
+                   .sites = sites.get(),
                    .first_iteration = static_cast<int>(first)});
     restore_engine(engine, engine_state, options.checkpoint);
     state.engine = &engine;
