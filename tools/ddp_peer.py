@@ -26,6 +26,10 @@ them (Debian's torchrun fails on Python 3.11 in torch.distributed.elastic). Metr
 time_s is seconds since every rank left the start barrier; an iteration ends when
 its optimizer step is done.
 
+With --remedy hierarchical:h:H (torch's HierarchicalModelAverager) it needs sites:
+run under `weft netem --sites AxB` or `--topology FILE`, which give each rank
+WEFT_SITE and WEFT_SITES; the subgroups are those sites.
+
 Needs Debian's python3-torch (run it with /usr/bin/python3) and
 dataset-fashion-mnist. Exit status: 0 done, 2 bad usage, 1 failure.
 """
@@ -256,23 +260,77 @@ def evaluate(torch, model, images, targets):
 
 
 def parse_remedy(text):
-    """("none"|"fp16"|"powersgd"|"postlocalsgd", R or H or 0); UsageError naming the accepted values."""
-    accepted = "none, fp16, powersgd:R, postlocalsgd:H (R, H integers >= 1)"
+    """("none"|"fp16"|"powersgd"|"postlocalsgd"|"hierarchical", R or H or (h, H) or 0); UsageError naming the
+    accepted values."""
+    accepted = ("none, fp16, powersgd:R, postlocalsgd:H, hierarchical:H, hierarchical:h:H (R, h, H integers >= 1, "
+                "h dividing H and below it)")
     if text in ("none", "fp16"):
         return text, 0
     kind, _, value = text.partition(":")
     if kind in ("powersgd", "postlocalsgd") and value.isdigit() and int(value) >= 1:
         return kind, int(value)
+    if kind == "hierarchical":
+        parts = value.split(":")
+        if 1 <= len(parts) <= 2 and all(p.isdigit() and int(p) >= 1 for p in parts):
+            h, H = (1, int(parts[0])) if len(parts) == 1 else (int(parts[0]), int(parts[1]))
+            if h < H and H % h == 0:  # torch averages at the largest period dividing the step
+                return kind, (h, H)
     raise UsageError(f"--remedy {text}: not a remedy; accepted: {accepted}")
 
 
 def strategy_name(remedy):
-    """The metrics' strategy: pytorch-ddp, or pytorch-ddp+fp16, pytorch-ddp+powersgd:2, pytorch-postlocalsgd:8."""
+    """The metrics' strategy, as weft bench names the row: pytorch-ddp, or pytorch-ddp+fp16,
+    pytorch-ddp+powersgd:2, pytorch-postlocalsgd:8, pytorch-hierarchical:8 (h = 1), pytorch-hierarchical:2:8."""
     if remedy == "none":
         return STRATEGY
-    if remedy.startswith("postlocalsgd"):
+    kind, value = parse_remedy(remedy)
+    if kind == "hierarchical":
+        h, H = value
+        return f"pytorch-hierarchical:{H}" if h == 1 else f"pytorch-hierarchical:{h}:{H}"
+    if kind == "postlocalsgd":
         return "pytorch-" + remedy
     return STRATEGY + "+" + remedy
+
+
+def sites_of(torch, dist, world):
+    """Each site's ranks, in rank order: every rank's WEFT_SITE (set by weft netem with --sites or --topology),
+    gathered. UsageError without them."""
+    if "WEFT_SITE" not in os.environ or "WEFT_SITES" not in os.environ:
+        raise UsageError("--remedy hierarchical: needs sites; run under `weft netem --sites AxB` or "
+                         "`--topology FILE`, which set WEFT_SITE and WEFT_SITES (or weft bench --sites)")
+    count = int(os.environ["WEFT_SITES"])
+    every = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(every, torch.tensor([int(os.environ["WEFT_SITE"])], dtype=torch.int64))
+    sites = [[] for _ in range(count)]
+    for rank, site in enumerate(every):
+        sites[int(site.item())].append(rank)
+    return sites
+
+
+def hierarchical_averager(torch, dist, world, h, H):
+    """torch's HierarchicalModelAverager averaging each site every h iterations and every worker every H.
+
+    Its lower level is a subgroup per site. torch 1.13 builds subgroups with dist.new_subgroups, which refuses
+    to run without CUDA ("Subgroups can only be created when CUDA is available") although Gloo groups need none;
+    so the peer builds the groups new_subgroups would build, one dist.new_group per site, every rank creating
+    every site's group in the same order, and gives the averager its own site's. With --sites AxB the sites are
+    exactly new_subgroups(group_size=B)'s blocks of consecutive ranks; a --topology file may group any ranks."""
+    from collections import OrderedDict
+    from torch.distributed.algorithms.model_averaging import hierarchical_model_averager as hierarchical
+
+    sites = sites_of(torch, dist, world)
+    rank = dist.get_rank()
+    mine = None
+    for site in sites:
+        group = dist.new_group(ranks=site)  # collective: every rank, every site, in order
+        if rank in site:
+            mine = group
+    # The top level is the whole world, which torch builds no subgroup for; then its site level.
+    averager = hierarchical.HierarchicalModelAverager(OrderedDict([(H, world)]), warmup_steps=0)
+    if len(sites) > 1:
+        averager._periods = [h, H]  # the largest period dividing the step picks the group (_find_process_group)
+        averager.period_process_group_dict = OrderedDict([(h, mine), (H, averager.process_group)])
+    return averager
 
 
 def parse_args(argv):
@@ -297,7 +355,9 @@ def parse_args(argv):
     p.add_argument("--remedy", default="none",
                    help="PyTorch's remedy for a slow link: none (plain DDP), fp16 (DDP + fp16_compress_hook), "
                         "powersgd:R (DDP + powerSGD_hook at rank R, error feedback, warm start), "
-                        "postlocalsgd:H (PostLocalSGD: no_sync steps, PeriodicModelAverager every H)")
+                        "postlocalsgd:H (PostLocalSGD: no_sync steps, PeriodicModelAverager every H), "
+                        "hierarchical:H or hierarchical:h:H (no_sync steps, HierarchicalModelAverager: each site "
+                        "every h iterations, default 1, every worker every H; needs WEFT_SITE and WEFT_SITES)")
     a = p.parse_args(argv)
     a.remedy_kind, a.remedy_value = parse_remedy(a.remedy)
     if a.nproc < 0:
@@ -352,6 +412,9 @@ def train(args):
         # PostLocalSGD with no warm-up: every step local (no_sync), parameters averaged every H.
         from torch.distributed.algorithms.model_averaging import averagers
         averager = averagers.PeriodicModelAverager(period=args.remedy_value, warmup_steps=0)
+    elif args.remedy_kind == "hierarchical":
+        # Hierarchical SGD with no warm-up: every step local (no_sync), sites every h, everyone every H.
+        averager = hierarchical_averager(torch, dist, world, *args.remedy_value)
     if args.optimizer == "adam":
         optimizer = torch.optim.Adam(ddp.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8)
     else:
