@@ -53,6 +53,31 @@ void add_cluster_flags(CLI::App& command, ClusterSpec& flags) {
                      "measured all-reduce times from `weft profile --network --out FILE` (T(n) follows them; a "
                      "file with only a_s and b_s_per_byte: a + b*n); "
                      "replaces --bandwidth/--latency for all-reduce costs");
+  // Sites (cost/topology.h): each site's links at --bandwidth and --latency, or
+  // as a --topology file gives them. An empty value is refused here: empty means
+  // "not given" below (SiteFlags).
+  const auto given = [](std::string_view flag, std::string_view accepted) {
+    return CLI::Validator(
+        [flag, accepted](std::string& text) {
+          if (text.empty()) throw UsageError(fmt::format("{} '': expected {}", flag, accepted));
+          return std::string();
+        },
+        std::string(accepted));
+  };
+  command.add_option("--sites", flags.sites.sites,
+                     "A sites of B workers each, AxB (2x2; workers in rank order): --bandwidth and --latency are "
+                     "the links inside a site, --wan-bandwidth and --wan-latency those between sites")
+      ->check(given("--sites", "AxB, e.g. 2x2, whose product is --workers"));
+  command.add_option("--wan-bandwidth", flags.sites.wan_bandwidth,
+                     "with --sites: each ordered pair of sites' link, shared by all traffic between them: 20Mbit")
+      ->check(in_range(ranges::kWanBandwidth));
+  command.add_option("--wan-latency", flags.sites.wan_latency,
+                     "with --sites: one-way delay between workers of two sites: 20ms")
+      ->check(in_range(ranges::kWanLatency));
+  command.add_option("--topology", flags.sites.topology,
+                     "the sites of this JSON file (docs/formats.md, Topology): each site's ranks, bandwidth and "
+                     "latency, and the WAN's; not with --sites")
+      ->check(given("--topology", "a topology file (docs/formats.md, Topology)"));
   add_host_flag(command, flags);
 }
 
@@ -85,6 +110,15 @@ void add_strategy_flags(CLI::App& command, StrategySpec& flags) {
                                  "answers, none/fp16/bf16/int8): {}; see docs/compression.md",
                                  kEncodingsAccepted))
       ->capture_default_str();
+  command.add_flag("--hierarchical", flags.hierarchical,
+                   "with sites: every average across sites by sites (summed inside each site, then between one "
+                   "leader per site over the WAN, then sent back inside) instead of one ring over all workers; "
+                   "all-reduce strategies (docs/strategies.md, Sites)");
+  command.add_option("--site-every", flags.site_every,
+                     "with sites, local SGD: each site also averages inside itself every N iterations between its "
+                     "averages across sites (0 = never; N divides --H)")
+      ->capture_default_str()
+      ->check(in_range(ranges::kSiteEvery));
 }
 
 Profile load_model(const ModelFlags& flags) {

@@ -85,9 +85,48 @@ void print_compression_note(const Plan& plan) {
     }
   }
   if (exact) {
-    fmt::print("the fastest exact strategy is {} ({} per iteration)\n", exact->name,
+    fmt::print("the fastest exact strategy is {} ({} per iteration)\n", exact->label(),
                format_duration(exact->timeline.summary.iteration));
   }
+}
+
+// "2 sites: 0-1 at 1 Gbit/s, 50us; 2-3 at ...; WAN 20 Mbit/s, 20ms".
+std::string describe_topology(const Topology& t) {
+  std::vector<std::string> sites;
+  for (const Site& site : t.sites) {
+    const bool contiguous = std::adjacent_find(site.ranks.begin(), site.ranks.end(), [](int a, int b) {
+                              return b != a + 1;
+                            }) == site.ranks.end();
+    const std::string ranks = contiguous && site.ranks.size() > 1
+                                  ? fmt::format("{}-{}", site.ranks.front(), site.ranks.back())
+                                  : fmt::format("{}", fmt::join(site.ranks, ","));
+    sites.push_back(fmt::format("{} at {}, latency {}", ranks, format_bandwidth(site.bandwidth),
+                                format_duration(site.latency)));
+  }
+  return fmt::format("{} sites (workers {}); WAN {}, latency {}", t.sites.size(), fmt::join(sites, "; "),
+                     format_bandwidth(t.wan.bandwidth), format_duration(t.wan.latency));
+}
+
+// Note [Variants across sites] (plan/planner.cc): what /hier and /siteN mean, and
+// why the recommended variant won: its time against the same strategy's others.
+void print_sites_note(const Plan& plan) {
+  if (plan.cluster.topology.empty()) return;
+  fmt::print("/hier: averages across sites by sites (--hierarchical); /siteN: local SGD also averages inside "
+             "each site every N iterations (--site-every N); docs/strategies.md, Sites\n");
+  const PlannedStrategy* best = plan.best();
+  if (!best) return;
+  std::vector<std::string> others;
+  for (const PlannedStrategy& s : plan.strategies) {
+    if (&s == best || s.name != best->name || s.compression != best->compression) continue;
+    others.push_back(fmt::format("{} {}", s.label(), format_duration(s.timeline.summary.iteration)));
+  }
+  if (others.empty()) return;
+  const std::string how = best->hierarchical && best->site_every > 0 ? "by sites, with site averages"
+                          : best->hierarchical                       ? "by sites"
+                          : best->site_every > 0                     ? "over one ring, with site averages"
+                                                                     : "over one ring of all workers";
+  fmt::print("{} averages {}: {} per iteration, against {}\n", best->label(), how,
+             format_duration(best->timeline.summary.iteration), fmt::join(others, ", "));
 }
 
 void print_table(const Plan& plan, const Profile& profile) {
@@ -96,6 +135,7 @@ void print_table(const Plan& plan, const Profile& profile) {
              format_bandwidth(c.bandwidth), format_duration(c.latency), to_string(c.arch),
              c.fitted ? fmt::format(" (fitted a={} b={:.3g}s/B)", format_duration(c.fitted->a), c.fitted->b)
                       : "");
+  if (!c.topology.empty()) fmt::print("sites: {}\n", describe_topology(c.topology));
   const Host& h = c.host;
   if (h.cores > 0 && h.processes > 0) {
     fmt::print("cores (--host): {} per {} workers, shared with messages that keep {:.2f} of a core busy each "
@@ -111,15 +151,16 @@ void print_table(const Plan& plan, const Profile& profile) {
   for (const PlannedStrategy& s : plan.strategies) width = std::max(width, s.label().size());
   fmt::print("{:<{}} {:>6} {:>12} {:>12} {:>12} {:>9}  {}\n", "strategy", width, "period", "iteration",
              "compute", "exposed comm", "vs wfbp", "options");
+  const PlannedStrategy* best = plan.best();
   for (const PlannedStrategy& s : plan.strategies) {
     const Summary& sum = s.timeline.summary;
     fmt::print("{:<{}} {:>6} {:>12} {:>12} {:>12} {:>8.2f}x  {}{}\n", s.label(), width, s.schedule.period,
                format_duration(sum.iteration), format_duration(sum.compute),
                format_duration(sum.exposed_comm), s.speedup_vs_wfbp, short_options(s.schedule),
-               s.name == plan.recommended && s.compression == plan.recommended_compression ? "  <- recommended"
-                                                                                            : "");
+               &s == best ? "  <- recommended" : "");
   }
   print_compression_note(plan);
+  print_sites_note(plan);
   if (!plan.uncosted.empty()) {  // Note [Costed only with shapes], plan/planner.cc
     std::vector<std::string> labels;
     for (const Uncosted& u : plan.uncosted) labels.push_back(u.label);
@@ -180,7 +221,8 @@ struct SimulateFlags {
 Schedule planned_schedule(const SimulateFlags& flags, const Profile& profile, const Cluster& cluster) {
   PlanOptions options{.strategies = {flags.name},
                       .strategy = make_strategy_options(flags.strategy),
-                      .tune = !flags.no_tune};
+                      .tune = !flags.no_tune,
+                      .site_variants = false};  // the strategy as its flags say
   return weft::plan(profile, cluster, options).strategies.at(0).schedule;
 }
 
@@ -202,6 +244,13 @@ Schedule given_schedule(const std::string& file, const Profile& profile, const C
   for (std::size_t i = 0; i < schedule.iterations.size(); ++i) {
     for (std::size_t k = 0; k < schedule.iterations[i].size(); ++k) {
       const CommOp& op = schedule.iterations[i][k];
+      // Note [Sites in a schedule]: a reach needs the sites it names.
+      if (op.reach != Reach::kAll && cluster.topology.empty()) {
+        throw UsageError(fmt::format("--schedule {}: iterations[{}][{}] averages with reach {}, which needs sites: "
+                                     "give them with --sites AxB (and --wan-bandwidth, --wan-latency) or --topology "
+                                     "FILE",
+                                     file, i, k, to_string(op.reach)));
+      }
       if (ps && op.server >= cluster.servers) {
         throw UsageError(fmt::format("--schedule {}: iterations[{}][{}].server is {}; expected a server of --servers "
                                      "{} (0 to {})",
@@ -238,6 +287,7 @@ void run_simulate(const SimulateFlags& flags) {
   const Summary& s = timeline.summary;
   fmt::print("{} {} on {} workers at {}: {} iterations simulated\n", profile.model, schedule.strategy,
              cluster.workers, format_bandwidth(cluster.bandwidth), s.iterations);
+  if (!cluster.topology.empty()) fmt::print("  sites         {}\n", describe_topology(cluster.topology));
   fmt::print("  iteration     {}\n  compute       {}\n  exposed comm  {}\n  link busy     {:.0f}%\n",
              format_duration(s.iteration), format_duration(s.compute), format_duration(s.exposed_comm),
              100 * s.link_utilisation);
@@ -289,7 +339,7 @@ void add_simulate(CLI::App& app, int& exit_status) {
       "simulate this schedule (from --schedule-out) as it is, instead of planning --strategy: e.g. what a run "
       "executed, on other layer times");
   for (const char* planning : {"--strategy", "--H", "--T", "--partition", "--credit", "--easgd-alpha", "--easgd-beta",
-                               "--no-tune"}) {
+                               "--no-tune", "--hierarchical", "--site-every"}) {
     schedule->excludes(cmd->get_option(planning));
   }
   cmd->callback([flags] { run_simulate(*flags); });

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <unistd.h>
 
@@ -57,6 +58,33 @@ TEST_F(SimulateSchedule, AScheduleThatCannotBeSimulatedIsBadInput) {
   std::ofstream(file("broken.json")) << R"({"strategy": "dcredit", "period": )";
   expect_usage_error("--model resnet18 -P 4 --schedule " + file("broken.json"), "not valid JSON");
   expect_usage_error("--model resnet18 -P 4 --schedule " + file("missing.json"), "cannot read the schedule");
+}
+
+// Note [Sites in a schedule]: a hierarchical schedule travels with its reach,
+// simulates as it was planned on the same sites, and needs sites to simulate.
+TEST_F(SimulateSchedule, AScheduleWithSitesNeedsTheSites) {
+  const std::string sites = "--model resnet18 -P 4 --bandwidth 1Gbit --latency 0.05ms --sites 2x2 "
+                            "--wan-bandwidth 20Mbit --wan-latency 20ms --json";
+  const Ran planned =
+      weft("simulate " + sites + " --strategy flsgd --H 4 --hierarchical --site-every 2 --schedule-out " +
+           file("h.json"));
+  ASSERT_EQ(planned.status, 0) << planned.output;
+  std::ifstream in(file("h.json"));
+  const nlohmann::json schedule = nlohmann::json::parse(in);
+  std::set<std::string> reaches;
+  for (const auto& iteration : schedule["iterations"]) {
+    for (const auto& op : iteration) reaches.insert(op.value("reach", "all"));
+  }
+  EXPECT_EQ(reaches, (std::set<std::string>{"by-sites", "site"}));
+  const Ran again = weft("simulate " + sites + " --schedule " + file("h.json"));
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(nlohmann::json::parse(again.output), nlohmann::json::parse(planned.output));
+  const Ran flat = weft("simulate --model resnet18 -P 4 --schedule " + file("h.json"));
+  EXPECT_EQ(flat.status, 2) << flat.output;
+  EXPECT_NE(flat.output.find("needs sites"), std::string::npos) << flat.output;
+  // The site options are planning options: not with --schedule.
+  const Ran both = weft("simulate " + sites + " --schedule " + file("h.json") + " --hierarchical");
+  EXPECT_EQ(both.status, 2) << both.output;
 }
 
 }  // namespace

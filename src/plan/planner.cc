@@ -42,6 +42,8 @@ PlannedStrategy evaluate(const StrategyInfo& info, const Profile& profile, const
   PlannedStrategy out;
   out.name = std::string(info.name);
   out.compression = chosen.compression;
+  out.hierarchical = chosen.hierarchical;
+  out.site_every = chosen.site_every;
   out.schedule = info.make(profile, cluster, chosen);
   out.timeline = simulate(out.schedule, profile, cluster, {.record_iterations = options.record_iterations});
   return out;
@@ -65,7 +67,65 @@ std::string shapeless_reason(const Profile& profile) {
                      names.size(), profile.layers.size(), names.front());
 }
 
+// Note [Variants across sites]
+// -----------------------------
+// Rule: on a cluster with sites, the planner prices each all-reduce strategy
+// both over one ring of all workers and by sites (--hierarchical), and each local
+// SGD strategy also with a site average every iteration between its averages
+// across sites (--site-every 1), alone and by sites; the fastest row wins as any
+// other. A variant the user set is planned alone (the strategy's own, where it
+// applies: --site-every is local SGD's, so the other families are planned
+// without it unless named). Why: which variant wins depends on the topology —
+// by sites saves the WAN's share of a ring's steps but adds a site reduction
+// and a broadcast, which a WAN as fast as the sites does not repay; a site
+// average costs the site's link every iteration, which is idle in local SGD's
+// iterations without averages — so the planner measures rather than assumes
+// (docs/strategies.md, Sites). site_every 1 is the one tried: any N > 1 averages
+// less for the same schedule shape, which only the accuracy, not the planner,
+// can weigh.
+struct SiteVariant {
+  bool hierarchical = false;
+  int site_every = 0;
+};
+
+std::vector<SiteVariant> site_variants(const StrategyInfo& info, const Cluster& cluster,
+                                       const PlanOptions& options) {
+  const StrategyOptions& given = options.strategy;
+  const bool named = !options.strategies.empty();
+  const bool local_sgd = info.family == Family::kLocalSgd;
+  // --site-every is local SGD's: among all strategies, the others go without it.
+  const int site_every = local_sgd || named ? given.site_every : 0;
+  const bool explore = options.site_variants && !cluster.topology.empty() && info.arch == Arch::kAllReduce;
+  std::vector<bool> hierarchical{given.hierarchical};
+  if (explore && !given.hierarchical) hierarchical = {false, true};
+  std::vector<int> every{site_every};
+  if (explore && local_sgd && given.site_every == 0) every = {0, 1};
+  std::vector<SiteVariant> out;
+  for (const int e : every) {
+    for (const bool h : hierarchical) out.push_back({.hierarchical = h, .site_every = e});
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string PlannedStrategy::label() const {
+  std::string out = name;
+  if (hierarchical) out += "/hier";
+  if (site_every > 0) out += fmt::format("/site{}", site_every);
+  if (lossy(compression)) out += "+" + std::string(to_string(compression));
+  return out;
+}
+
+const PlannedStrategy* Plan::best() const {
+  for (const PlannedStrategy& s : strategies) {
+    if (s.name == recommended && s.compression == recommended_compression &&
+        s.hierarchical == recommended_hierarchical && s.site_every == recommended_site_every) {
+      return &s;
+    }
+  }
+  return nullptr;
+}
 
 Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& options) {
   validate(profile);
@@ -82,6 +142,8 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
   // The reference is uncompressed: "vs wfbp" then shows what a codec gains.
   StrategyOptions uncompressed = options.strategy;
   uncompressed.compression = {};
+  uncompressed.hierarchical = false;  // and over one ring: what sites gain shows too
+  uncompressed.site_every = 0;
   result.wfbp_iteration =
       simulate(wfbp.make(profile, reference, uncompressed), profile, reference).summary.iteration;
 
@@ -100,14 +162,17 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
         result.uncosted.push_back({.label = fmt::format("{}+{}", info->name, to_string(encoding)), .why = shapeless});
         continue;
       }
-      PlanOptions with = options;
-      with.strategy.compression = encoding;
-      PlannedStrategy row = evaluate(*info, profile, cluster, with);
-      row.speedup_vs_wfbp = result.wfbp_iteration / row.timeline.summary.iteration;
-      const bool seen = std::any_of(result.strategies.begin(), result.strategies.end(), [&](const auto& s) {
-        return s.name == row.name && s.compression == row.compression;
-      });
-      if (!seen) result.strategies.push_back(std::move(row));
+      for (const SiteVariant& variant : site_variants(*info, cluster, options)) {  // Note [Variants across sites]
+        PlanOptions with = options;
+        with.strategy.compression = encoding;
+        with.strategy.hierarchical = variant.hierarchical;
+        with.strategy.site_every = variant.site_every;
+        PlannedStrategy row = evaluate(*info, profile, cluster, with);
+        row.speedup_vs_wfbp = result.wfbp_iteration / row.timeline.summary.iteration;
+        const bool seen = std::any_of(result.strategies.begin(), result.strategies.end(),
+                                      [&](const PlannedStrategy& s) { return s.same_row(row); });
+        if (!seen) result.strategies.push_back(std::move(row));
+      }
     }
   }
   if (result.strategies.empty() && !result.uncosted.empty()) {
@@ -120,6 +185,8 @@ Plan plan(const Profile& profile, const Cluster& cluster, const PlanOptions& opt
   if (best != result.strategies.end()) {
     result.recommended = best->name;
     result.recommended_compression = best->compression;
+    result.recommended_hierarchical = best->hierarchical;
+    result.recommended_site_every = best->site_every;
   }
   return result;
 }
@@ -139,6 +206,14 @@ std::string plan_json(const Plan& plan) {
   if (plan.cluster.fitted) {
     j["fitted"] = {{"a_s", plan.cluster.fitted->a}, {"b_s_per_byte", plan.cluster.fitted->b}};
   }
+  if (!plan.cluster.topology.empty()) {  // as a topology file gives them (docs/formats.md, Topology)
+    const Topology& t = plan.cluster.topology;
+    auto& sites = j["topology"]["sites"] = nlohmann::json::array();
+    for (const Site& site : t.sites) {
+      sites.push_back({{"ranks", site.ranks}, {"bandwidth_Bps", site.bandwidth}, {"latency_s", site.latency}});
+    }
+    j["topology"]["wan"] = {{"bandwidth_Bps", t.wan.bandwidth}, {"latency_s", t.wan.latency}};
+  }
   auto& rows = j["strategies"] = nlohmann::json::array();
   for (const PlannedStrategy& s : plan.strategies) {
     const Summary& sum = s.timeline.summary;
@@ -153,6 +228,8 @@ std::string plan_json(const Plan& plan) {
                                                                 ? "{}"
                                                                 : s.schedule.options_json)}};
     if (lossy(s.compression)) row["compression"] = to_string(s.compression);
+    if (s.hierarchical) row["hierarchical"] = true;  // written only when set, as compression
+    if (s.site_every > 0) row["site_every"] = s.site_every;
     if (plan.cluster.arch == Arch::kParameterServer) {
       row["peak_server_incast"] = sum.peak_server_incast;
       row["server_busy"] = sum.server_busy;
@@ -165,6 +242,8 @@ std::string plan_json(const Plan& plan) {
     for (const Uncosted& u : plan.uncosted) uncosted.push_back({{"label", u.label}, {"why", u.why}});
   }
   if (lossy(plan.recommended_compression)) j["recommended_compression"] = to_string(plan.recommended_compression);
+  if (plan.recommended_hierarchical) j["recommended_hierarchical"] = true;
+  if (plan.recommended_site_every > 0) j["recommended_site_every"] = plan.recommended_site_every;
   return j.dump(2);
 }
 

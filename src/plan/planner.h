@@ -28,6 +28,13 @@ struct PlanOptions {
   // with strategy.compression, and plan() THROWS UsageError where they refuse it
   // (the low-rank codecs).
   std::vector<Encoding> compressions;
+  // With sites (cluster.topology), each all-reduce strategy is also planned by
+  // sites (--hierarchical) and each local SGD one also with site averages every
+  // iteration (--site-every 1), alone and by sites: one row per variant (Note
+  // [Variants across sites], planner.cc). A variant the user set
+  // (strategy.hierarchical, strategy.site_every) is planned alone. false: only
+  // strategy's own, as `weft simulate` takes it.
+  bool site_variants = true;
 };
 
 struct PlannedStrategy {
@@ -36,8 +43,16 @@ struct PlannedStrategy {
   Timeline timeline;        // simulated; events only if record_iterations > 0
   double speedup_vs_wfbp = 0;
   Encoding compression;  // its messages' encoding; lossy ones trade accuracy for speed
-  // "wfbp", or "wfbp+int8" where compressed.
-  std::string label() const { return lossy(compression) ? name + "+" + to_string(compression) : name; }
+  bool hierarchical = false;  // averages across sites by sites (--hierarchical)
+  int site_every = 0;         // local SGD's site averages (--site-every); 0 = none
+  // "wfbp", "wfbp+int8" where compressed; with sites, "/hier" by sites and
+  // "/siteN" with site averages every N iterations: "flsgd/hier/site1+int8".
+  std::string label() const;
+  // The same strategy, codec and sites variant.
+  bool same_row(const PlannedStrategy& other) const {
+    return name == other.name && compression == other.compression && hierarchical == other.hierarchical &&
+           site_every == other.site_every;
+  }
 };
 
 // A row the planner could not cost (Note [Costed only with shapes], planner.cc).
@@ -54,6 +69,11 @@ struct Plan {
   Seconds wfbp_iteration = 0;               // the reference (all-reduce WFBP, uncompressed)
   std::string recommended;                  // the fastest strategy
   Encoding recommended_compression;         // with this encoding
+  bool recommended_hierarchical = false;    // by sites (--hierarchical)
+  int recommended_site_every = 0;           // with site averages (--site-every); 0 = none
+
+  // The recommended row; nullptr when none was costed.
+  const PlannedStrategy* best() const;
 };
 
 // THROWS UsageError for an unknown strategy name or one that does not run on the

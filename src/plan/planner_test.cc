@@ -87,6 +87,80 @@ TEST(Planner, LowRankCodecsAreCostedOnlyWithShapes) {
   EXPECT_THROW(plan(profile, kCluster, only), UsageError);
 }
 
+// Note [Variants across sites]: with sites, each all-reduce strategy also by
+// sites, and local SGD also with site averages; the fastest row wins.
+Cluster two_sites_of_two() {
+  Cluster c{.workers = 4, .bandwidth = 1_Gbit, .latency = 50_us};
+  c.topology.sites = sites_shorthand("2x2", 4, 1_Gbit, 50_us);
+  c.topology.wan = {.bandwidth = 20_Mbit, .latency = 20_ms};
+  return c;
+}
+
+std::vector<std::string> labels_of(const Plan& p) {
+  std::vector<std::string> out;
+  for (const PlannedStrategy& s : p.strategies) out.push_back(s.label());
+  return out;
+}
+
+TEST(Planner, WithSitesEachAllReduceStrategyIsAlsoPlannedBySites) {
+  const Profile profile = zoo_profile("resnet18");
+  const Plan p = plan(profile, two_sites_of_two(), {.strategies = {"wfbp", "flsgd"}, .tune = false});
+  EXPECT_EQ(labels_of(p), (std::vector<std::string>{"wfbp", "wfbp/hier", "flsgd", "flsgd/hier", "flsgd/site1",
+                                                    "flsgd/hier/site1"}));
+  for (const PlannedStrategy& s : p.strategies) {
+    for (const auto& ops : s.schedule.iterations) {
+      for (const CommOp& op : ops) {
+        EXPECT_TRUE(op.reach == (s.hierarchical ? Reach::kBySites : Reach::kAll) ||
+                    (s.site_every > 0 && op.reach == Reach::kSite))
+            << s.label();
+      }
+    }
+  }
+  // Over a 20 Mbit WAN, by sites is faster; the fastest row of all is recommended,
+  // and the JSON says which variant it is.
+  const PlannedStrategy* best = p.best();
+  ASSERT_NE(best, nullptr);
+  for (const PlannedStrategy& s : p.strategies) {
+    EXPECT_LE(best->timeline.summary.iteration, s.timeline.summary.iteration) << s.label();
+  }
+  EXPECT_EQ(best->label(), "flsgd/hier");
+  const auto j = nlohmann::json::parse(plan_json(p));
+  EXPECT_EQ(j["recommended"], "flsgd");
+  EXPECT_EQ(j["recommended_hierarchical"], true);
+  EXPECT_FALSE(j.contains("recommended_site_every"));
+  EXPECT_EQ(j["topology"]["sites"].size(), 2u);
+  EXPECT_DOUBLE_EQ(j["topology"]["wan"]["latency_s"].get<double>(), 20_ms);
+  EXPECT_EQ(j["strategies"][5]["site_every"], 1);
+  // The reference stays flat wfbp over one ring.
+  EXPECT_DOUBLE_EQ(p.wfbp_iteration, p.strategies[0].timeline.summary.iteration);
+}
+
+TEST(Planner, ASiteVariantTheUserGaveIsPlannedAlone) {
+  const Profile profile = zoo_profile("resnet18");
+  const Cluster cluster = two_sites_of_two();
+  // --hierarchical: only by sites; --site-every: local SGD's only, the others without it.
+  const Plan given = plan(profile, cluster, {.strategy = {.H = 4, .hierarchical = true, .site_every = 2}, .tune = false});
+  for (const PlannedStrategy& s : given.strategies) {
+    EXPECT_TRUE(s.hierarchical) << s.label();
+    EXPECT_EQ(s.site_every, find_strategy(s.name).family == Family::kLocalSgd ? 2 : 0) << s.label();
+  }
+  // Named with --site-every, a strategy that cannot take it is refused by name.
+  EXPECT_THROW(plan(profile, cluster, {.strategies = {"wfbp"}, .strategy = {.site_every = 1}}), UsageError);
+  // Without variants (weft simulate): the strategy as given, one row.
+  const Plan one = plan(profile, cluster, {.strategies = {"flsgd"}, .tune = false, .site_variants = false});
+  EXPECT_EQ(labels_of(one), std::vector<std::string>{"flsgd"});
+}
+
+TEST(Planner, WithoutSitesThePlanIsAsBefore) {
+  const Plan p = plan(zoo_profile("resnet18"), kCluster, {.strategies = {"wfbp", "flsgd"}, .tune = false});
+  EXPECT_EQ(labels_of(p), (std::vector<std::string>{"wfbp", "flsgd"}));
+  const auto j = nlohmann::json::parse(plan_json(p));
+  for (const char* key : {"topology", "recommended_hierarchical", "recommended_site_every"}) {
+    EXPECT_FALSE(j.contains(key)) << key;
+  }
+  EXPECT_FALSE(j["strategies"][0].contains("hierarchical"));
+}
+
 TEST(Planner, RejectsUnknownStrategiesNamingTheAcceptedOnes) {
   try {
     plan(zoo_profile("resnet18"), kCluster, {.strategies = {"magic"}});
