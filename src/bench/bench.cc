@@ -423,19 +423,22 @@ std::map<std::string, Prediction> Bench::plan(const Link& link, const LinkResult
   write_file_atomically(file, plan + "\n");
   std::map<std::string, Prediction> predictions = parse_plan(plan, file.string());
   if (encoding == "none" && mode.flat()) return predictions;
+  // Named as the runs are: "strategy+encoding@mode"; rows of another mode than
+  // asked for (a planner that tried variants) are left out.
   std::map<std::string, Prediction> named;
-  for (auto& [strategy, prediction] : predictions) {
+  const std::string wanted = mode.flat() ? "" : "@" + to_string(mode);
+  for (auto& [row, prediction] : predictions) {
+    const std::size_t at = row.find('@');
+    const std::string strategy = row.substr(0, at);
+    if ((at == std::string::npos ? "" : row.substr(at)) != wanted) continue;
     if (!prediction.options.is_object()) prediction.options = nlohmann::json::object();
     std::string key = strategy;
     if (encoding != "none") {
       prediction.options["compression"] = encoding;
       key += "+" + encoding;
     }
-    if (!mode.flat()) {
-      set_site_mode(prediction.options, mode);
-      key += "@" + to_string(mode);
-    }
-    named.emplace(key, std::move(prediction));
+    set_site_mode(prediction.options, mode);
+    named.emplace(key + wanted, std::move(prediction));
   }
   return named;
 }

@@ -14,7 +14,16 @@ std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_
   const json plan = parse_json(text, origin, kWhat);
   std::map<std::string, Prediction> predictions;
   JsonReader(plan, "", origin, kWhat).each("strategies", [&](const JsonReader& s) {
-    predictions[s.string("name")] = {
+    std::string name = s.string("name");
+    const bool hierarchical = s.has("hierarchical") && s.get("hierarchical").is_boolean() &&
+                              s.get("hierarchical").get<bool>();
+    const std::int64_t site_every = s.has("site_every") ? s.integer("site_every") : 0;
+    if (hierarchical || site_every > 0) {
+      name += "@";
+      if (hierarchical) name += site_every > 0 ? "hierarchical+" : "hierarchical";
+      if (site_every > 0) name += fmt::format("site-every:{}", site_every);
+    }
+    predictions[name] = {
         .iteration = s.number("iteration_s"),
         .compute = s.number("compute_s"),
         .slowed_compute = s.has("slowed_compute_s") ? std::optional(s.number("slowed_compute_s")) : std::nullopt,

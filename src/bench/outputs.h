@@ -27,7 +27,11 @@ struct Prediction {
   nlohmann::json options = nlohmann::json::object();
 };
 
-// Strategy name → its prediction. THROWS UsageError naming `origin` and the field
+// Strategy name → its prediction. A row averaging by sites (its "hierarchical"
+// and "site_every" fields, as a plan with sites writes them) is named as the
+// bench names its runs: "flsgd@hierarchical", "flsgd@site-every:1",
+// "flsgd@hierarchical+site-every:1", so that it never takes the place of the
+// flat row of the same strategy. THROWS UsageError naming `origin` and the field
 // when the text is not a plan object with strategies[].name/period/iteration_s/
 // compute_s/speedup_vs_wfbp.
 std::map<std::string, Prediction> parse_plan(std::string_view text, std::string_view origin);

@@ -28,6 +28,23 @@ TEST(Outputs, APlanGivesEachStrategysPrediction) {
   EXPECT_EQ(plan.at("dcredit").options.at("partition_B"), 65536);
 }
 
+// A plan with sites may hold a strategy flat and by sites: rows of their own.
+TEST(Outputs, RowsAveragingBySitesAreNamedAsTheBenchNamesTheirRuns) {
+  const auto plan = parse_plan(
+      R"({"strategies": [
+        {"name": "flsgd", "period": 8, "iteration_s": 0.3, "compute_s": 0.03, "speedup_vs_wfbp": 2},
+        {"name": "flsgd", "hierarchical": true, "period": 8, "iteration_s": 0.2, "compute_s": 0.03, "speedup_vs_wfbp": 3},
+        {"name": "flsgd", "site_every": 1, "period": 8, "iteration_s": 0.25, "compute_s": 0.03, "speedup_vs_wfbp": 2},
+        {"name": "flsgd", "hierarchical": true, "site_every": 2, "period": 8, "iteration_s": 0.21, "compute_s": 0.03,
+         "speedup_vs_wfbp": 3}]})",
+      "plan.json");
+  EXPECT_EQ(plan.size(), 4u);
+  EXPECT_DOUBLE_EQ(plan.at("flsgd").iteration, 0.3);
+  EXPECT_DOUBLE_EQ(plan.at("flsgd@hierarchical").iteration, 0.2);
+  EXPECT_DOUBLE_EQ(plan.at("flsgd@site-every:1").iteration, 0.25);
+  EXPECT_DOUBLE_EQ(plan.at("flsgd@hierarchical+site-every:2").iteration, 0.21);
+}
+
 TEST(Outputs, WhatIsNotTheOutputExpectedNamesTheField) {
   std::string plan(kPlan);
   plan.replace(plan.find(R"("compute_s": 0.02, "slowed)"), 18, R"("compute_s": "20ms",)");
