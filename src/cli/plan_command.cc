@@ -3,6 +3,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -166,13 +167,13 @@ void print_table(const Plan& plan, const Profile& profile) {
     for (const Uncosted& u : plan.uncosted) labels.push_back(u.label);
     fmt::print("not costed: {}: {}\n", fmt::join(labels, ", "), plan.uncosted.front().why);
   }
-  // DreamDDP's sets, once per strategy: again for a codec only where they differ.
-  std::map<std::string, std::string> printed;
+  // DreamDDP's sets, once per strategy: again for a codec or a sites variant only
+  // where they differ from every set printed for it.
+  std::map<std::string, std::set<std::string>> printed;
   for (const PlannedStrategy& s : plan.strategies) {
     if (s.name != "dreamddp" && s.name != "dreamddp-opt") continue;
     const std::string sets = layer_sets(s);
-    if (sets.empty() || printed[s.name] == sets) continue;
-    printed[s.name] = sets;
+    if (sets.empty() || !printed[s.name].insert(sets).second) continue;
     fmt::print("{} averages, per iteration of the period (layer indices, output side first):\n{}", s.label(), sets);
   }
 }
