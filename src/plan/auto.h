@@ -1,0 +1,71 @@
+// strategy auto: the planner's fastest recipe — strategy, codec, by sites or
+// not, site averages — among the families a user allows, with one line saying
+// why (docs/cli.md `weft train --strategy auto`, docs/python.md). Both front ends
+// call it: `weft train` on rank 0 (runtime/train/trainer.cc), weft.DataParallel
+// through src/python/module.cc.
+//
+// Note [What auto may choose]
+// ---------------------------
+// Rule: auto plans every strategy of the allowed families that runs on the
+// cluster's architecture (with parameter servers: the ps family only), each in
+// every variant across sites the planner tries (Note [Variants across sites]),
+// and takes the fastest predicted row. Lossy codecs are among the candidates
+// only where "lossy" is allowed and no --compression was given; local SGD only
+// where "local_sgd" is. Why: a codec and local SGD change what is learnt, not
+// only how fast, and the planner predicts only the speed; a user who did not
+// say they accept that gets an exact recipe (S-SGD, any schedule, flat or by
+// sites: sums by sites are the same sums). The default allows "ssgd" alone.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cost/cluster.h"
+#include "plan/planner.h"
+#include "profile/profile.h"
+#include "schedulers/strategies.h"
+
+namespace weft {
+
+// "ssgd", "local_sgd", "ps": a strategy's family as `allow` names it.
+std::string_view family_name(Family family);
+// In `allow`: auto may choose a lossy codec too.
+inline constexpr std::string_view kAllowLossy = "lossy";
+// Every name `allow` accepts, in this order: the families, then kAllowLossy.
+std::vector<std::string> allow_names();
+
+// `text` as --allow takes it: names joined by commas ("ssgd,local_sgd,lossy").
+// THROWS UsageError naming --allow (allow= under KeywordSpelling) and the accepted
+// names, as check_allow.
+std::vector<std::string> parse_allow(std::string_view text);
+// THROWS UsageError naming --allow and listing the accepted names unless every
+// name is one of allow_names() and at least one is a family.
+void check_allow(const std::vector<std::string>& allow);
+
+struct AutoOptions {
+  std::vector<std::string> allow = {"ssgd"};  // Note [What auto may choose]
+  // The options the user gave: H, T, EASGD's, --compression (kept: no codec is
+  // then tried), --hierarchical and --site-every (kept: planned alone).
+  StrategyOptions strategy;
+  std::string source = "the profile";  // where the profile came from, for the reason
+};
+
+struct AutoChoice {
+  std::string strategy;
+  // options.strategy with the chosen row's compression, hierarchical and site_every.
+  StrategyOptions options;
+  // One line: the recipe, its predicted iteration, how much faster than the
+  // fastest exact row and than the default (flat, uncompressed wfbp), and the
+  // profile it was predicted from. Options named as the caller spells them.
+  std::string reason;
+  Plan plan;  // every row planned
+};
+
+// THROWS UsageError as check_allow, naming --allow where no allowed family runs
+// on cluster.arch (with servers only ps does), and as plan().
+AutoChoice choose_auto(const Profile& profile, const Cluster& cluster, const AutoOptions& options);
+
+}  // namespace weft
