@@ -106,6 +106,7 @@ const std::map<std::string, Kind> kTextFlags = {
     {"netem --sites", Kind::kChoice},         {"netem --topology", Kind::kInput},
     {"run --sites", Kind::kChoice},           {"run --topology", Kind::kInput},
     {"train --sites", Kind::kChoice},         {"train --topology", Kind::kInput},
+    {"train --allow", Kind::kChoice},
     {"plan --sites", Kind::kChoice},          {"plan --topology", Kind::kInput},
     {"simulate --sites", Kind::kChoice},      {"simulate --topology", Kind::kInput},
     {"bench --sites", Kind::kChoice},         {"bench --topology", Kind::kInput},

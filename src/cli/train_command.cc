@@ -13,6 +13,7 @@
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
 #include "cli/emulated_training.h"
+#include "plan/auto.h"
 #include "runtime/launch/worker_env.h"
 #include "runtime/train/train.h"
 #include "schedulers/strategies.h"
@@ -42,6 +43,7 @@ struct TrainFlags {
   bool no_progress = false;
   std::string cores = "auto";
   netem::SiteFlags sites;  // emulated sites, with --nproc (cli/emulated_training.h)
+  std::optional<std::string> allow;  // --allow, with --strategy auto
 };
 
 std::string strategy_names() {
@@ -63,7 +65,9 @@ std::string strategy_names() {
 // prices a server's links as its own (cost/cluster.h).
 Topology job_topology(const TrainFlags& flags, const runtime::TrainOptions& o) {
   const SiteFlags& given = flags.sites;
-  if (!sites_given(given) || find_strategy(o.job.strategy).arch != Arch::kAllReduce) return {};
+  const bool all_reduce = o.job.strategy == "auto" ? o.job.servers == 0
+                                                    : find_strategy(o.job.strategy).arch == Arch::kAllReduce;
+  if (!sites_given(given) || !all_reduce) return {};
   // Every rank of the job: the ones this command starts, or the job's WORLD_SIZE.
   const int ranks = flags.nproc ? *flags.nproc + o.job.servers
                     : runtime::has_worker_env() ? runtime::read_worker_env().world
@@ -88,6 +92,7 @@ runtime::TrainOptions to_options(const TrainFlags& flags) {
   o.save_params = flags.save_params;
   o.checkpoint = flags.checkpoint;
   o.job.failure_timeout = flags.failure_timeout;
+  if (flags.allow) o.job.allow = parse_allow(*flags.allow);
   o.progress = !flags.no_progress;
   ClusterSpec cluster{.workers = 1, .bandwidth = flags.bandwidth, .latency = flags.latency,
                        .server_bandwidth = flags.server_bandwidth, .network_file = flags.network,
@@ -112,7 +117,13 @@ void add_train(CLI::App& app, int& exit_status) {
       "MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (as torchrun sets them), or trains alone if none is set.\n"
       "With --nproc K --bandwidth Q the K workers (and --servers) train behind emulated Q links (root).");
   cmd->add_option("--model", o.model, "runtime model: mlp, cnn, gpt-tiny")->capture_default_str();
-  cmd->add_option("--strategy", o.job.strategy, "strategy: " + strategy_names())->capture_default_str();
+  cmd->add_option("--strategy", o.job.strategy,
+                  "strategy: auto (rank 0 chooses the recipe the planner predicts fastest among --allow) or " +
+                      strategy_names())
+      ->capture_default_str();
+  cmd->add_option("--allow", flags->allow,
+                  "--strategy auto: the families it may choose from, and lossy to let it choose a codec too, "
+                  "joined by commas: ssgd, local_sgd, ps, lossy (default ssgd: exact)");
   cmd->add_option("--nproc", flags->nproc, "start this many local worker processes (default: be one worker)")
       ->check(in_range(ranges::kProcesses));
   cmd->add_option("--cores", flags->cores, std::string("--nproc: ") + kCorePlacementHelp)->capture_default_str();

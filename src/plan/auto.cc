@@ -17,16 +17,9 @@ bool allowed(const std::vector<std::string>& allow, std::string_view name) {
   return std::find(allow.begin(), allow.end(), name) != allow.end();
 }
 
-// A row in words, the same in either spelling of the options: "flsgd + powersgd:2
-// by sites, with site averages every 1 iteration".
 std::string recipe(const PlannedStrategy& row) {
-  std::string out = row.name;
-  if (lossy(row.compression)) out += " + " + to_string(row.compression);
-  if (row.hierarchical) out += " by sites";
-  if (row.site_every > 0) {
-    out += fmt::format(", with site averages every {} iteration{}", row.site_every, row.site_every == 1 ? "" : "s");
-  }
-  return out;
+  return describe_recipe(row.name, {.compression = row.compression, .hierarchical = row.hierarchical,
+                                    .site_every = row.site_every});
 }
 
 Seconds iteration(const PlannedStrategy& row) { return row.timeline.summary.iteration; }
@@ -34,6 +27,17 @@ Seconds iteration(const PlannedStrategy& row) { return row.timeline.summary.iter
 std::string ms(Seconds s) { return fmt::format("{:.2f} ms", s * 1e3); }
 
 }  // namespace
+
+std::string describe_recipe(std::string_view strategy, const StrategyOptions& options) {
+  std::string out(strategy);
+  if (lossy(options.compression)) out += " + " + to_string(options.compression);
+  if (options.hierarchical) out += " by sites";
+  if (options.site_every > 0) {
+    out += fmt::format(", with site averages every {} iteration{}", options.site_every,
+                       options.site_every == 1 ? "" : "s");
+  }
+  return out;
+}
 
 std::string_view family_name(Family family) {
   switch (family) {

@@ -45,6 +45,10 @@ std::vector<std::string> parse_allow(std::string_view text);
 // name is one of allow_names() and at least one is a family.
 void check_allow(const std::vector<std::string>& allow);
 
+// A recipe in words, the same in either spelling of the options: "flsgd +
+// powersgd:2 by sites, with site averages every 1 iteration".
+std::string describe_recipe(std::string_view strategy, const StrategyOptions& options);
+
 struct AutoOptions {
   std::vector<std::string> allow = {"ssgd"};  // Note [What auto may choose]
   // The options the user gave: H, T, EASGD's, --compression (kept: no codec is

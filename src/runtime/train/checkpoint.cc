@@ -126,20 +126,36 @@ void prune_checkpoints(const fs::path& dir, int rank, std::int64_t keep_from) {
   }
 }
 
-std::int64_t latest_checkpoint(const fs::path& dir, const json& job) {
+namespace {
+
+json read_manifest(const fs::path& dir) {
   const fs::path file = dir / kManifest;
   if (!fs::exists(file)) refuse(dir, "no checkpoint there (no latest.json); start the job without --resume");
-  json manifest;
   try {
-    manifest = json::parse(read_input(file, "the checkpoint manifest"));
+    return json::parse(read_input(file, "the checkpoint manifest"));
   } catch (const json::exception& e) {
     refuse(file, fmt::format("not a checkpoint manifest ({})", e.what()));
   }
+}
+
+}  // namespace
+
+std::int64_t latest_checkpoint(const fs::path& dir, const json& job) {
+  const fs::path file = dir / kManifest;
+  const json manifest = read_manifest(dir);
   check_header(manifest, file, job);
   if (!manifest.contains("iteration") || !manifest["iteration"].is_number_integer() || manifest["iteration"] < 0) {
     refuse(file, "no iteration recorded");
   }
   return manifest["iteration"].get<std::int64_t>();
+}
+
+json checkpointed_job(const fs::path& dir) {
+  const json manifest = read_manifest(dir);
+  if (!manifest.is_object() || !manifest.contains("job") || !manifest["job"].is_object()) {
+    refuse(dir / kManifest, "no job recorded");
+  }
+  return manifest["job"];
 }
 
 RankCheckpoint load_rank_checkpoint(const fs::path& dir, const json& job, int rank, std::int64_t iteration) {

@@ -61,6 +61,11 @@ void prune_checkpoints(const std::filesystem::path& dir, int rank, std::int64_t 
 // naming the first field that differs, its value there and here.
 std::int64_t latest_checkpoint(const std::filesystem::path& dir, const nlohmann::json& job);
 
+// The job identity the manifest in `dir` records, unchecked (latest_checkpoint
+// checks it). THROWS UsageError as latest_checkpoint for a missing or unreadable
+// manifest.
+nlohmann::json checkpointed_job(const std::filesystem::path& dir);
+
 // Rank `rank`'s checkpoint of `iteration`. THROWS UsageError naming the file if it
 // is missing, truncated, corrupt (CRC), of another format or job, rank or iteration.
 RankCheckpoint load_rank_checkpoint(const std::filesystem::path& dir, const nlohmann::json& job, int rank,

@@ -20,7 +20,30 @@ void validate(const JobOptions& job) {
   if (job.steps) ranges::check(ranges::kSteps, static_cast<double>(*job.steps));
   ranges::check(ranges::kFailureTimeout, job.failure_timeout);
   validate(job.outer);
-  if (job.strategy == "auto") return;
+  if (!job.allow.empty()) {
+    if (job.strategy != "auto") {
+      throw UsageError(fmt::format("{}: only with {} (the families auto may choose from)",
+                                   ranges::given("--allow", fmt::format("{}", fmt::join(job.allow, ","))),
+                                   ranges::given("--strategy", "auto")));
+    }
+    check_allow(job.allow);
+  }
+  if (job.strategy == "auto") {
+    // Note [What auto may choose]: with servers only the ps family runs, without none of it.
+    const std::vector<std::string> allow = job.allow.empty() ? std::vector<std::string>{"ssgd"} : job.allow;
+    const bool ps = std::find(allow.begin(), allow.end(), "ps") != allow.end();
+    const bool others = std::any_of(allow.begin(), allow.end(), [](const std::string& f) {
+      return f == "ssgd" || f == "local_sgd";
+    });
+    if (job.servers > 0 ? !ps : !others) {
+      throw UsageError(fmt::format("{} with {}: {}", ranges::given("--strategy", "auto"),
+                                   ranges::given("--allow", fmt::format("{}", fmt::join(allow, ","))),
+                                   job.servers > 0 ? fmt::format("with {} only the ps family runs; allow ps",
+                                                                 ranges::given("--servers", std::to_string(job.servers)))
+                                                   : "ps needs parameter servers; allow ssgd or local_sgd"));
+    }
+    return;
+  }
   const StrategyInfo& info = find_strategy(job.strategy);
   if (info.arch == Arch::kParameterServer && job.servers < 1) {
     throw UsageError(fmt::format("{}: a parameter-server strategy needs parameter servers: {} >= 1",
@@ -68,13 +91,40 @@ Cluster planned_cluster(Cluster given) {
 }
 
 Cluster cluster_of(const JobOptions& job, int workers) {
-  const StrategyInfo& info = find_strategy(job.strategy);
+  const Arch arch = job.strategy != "auto"  ? find_strategy(job.strategy).arch
+                    : job.servers > 0       ? Arch::kParameterServer
+                                            : Arch::kAllReduce;
   Cluster cluster = planned_cluster(job.cluster);
   cluster.workers = workers;
-  cluster.arch = info.arch;
-  if (info.arch == Arch::kParameterServer) cluster.servers = job.servers;
+  cluster.arch = arch;
+  if (arch == Arch::kParameterServer) cluster.servers = job.servers;
   validate(cluster);
   return cluster;
+}
+
+AutoChoice choose_for_job(const JobOptions& job, const Profile& profile, int workers, std::string_view source) {
+  return choose_auto(profile, cluster_of(job, workers),
+                     {.allow = job.allow.empty() ? std::vector<std::string>{"ssgd"} : job.allow,
+                      .strategy = job.strategy_options,
+                      .source = std::string(source)});
+}
+
+JobOptions with_recipe(JobOptions job, const nlohmann::json& recipe, std::string_view origin) {
+  if (!recipe.is_object() || !recipe.contains("strategy") || !recipe["strategy"].is_string()) {
+    throw UsageError(fmt::format("{}: no strategy recorded", origin));
+  }
+  try {
+    job.strategy = recipe["strategy"].get<std::string>();
+    job.strategy_options.compression =
+        parse_encoding(recipe.value("compression", std::string("none")), "--compression");
+    job.strategy_options.hierarchical = recipe.value("hierarchical", false);
+    job.strategy_options.site_every = recipe.value("site_every", 0);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("{}: {}", origin, e.what()));
+  }
+  job.allow.clear();
+  validate(job);
+  return job;
 }
 
 nlohmann::json job_identity(const JobOptions& job, int workers) {

@@ -15,10 +15,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "cost/cluster.h"
+#include "plan/auto.h"
+#include "profile/profile.h"
 #include "runtime/model/outer_options.h"
 #include "schedulers/strategies.h"
 #include "units/units.h"
@@ -44,6 +47,9 @@ struct JobOptions {
   StrategyOptions strategy_options;
   OuterOptions outer;
   Seconds failure_timeout = kDefaultFailureTimeout;
+  // strategy "auto": the families it may choose from, and "lossy" (Note [What
+  // auto may choose] in plan/auto.h); empty = {"ssgd"}. Only with "auto".
+  std::vector<std::string> allow;
 };
 
 // THROW UsageError naming the option, the value and what is accepted.
@@ -51,11 +57,25 @@ struct JobOptions {
 // parameter-server strategies; the length, the failure timeout and the outer
 // optimizer in their ranges; an encoding the strategy's messages can take. A
 // strategy of "auto" (the Python package chooses one once it has measured the
-// model) checks the rest; the checks that need a strategy wait for its choice.
+// model) checks the rest, and `allow`; the checks that need a strategy wait for
+// its choice (with_recipe).
 void validate(const JobOptions& job);
 // A parameter-server strategy serves exactly the job's iterations, so a front
 // end that cannot count them (the Python package) must be given `steps`.
 void check_length_known(const JobOptions& job);
+
+// strategy "auto" decided on rank 0 (Note [Rank 0 decides]): the fastest recipe
+// among job.allow for `profile` on the job's cluster with `workers` workers
+// (choose_auto); `source` says where the profile came from, for the reason.
+// REQUIRES: job.strategy == "auto". THROWS UsageError as choose_auto.
+AutoChoice choose_for_job(const JobOptions& job, const Profile& profile, int workers, std::string_view source);
+// What `job` trains of a recipe: auto's choice, as job_identity writes it
+// ("strategy" and, where set, "compression", "hierarchical", "site_every"), so
+// that a resumed auto job trains its checkpoint's recipe (Note [Auto resumes
+// its recipe] in trainer.cc). The other fields of `recipe` are ignored.
+// THROWS UsageError as validate, and naming `origin` for a recipe without a
+// strategy.
+JobOptions with_recipe(JobOptions job, const nlohmann::json& recipe, std::string_view origin);
 
 // The job's workers among the `world` ranks of its group. THROWS UsageError
 // unless at least one rank is not a server.
@@ -67,7 +87,8 @@ int workers_of(const JobOptions& job, int world);
 // kEmulatedMtuVariable.
 Cluster planned_cluster(Cluster given);
 // The cluster every rank of a job with `workers` workers plans for: the job's
-// workers, architecture and servers, as planned_cluster.
+// workers, architecture and servers, as planned_cluster. Before "auto" has
+// chosen, the architecture is the servers': parameter servers with any.
 Cluster cluster_of(const JobOptions& job, int workers);
 
 // Set in each rank's environment by an emulated job: the emulated links' MTU.

@@ -117,9 +117,61 @@ Profile make_profile(const TrainOptions& options, LayeredModel& model) {
   return measured;
 }
 
-// Every rank's schedule: rank 0 profiles `model` (or reads --profile).
-SharedPlan shared_plan(const TrainOptions& options, LayeredModel& model, const Group& group, int workers) {
-  return share_plan(group, options.job, workers, [&] { return std::pair{make_profile(options, model), std::string()}; });
+// Every rank's schedule: rank 0 profiles `model` (or reads --profile), unless
+// auto's choice already did (`measured`).
+SharedPlan shared_plan(const TrainOptions& options, LayeredModel& model, const Group& group, int workers,
+                       const std::optional<Profile>& measured = std::nullopt) {
+  return share_plan(group, options.job, workers, [&] {
+    return std::pair{measured ? *measured : make_profile(options, model), std::string()};
+  });
+}
+
+// Note [Auto resumes its recipe]
+// ------------------------------
+// Rule: `--strategy auto` is decided by rank 0 from the profile it measures (or
+// --profile) and published to every rank (Note [Rank 0 decides]); every rank
+// then trains the chosen recipe, and the metrics and the checkpoints' identity
+// record it, never "auto". A resumed auto job trains the recipe its checkpoint
+// records instead of choosing again. Why: a measured profile differs from run to
+// run, so a second choice may differ from the first, and a checkpoint's state
+// (a codec's error feedback, local SGD's outer optimizer) belongs to the recipe
+// that wrote it; the rest of the identity is checked as for any job.
+
+// The recipe of an auto job resumed from `options.checkpoint`. THROWS UsageError
+// naming --resume for a missing or unreadable manifest.
+JobOptions checkpointed_recipe(const TrainOptions& options) {
+  return with_recipe(options.job, checkpointed_job(options.checkpoint),
+                     fmt::format("--resume {}", options.checkpoint.string()));
+}
+
+// `given` with auto's choice (Note [Auto resumes its recipe]); rank 0 keeps the
+// profile it measured in `measured`, for the shared schedule.
+TrainOptions resolved(const TrainOptions& given, const Group& group, int workers, std::optional<Profile>& measured) {
+  if (given.job.strategy != "auto") return given;
+  const json recipe = json::parse(decided_by_rank0(group, "weft/auto", [&] {
+    if (given.resume) {
+      const JobOptions resumed = checkpointed_recipe(given);
+      std::cerr << fmt::format("weft: {} resumes the recipe its checkpoint records: {}\n",
+                               ranges::given("--strategy", "auto"),
+                               describe_recipe(resumed.strategy, resumed.strategy_options))
+                << std::flush;
+      return job_identity(resumed, workers).dump();
+    }
+    auto model = make_model(given.model, given.seed);
+    measured = make_profile(given, *model);
+    const std::string source = given.profile.empty() ? "rank 0's measured layer times"
+                                                     : fmt::format("--profile {}", given.profile.string());
+    const AutoChoice choice = choose_for_job(given.job, *measured, workers, source);
+    std::cerr << "weft: " << choice.reason << "\n" << std::flush;
+    JobOptions chosen = given.job;
+    chosen.strategy = choice.strategy;
+    chosen.strategy_options = choice.options;
+    chosen.allow.clear();
+    return job_identity(chosen, workers).dump();
+  }, "rank 0 could not choose the strategy"));
+  TrainOptions out = given;
+  out.job = with_recipe(given.job, recipe, "rank 0's choice");
+  return out;
 }
 
 // The number of iterations, which rank 0 publishes for the servers (they hold no
@@ -513,12 +565,14 @@ torch::Tensor average_parameters(const std::vector<std::vector<torch::Tensor>>& 
   return flat.div_(static_cast<double>(workers));
 }
 
-int train(const TrainOptions& options, const WorkerEnv& env) {
+int train(const TrainOptions& given, const WorkerEnv& env) {
   // Note [One thread per worker] (runtime/measure/layer_profiler.h): K workers share the
   // machine's cores; intra-op threads would only fight over them.
   torch::set_num_threads(1);
-  Group group = connect(env, options.job.failure_timeout);
-  const int workers = workers_of(options.job, group.world);
+  Group group = connect(env, given.job.failure_timeout);
+  const int workers = workers_of(given.job, group.world);
+  std::optional<Profile> measured;  // rank 0's, where auto's choice measured it
+  const TrainOptions options = resolved(given, group, workers, measured);  // Note [Auto resumes its recipe]
   if (group.rank >= workers) return serve(options, group, workers, group.rank - workers);
   const bool leader = group.rank == 0;
   const StrategyInfo& info = find_strategy(options.job.strategy);
@@ -526,7 +580,7 @@ int train(const TrainOptions& options, const WorkerEnv& env) {
   auto model = make_model(options.model, options.seed);
   auto data = make_data({.model = options.model, .synthetic = options.synthetic, .rank = group.rank,
                          .world = workers, .batch = options.batch, .seed = options.seed});
-  const SharedPlan plan = shared_plan(options, *model, group, workers);
+  const SharedPlan plan = shared_plan(options, *model, group, workers, measured);
   const Schedule& schedule = plan.schedule;
   // Every worker opens its site's groups (and a leader the leaders') before any
   // trains: runtime/comm/sites.h.
@@ -705,7 +759,9 @@ void check_checkpoint_options(const TrainOptions& o) {
   check_output("--checkpoint", o.checkpoint / "latest.json");
 }
 
-void check_resumable(const TrainOptions& options, int workers) {
+void check_resumable(const TrainOptions& given, int workers) {
+  TrainOptions options = given;
+  if (options.job.strategy == "auto") options.job = checkpointed_recipe(options);  // Note [Auto resumes its recipe]
   const json job = job_identity(options, workers);
   const std::int64_t iteration = latest_checkpoint(options.checkpoint, job);
   for (int rank = 0; rank < workers + options.job.servers; ++rank) {
