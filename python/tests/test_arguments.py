@@ -137,3 +137,29 @@ def test_find_unused_parameters_counts_them_as_zero_gradients():
         opt.step()
     model.finish()
     assert all(torch.equal(a, b) for a, b in zip(spare, net.spare.parameters()))
+
+
+@pytest.mark.parametrize("options, error, message", [
+    (dict(sites="3x3"), ValueError, r"^sites=3x3: 3 sites of 3 ranks make 9 ranks, but the job has 1"),
+    (dict(sites="2by2"), ValueError, r"^sites=2by2: expected AxB"),
+    (dict(topology="/no/such/topology.json"), ValueError, r"^topology=/no/such/topology.json: cannot read"),
+    (dict(wan_bandwidth="1Mbit"), ValueError, r"^wan_bandwidth: only with"),
+    (dict(hierarchical=True), ValueError, r"^hierarchical=True: needs sites: give sites=AxB or topology=FILE"),
+    (dict(strategy="flsgd", site_every=2), ValueError, r"^site_every=2: needs sites"),
+    (dict(strategy="ps", servers=1, steps=2, sites="1x1"), ValueError, r"^sites: sites group the workers"),
+    (dict(hierarchical="yes"), TypeError, r"^hierarchical='yes': expected True or False"),
+    (dict(sites=4), TypeError, r"^sites=4: expected a string"),
+    (dict(site_every=1.5), TypeError, r"^site_every=1.5: expected an integer"),
+])
+def test_sites_keywords(options, error, message):
+    net = models.make_net()
+    with pytest.raises(error, match=message):
+        weft.DataParallel(net, sgd(net), **options)
+
+
+def test_one_site_trains_as_the_flat_job():
+    net = models.make_net()
+    model = weft.DataParallel(net, sgd(net), sites="1x1", strategy="auto", verbose=False)
+    model(torch.randn(4, 1, 8, 8)).sum().backward()
+    model.finish()
+    assert weft.strategies()[model.strategy] == "ssgd"

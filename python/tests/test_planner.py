@@ -56,4 +56,18 @@ def test_auto_chooses_a_codec_only_where_lossy_is_allowed(tmp_path, allow, lossy
     job = json.loads(torch.load(tmp_path / "state.rank0.pt")["weft.job"])
     assert ("compression" in job) == lossy, job
     if lossy:
-        assert f"+ {job['compression']}:" in said[0] and "the fastest exact one" in said[0], said[0]
+        assert f"+ {job['compression']}:" in said[0] and "the fastest exact recipe" in said[0], said[0]
+        assert "allow without lossy keeps it exact" in said[0], said[0]
+
+
+def test_auto_applies_a_hierarchical_recipe_over_a_slow_wan(tmp_path):
+    """2 sites of 2 over a 20Mbit WAN: auto chooses by sites, every rank trains it (site groups
+    and all), and the state records it."""
+    results = run_job("one_job_worker.py", [tmp_path, 2, "strategy=auto", "sites=2x2", "wan_bandwidth=20Mbit",
+                                            "wan_latency=20ms", "verbose=1"], nproc=4, timeout=300)
+    check(results)
+    said = [line for line in results[0][1].splitlines() if "strategy=auto chose" in line]
+    assert len(said) == 1 and " by sites" in said[0], results[0][1]
+    jobs = [json.loads(torch.load(tmp_path / f"state.rank{r}.pt")["weft.job"]) for r in range(4)]
+    assert all(j["hierarchical"] is True and j["strategy"] == jobs[0]["strategy"] for j in jobs), jobs
+    assert weft.strategies()[jobs[0]["strategy"]] == "ssgd", jobs[0]

@@ -38,6 +38,12 @@ SCHEDULE_OPTIONS = {
     "network": None,
     "host": None,                    # a host description (`weft profile --host FILE`)
     "compression": "none",           # the wire encoding of gradient messages (docs/compression.md)
+    "sites": None,                   # "AxB": A sites of B ranks, ranks in order (docs/strategies.md, Sites)
+    "topology": None,                # a topology file (docs/formats.md, Topology), instead of sites
+    "wan_bandwidth": None,           # with sites: the links between sites
+    "wan_latency": None,
+    "hierarchical": False,           # average across sites by sites
+    "site_every": 0,                 # local SGD: each site also averages every N iterations
 }
 # Options of the wrapper itself.
 WRAPPER_OPTIONS = {
@@ -127,8 +133,15 @@ class DataParallel(nn.Module):
         o = {k: options.get(k, v) for k, v in WRAPPER_OPTIONS.items()}
         # Types here; every value is checked by the C++ job (runtime/train/job.h), as
         # weft train checks its flags, and named as these keywords.
-        for name in ("H", "T"):
+        for name in ("H", "T", "site_every"):
             _expect(name, schedule_options[name], int, "an integer")
+        if not isinstance(schedule_options["hierarchical"], bool):
+            raise TypeError(f"hierarchical={schedule_options['hierarchical']!r}: expected True or False")
+        for name in ("sites", "topology", "wan_bandwidth", "wan_latency"):
+            if schedule_options[name] is not None:
+                _expect(name, schedule_options[name], (str, os.PathLike) if name == "topology" else str, "a string")
+        if schedule_options["topology"] is not None:
+            schedule_options["topology"] = os.fspath(schedule_options["topology"])
         _expect("failure_timeout", o["failure_timeout"], (int, float), "a number of seconds")
         if o["steps"] is not None:
             _expect("steps", o["steps"], int, "an integer")
@@ -142,7 +155,8 @@ class DataParallel(nn.Module):
         self._servers = _servers_of(o["servers"])
         self._job_options = _C.job_options(strategy, schedule_options, self._servers, o["steps"],
                                            float(o["failure_timeout"]), o["outer_optimizer"],
-                                           float(o["outer_lr"]), float(o["outer_momentum"]))
+                                           float(o["outer_lr"]), float(o["outer_momentum"]),
+                                           list(dict.fromkeys(allow)))
 
         trainable = [p for p in module.parameters() if p.requires_grad]
         if not trainable:
@@ -191,6 +205,7 @@ class DataParallel(nn.Module):
             _JOINED.add(where)
         self.rank = self._job.rank
         self.world = self._job.world
+        self._job_options = self._job_options.with_world(schedule_options, self.world)  # the sites, if any
         self.workers = _C.workers_of(self._job_options, self.world)
         if strategy != "auto":
             self._check_family(strategy)
@@ -235,30 +250,29 @@ class DataParallel(nn.Module):
 
     def _setup(self, args, kwargs):
         """Rank 0 finds and measures the layers; every rank builds the same schedule and its engine."""
-        job, o = self._job, self._options
-        profile_text, error, extra, strategy, compression = None, "", "", self._requested, None
+        job = self._job
+        profile_text, error, extra, recipe = None, "", "", None
         if job.rank == 0:
             try:
                 profile_text, called, why = self._measure(args, kwargs)
                 if self._requested == "auto":
-                    strategy, compression = self._choose(profile_text, why)
-                extra = json.dumps({"called": called, "strategy": strategy})
+                    recipe = self._choose(profile_text, why)
+                extra = json.dumps({"called": called})
             except (ValueError, TypeError, RuntimeError) as e:
                 error = f"{type(e).__name__}: {e}"
         if self._requested == "auto":
-            # The strategy rank 0 chose travels beside its plan: every rank asks for that one.
+            # The recipe rank 0 chose travels beside its plan: every rank trains that one.
             key = "weft/python/auto"
             if job.rank == 0:
-                job.set(key, json.dumps({"strategy": strategy, "compression": compression, "error": error}))
+                job.set(key, json.dumps({"recipe": recipe, "error": error}))
             chosen = json.loads(job.get(key))
             if chosen["error"] and job.rank != 0:
                 raise ValueError(f"rank 0 could not build the schedule: {chosen['error']}")
-            strategy = chosen["strategy"]
             if not error:
-                self._job_options = self._job_options.with_strategy(strategy, chosen["compression"])
-                self._check_family(strategy)
+                self._job_options = self._job_options.with_recipe(chosen["recipe"])
+                self._check_family(self._job_options.strategy)
         plan = _C.shared_schedule(job, self._job_options, self.workers, profile_text, extra, error)
-        self.strategy = strategy
+        self.strategy = self._job_options.strategy
         shared = json.loads(plan.extra)
         layers = assign(self.module, shared["called"], self._user_layers)
         self._check_profile(plan.profile_json, layers)
@@ -290,33 +304,20 @@ class DataParallel(nn.Module):
         return _C.profile_json(type(self.module).__name__, int(batch), rows), called, "rank 0's first batch"
 
     def _choose(self, profile_text, why):
-        """strategy="auto": (strategy, compression), the plan's fastest among the allowed families,
-        with every codec when "lossy" is allowed and no compression was given."""
-        # With servers only the parameter-server family runs; without, every other allowed one.
-        candidates = [n for n, family in strategies().items()
-                      if family in self._allow and (family == "ps") == bool(self._servers)]
-        codecs = LOSSY in self._allow and self._job_options.compression == "none" and not self._servers
-        plan = json.loads(self._job_options.plan_json(profile_text, self.workers, candidates, codecs))
-        chosen, compression = plan["recommended"], plan.get("recommended_compression", "none")
+        """strategy="auto", rank 0: the recipe (JSON text for JobOptions.with_recipe) — the C++
+        choice (plan/auto.h) among the allowed families, or the loaded state's recipe."""
+        if self._loaded is not None:
+            # As weft train: a resumed auto job trains the recipe its state records, not a new
+            # choice from a new measurement (Note [Auto resumes its recipe], runtime/train/trainer.cc).
+            recipe = json.dumps(self._loaded["job"])
+            if self._options["verbose"]:
+                _say(f"strategy=auto resumes the recipe its state records: "
+                     f"{self._job_options.with_recipe(recipe).recipe}")
+            return recipe
+        recipe, reason = self._job_options.choose(profile_text, self.workers, why)
         if self._options["verbose"]:
-            rows = plan.get("strategies", [])
-            label = lambda r: r["name"] + (f" + {r['compression']}" if "compression" in r else "")
-            best = next((r for r in rows if r["name"] == chosen
-                         and r.get("compression", "none") == compression), None)
-            exact = min((r for r in rows if "compression" not in r), key=lambda r: r["iteration_s"], default=None)
-            text = (f"strategy=auto chose {chosen}" + (f" + {compression}" if compression != "none" else "")
-                    + f": the fastest of {', '.join(candidates)}" + (" with every codec" if codecs else "")
-                    + f" predicted by the planner for {self.workers} workers at "
-                    + f"{self._schedule_options['bandwidth']}, from {why}")
-            if best is not None:
-                text += f" ({best['iteration_s'] * 1e3:.2f} ms per iteration"
-                if exact is not None and exact is not best:
-                    text += f"; the fastest exact one, {label(exact)}, {exact['iteration_s'] * 1e3:.2f} ms"
-                text += ")"
-            if codecs and compression != "none":
-                text += "; a lossy codec changes what is learnt: allow=(..) without 'lossy' keeps it exact"
-            _say(text)
-        return chosen, compression
+            _say(reason)
+        return recipe
 
     def _check_profile(self, profile_text, layers):
         profile = json.loads(profile_text)

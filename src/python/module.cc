@@ -17,7 +17,9 @@
 
 #include <pybind11/stl.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +36,7 @@
 #include "runtime/comm/engine.h"
 #include "runtime/comm/parameter_server.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/comm/sites.h"
 #include "runtime/launch/worker_env.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/model/outer_optimizer.h"
@@ -156,6 +159,12 @@ std::pair<ClusterSpec, StrategySpec> specs_of(const py::dict& options, int worke
     else if (name == "easgd_alpha") strategy.easgd_alpha = value.cast<double>();
     else if (name == "easgd_beta") strategy.easgd_beta = value.cast<double>();
     else if (name == "compression") strategy.compression = text_of(value);
+    else if (name == "sites") cluster.sites.sites = text_of(value);
+    else if (name == "topology") cluster.sites.topology = value.cast<std::string>();
+    else if (name == "wan_bandwidth") cluster.sites.wan_bandwidth = text_of(value);
+    else if (name == "wan_latency") cluster.sites.wan_latency = text_of(value);
+    else if (name == "hierarchical") strategy.hierarchical = value.cast<bool>();
+    else if (name == "site_every") strategy.site_every = value.cast<int>();
   }
   return {cluster, strategy};
 }
@@ -164,9 +173,10 @@ std::pair<ClusterSpec, StrategySpec> specs_of(const py::dict& options, int worke
 // flags. `strategy` may be "auto": what depends on it is checked by with_strategy.
 runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedule_options, int servers,
                              std::optional<std::int64_t> steps, double failure_timeout, const std::string& outer,
-                             double outer_lr, double outer_momentum) {
+                             double outer_lr, double outer_momentum, const std::vector<std::string>& allow) {
   ranges::KeywordSpelling keywords;
-  const auto [cluster, strategy_spec] = specs_of(schedule_options, 1, servers);
+  auto [cluster, strategy_spec] = specs_of(schedule_options, 1, servers);
+  cluster.sites = {};  // Note [Python's sites]: with_world gives the job its topology
   runtime::JobOptions job{.strategy = strategy,
                           .servers = servers,
                           .steps = steps,
@@ -174,19 +184,91 @@ runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedu
                           .strategy_options = make_strategy_options(strategy_spec),
                           .outer = {.kind = outer, .lr = outer_lr, .momentum = outer_momentum},
                           .failure_timeout = failure_timeout};
+  if (strategy == "auto") job.allow = allow;
   runtime::validate(job);
   if (strategy != "auto") runtime::check_length_known(job);
   return job;
 }
 
-runtime::JobOptions with_strategy(runtime::JobOptions job, const std::string& strategy,
-                                  const std::optional<std::string>& compression) {
+// Note [Python's sites]
+// ---------------------
+// weft.DataParallel's sites= or topology= (with wan_bandwidth=, wan_latency=)
+// say which ranks share a site, as weft train's flags do (Note [Sites of a
+// training job] in cli/train_command.cc): the planner prices the links they
+// give, and hierarchical= and site_every= run by them. The sites are given
+// before the job's world size is known (job_options runs before connect), so the
+// job's topology is built by with_world once it is; a parameter-server job has
+// none (its sites are emulated only, as weft train's). An engine with sites
+// opens its site groups under a store prefix of its own (PyEngine), so that a
+// second weft.DataParallel in the process never meets the first one's groups.
+// cost/topology.h's messages name the command line's flags whatever the
+// spelling ("--sites 3x3: ..."): their first words, respelled as the keyword
+// (Note [One message, two spellings]).
+UsageError as_keywords(const UsageError& e) {
+  const std::string what = e.what();
+  for (const char* flag : {"--sites", "--topology", "--wan-bandwidth", "--wan-latency"}) {
+    const std::string rest = what.substr(std::min(what.size(), std::strlen(flag)));
+    if (!what.starts_with(flag) || !(rest.starts_with(" ") || rest.starts_with(":"))) continue;
+    if (rest.starts_with(" ")) {  // "--flag VALUE: why"
+      const auto colon = rest.find(": ");
+      const std::string value = rest.substr(1, colon == std::string::npos ? std::string::npos : colon - 1);
+      return UsageError(ranges::given(flag, value) + (colon == std::string::npos ? "" : rest.substr(colon)));
+    }
+    return UsageError(ranges::named(flag) + rest);
+  }
+  return e;
+}
+
+runtime::JobOptions with_world(runtime::JobOptions job, const py::dict& schedule_options, int world) {
   ranges::KeywordSpelling keywords;
-  job.strategy = strategy;
-  if (compression) job.strategy_options.compression = parse_encoding(*compression, "--compression");
-  runtime::validate(job);
-  runtime::check_length_known(job);
+  const auto [cluster, strategy_spec] = specs_of(schedule_options, world, job.servers);
+  const SiteFlags& sites = cluster.sites;
+  const bool given = !sites.sites.empty() || !sites.topology.empty() || !sites.wan_bandwidth.empty() ||
+                     !sites.wan_latency.empty();
+  const StrategyOptions& so = job.strategy_options;
+  if (given && job.servers > 0) {
+    throw UsageError(fmt::format("{}: sites group the workers of an all-reduce job; with {} the servers' links "
+                                 "are planned as their own (give no sites)",
+                                 ranges::named(sites.topology.empty() ? "--sites" : "--topology"),
+                                 ranges::given("--servers", std::to_string(job.servers))));
+  }
+  if (!given && (so.hierarchical || so.site_every > 0)) {
+    throw UsageError(fmt::format("{}: needs sites: give {} or {}",
+                                 so.hierarchical ? ranges::given("--hierarchical", "True")
+                                                 : ranges::given("--site-every", std::to_string(so.site_every)),
+                                 ranges::given("--sites", "AxB"), ranges::given("--topology", "FILE")));
+  }
+  if (!given) return job;
+  // As weft train: the sites alone group the ranks, their links all alike.
+  const Cluster& c = job.cluster;
+  try {
+    if (!sites.sites.empty() && sites.wan_bandwidth.empty() && sites.wan_latency.empty()) {
+      job.cluster.topology = {.sites = sites_shorthand(sites.sites, world, c.bandwidth, c.latency),
+                              .wan = {.bandwidth = c.bandwidth, .latency = c.latency}};
+    } else {
+      job.cluster.topology = topology_of(sites, world, c.bandwidth, c.latency);
+    }
+    validate(job.cluster.topology, world);
+  } catch (const UsageError& e) {
+    throw as_keywords(e);
+  }
   return job;
+}
+
+// strategy="auto" on rank 0: (the recipe as with_recipe takes it, the reason).
+std::pair<std::string, std::string> choose(const runtime::JobOptions& job, const std::string& profile_text,
+                                           int workers, const std::string& source) {
+  ranges::KeywordSpelling keywords;
+  const Profile profile = parse_profile(profile_text, "profile");
+  const AutoChoice choice = [&] {
+    py::gil_scoped_release release;
+    return runtime::choose_for_job(job, profile, workers, source);
+  }();
+  runtime::JobOptions chosen = job;
+  chosen.strategy = choice.strategy;
+  chosen.strategy_options = choice.options;
+  chosen.allow.clear();
+  return {runtime::job_identity(chosen, workers).dump(), choice.reason};
 }
 
 // ---------------------------------------------------------------------------
@@ -248,7 +330,13 @@ class PyEngine {
       : job_(std::move(job)), plan_(std::move(plan)), optimizer_(&optimizer) {
     Job& j = *job_;
     outer_ = runtime::make_outer(options, layers, find_strategy(options.strategy).family == Family::kLocalSgd);
-    const std::string announcements = fmt::format("python-announcements-{}", j.announcement_groups++);
+    const int engine_index = j.announcement_groups++;
+    const std::string announcements = fmt::format("python-announcements-{}", engine_index);
+    if (runtime::uses_sites(plan_->schedule)) {  // Note [Python's sites]: a store prefix per engine
+      sites_ = std::make_unique<runtime::SiteCollectives>(
+          c10::make_intrusive<c10d::PrefixStore>(fmt::format("python-engine-{}/", engine_index), j.group.store),
+          options.cluster.topology, j.group.rank, workers, options.failure_timeout, j.group.address);
+    }
     engine_ = std::make_unique<runtime::Engine>(runtime::EngineOptions{
         .schedule = &plan_->schedule,
         .layers = std::move(layers),
@@ -260,6 +348,7 @@ class PyEngine {
         .gather_below = plan_->gather_below,
         .stall_timeout = 2 * options.failure_timeout,
         .outer = outer_.get(),
+        .sites = sites_.get(),
         .first_iteration = first_iteration,
         .zero_missing_gradients = zero_missing_gradients});
   }
@@ -292,6 +381,7 @@ class PyEngine {
   std::shared_ptr<runtime::SharedPlan> plan_;  // the engine reads the schedule throughout
   runtime::LayerOptimizer* optimizer_;    // kept alive by the Python engine object (keep_alive)
   std::unique_ptr<runtime::OuterOptimizer> outer_;  // declared before the engine, which uses it
+  std::unique_ptr<runtime::SiteCollectives> sites_;  // likewise; null without sites
   std::unique_ptr<runtime::Engine> engine_;
 };
 
@@ -308,24 +398,6 @@ std::string profile_json(const std::string& model, int batch, const std::vector<
   }
   validate(p, "the measured profile");
   return to_json(p);
-}
-
-// strategy="auto"'s plan: `weft plan --json` of the job's cluster and options
-// for `strategies` (one family: with servers the parameter-server ones), with
-// every codec where `every_codec`.
-std::string plan_for_job(const runtime::JobOptions& job, const std::string& profile_text, int workers,
-                         const std::vector<std::string>& strategies, bool every_codec) {
-  ranges::KeywordSpelling keywords;
-  const Profile profile = parse_profile(profile_text, "profile");
-  Cluster cluster = runtime::planned_cluster(job.cluster);
-  cluster.workers = workers;
-  cluster.arch = job.servers > 0 ? Arch::kParameterServer : Arch::kAllReduce;
-  cluster.servers = std::max(job.servers, 1);
-  validate(cluster);
-  PlanOptions plan_options{.strategies = strategies, .strategy = job.strategy_options};
-  if (every_codec) plan_options.compressions = candidate_encodings();  // as `weft plan --compression auto`
-  py::gil_scoped_release release;
-  return plan_json(plan(profile, cluster, plan_options));
 }
 
 std::string plan_of(const std::string& profile_text, int workers, const py::dict& options,
@@ -399,21 +471,29 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<runtime::JobOptions>(m, "JobOptions")
       .def_property_readonly("strategy", [](const runtime::JobOptions& j) { return j.strategy; })
-      .def("with_strategy", &with_strategy, py::arg("strategy"), py::arg("compression") = py::none(),
-           "These options for `strategy` (and `compression`, chosen by strategy='auto'), checked; ValueError as "
-           "job_options.")
       .def_property_readonly("compression",
                              [](const runtime::JobOptions& j) { return to_string(j.strategy_options.compression); })
-      .def("plan_json", &plan_for_job, py::arg("profile"), py::arg("workers"), py::arg("strategies"),
-           py::arg("every_codec") = false,
-           "`weft plan --json` of these options on `workers` workers for `strategies` (strategy='auto'), with "
-           "every codec where `every_codec`.")
+      .def("choose", &choose, py::arg("profile"), py::arg("workers"), py::arg("source"),
+           "strategy='auto' (plan/auto.h): (the chosen recipe as JSON text, for with_recipe; the reason, one "
+           "line). ValueError naming the keyword.")
+      .def("with_recipe", [](const runtime::JobOptions& j, const std::string& recipe) {
+        ranges::KeywordSpelling keywords;
+        return runtime::with_recipe(j, json::parse(recipe), "strategy='auto'");
+      }, py::arg("recipe"), "These options with the recipe `choose` returned (or a checkpoint's job), checked.")
+      .def("with_world", &with_world, py::arg("schedule_options"), py::arg("world"),
+           "These options with the job's sites for `world` ranks (Note [Python's sites]); ValueError naming "
+           "the keyword.")
+      .def_property_readonly("recipe", [](const runtime::JobOptions& j) {
+        return describe_recipe(j.strategy, j.strategy_options);
+      }, "The strategy and its codec and sites variant, in words.")
+      .def_property_readonly("hierarchical", [](const runtime::JobOptions& j) { return j.strategy_options.hierarchical; })
+      .def_property_readonly("site_every", [](const runtime::JobOptions& j) { return j.strategy_options.site_every; })
       .def("identity", [](const runtime::JobOptions& j, int workers) {
         return runtime::job_identity(j, workers).dump();
       }, py::arg("workers"), "What a checkpoint records of the job (runtime/train/job.h), as JSON text.");
   m.def("job_options", &make_job, py::arg("strategy"), py::arg("schedule_options"), py::arg("servers"),
         py::arg("steps"), py::arg("failure_timeout"), py::arg("outer_optimizer"), py::arg("outer_lr"),
-        py::arg("outer_momentum"),
+        py::arg("outer_momentum"), py::arg("allow") = std::vector<std::string>{},
         "The job's options, checked as weft train checks its flags; ValueError naming the keyword.");
   py::class_<runtime::DivergenceWatch>(m, "DivergenceWatch")
       .def(py::init([](const runtime::JobOptions& j) {
