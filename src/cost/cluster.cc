@@ -91,8 +91,10 @@ struct Ring {
   int members = 1;
   Seconds alpha = 0;
   BytesPerSecond rate = 0;
+  // Two members that swap their sums (an all-gather): one step, the ring's bytes.
+  bool swap = false;
 
-  Seconds startup() const { return 2.0 * (members - 1) * alpha; }
+  Seconds startup() const { return (swap && members == 2 ? 1.0 : 2.0 * (members - 1)) * alpha; }
   // What n moves at: the rate scaled so that the flow's volume is n.
   BytesPerSecond capacity() const {
     return members > 1 ? rate * members / (2.0 * (members - 1)) : rate;
@@ -101,6 +103,9 @@ struct Ring {
     return members > 1 ? startup() + static_cast<double>(n) / capacity() : 0.0;
   }
 };
+
+// Note [Collectives across sites]: a step across a link of one-way delay d.
+Seconds step_latency(Seconds one_way) { return 2 * one_way; }
 
 // The ring of every worker in rank order, over the sites' links and the WAN.
 Ring whole_ring(const Cluster& c) {
@@ -118,10 +123,10 @@ Ring whole_ring(const Cluster& c) {
     const Site& from = t.sites[static_cast<std::size_t>(site[static_cast<std::size_t>(r)])];
     const Site& to = t.sites[static_cast<std::size_t>(next(r))];
     BytesPerSecond rate = std::min(from.bandwidth, to.bandwidth);
-    Seconds alpha = from.latency;
+    Seconds alpha = step_latency(from.latency);
     if (&from != &to) {
       rate = std::min(rate, t.wan.bandwidth / crossing[{site[static_cast<std::size_t>(r)], next(r)}]);
-      alpha = t.wan.latency;
+      alpha = step_latency(t.wan.latency);
     }
     ring.alpha = std::max(ring.alpha, alpha);
     ring.rate = std::min(ring.rate, rate);
@@ -133,15 +138,17 @@ Ring whole_ring(const Cluster& c) {
 Ring site_ring(const Cluster& c, std::size_t s) {
   const Site& site = c.topology.sites[s];
   const auto members = std::count_if(site.ranks.begin(), site.ranks.end(), [&](int r) { return r < c.workers; });
-  return {.members = static_cast<int>(members), .alpha = site.latency, .rate = site.bandwidth};
+  return {.members = static_cast<int>(members), .alpha = step_latency(site.latency), .rate = site.bandwidth};
 }
 
-// The ring of one leader per site, over the WAN (each ordered pair one hop).
+// The ring of one leader per site, over the WAN (each ordered pair one hop); two
+// leaders swap their sums (Note [Sum by sites] in runtime/comm/sites.h).
 Ring leaders_ring(const Cluster& c) {
   const Topology& t = c.topology;
   BytesPerSecond rate = t.wan.bandwidth;
   for (const Site& site : t.sites) rate = std::min(rate, site.bandwidth);
-  return {.members = static_cast<int>(t.sites.size()), .alpha = t.wan.latency, .rate = rate};
+  return {.members = static_cast<int>(t.sites.size()), .alpha = step_latency(t.wan.latency), .rate = rate,
+          .swap = true};
 }
 
 // A leader's broadcast of n bytes to the other k−1 workers of site s.

@@ -205,13 +205,14 @@ TEST(Sites, TwoSitesOfTwoMatchTheClosedForms) {
   for (const Bytes n : {Bytes{0}, Bytes{1}, 4_KiB, 1_MiB, 100_MiB}) {
     SCOPED_TRACE(n);
     const double x = static_cast<double>(n);
+    // A step costs a round trip: twice the one-way latency.
     // One ring 0-1-2-3: two WAN hops (one per ordered pair), each at W.
-    const Seconds all = 6 * aw + 2.0 * 3 / 4 * x / W;
+    const Seconds all = 6 * (2 * aw) + 2.0 * 3 / 4 * x / W;
     // Each site's ring of two: one step each way.
-    const Seconds site = 2 * a + x / B;
-    // The site's ring, its leader's broadcast to the one other (a + n/B), the
-    // leaders' ring of two over the WAN.
-    const Seconds by_sites = (2 * a + x / B) + (a + x / B) + (2 * aw + x / W);
+    const Seconds site = 2 * (2 * a) + x / B;
+    // The site's ring, its leader's broadcast to the one other (a step + n/B),
+    // the two leaders swapping their sums over the WAN (one step, n bytes).
+    const Seconds by_sites = (2 * (2 * a) + x / B) + (2 * a + x / B) + (2 * aw + x / W);
     for (const auto& [reach, expected] :
          {std::pair{Reach::kAll, all}, std::pair{Reach::kSite, site}, std::pair{Reach::kBySites, by_sites}}) {
       SCOPED_TRACE(to_string(reach));
@@ -235,10 +236,10 @@ TEST(Sites, OneWorkerPerSiteIsTheFlatRingOverTheWan) {
   const BytesPerSecond W = 20_Mbit;
   const Seconds aw = 40_ms;
   const Cluster c = with_sites(4, "4x1", W, aw, W, aw);
-  const Cluster flat = ring(4, W, aw);
+  const Cluster flat = ring(4, W, 2 * aw);  // a uniform ring's α is per step already
   for (const Bytes n : {Bytes{0}, 4_KiB, 10_MiB}) {
     const double x = static_cast<double>(n);
-    const Seconds expected = 6 * aw + 1.5 * x / W;
+    const Seconds expected = 6 * (2 * aw) + 1.5 * x / W;
     EXPECT_NEAR(allreduce_time(c, n, Reach::kAll), expected, 1e-12 * (1 + expected));
     EXPECT_NEAR(allreduce_time(c, n, Reach::kBySites), expected, 1e-12 * (1 + expected));
     EXPECT_NEAR(allreduce_time(flat, n), expected, 1e-12 * (1 + expected));
@@ -249,7 +250,7 @@ TEST(Sites, OneWorkerPerSiteIsTheFlatRingOverTheWan) {
   // One site: by sites is the site's ring and broadcast, with no WAN stage.
   const Cluster one = with_sites(4, "1x4", 1_Gbit, 0.05_ms, W, aw);
   const double x = static_cast<double>(1_MiB);
-  const Seconds site = 6 * 0.05_ms + 1.5 * x / 1_Gbit + 0.05_ms + 3 * x / 1_Gbit;
+  const Seconds site = 6 * (2 * 0.05_ms) + 1.5 * x / 1_Gbit + 2 * 0.05_ms + 3 * x / 1_Gbit;
   EXPECT_NEAR(allreduce_time(one, 1_MiB, Reach::kBySites), site, 1e-12);
   EXPECT_NEAR(alone(one, allreduce_flow(one, 1_MiB, Reach::kBySites)), site, 1e-12);
 }
@@ -265,12 +266,12 @@ TEST(Sites, UnevenSitesAreSetByTheirSlowestPart) {
   const Bytes n = 8_MiB;
   const double x = static_cast<double>(n);
   // One ring of four: the WAN hops, capped by site 1's slower link.
-  EXPECT_NEAR(allreduce_time(c, n, Reach::kAll), 6 * aw + 1.5 * x / B1, 1e-9);
+  EXPECT_NEAR(allreduce_time(c, n, Reach::kAll), 6 * (2 * aw) + 1.5 * x / B1, 1e-9);
   // Site 0's ring of three (four steps of n/3); site 1 alone averages nothing.
-  EXPECT_NEAR(allreduce_time(c, n, Reach::kSite), 4 * a0 + 4.0 / 3 * x / B0, 1e-12);
-  // Site 0's ring and its broadcast to two, then the leaders' ring of two at B1.
+  EXPECT_NEAR(allreduce_time(c, n, Reach::kSite), 4 * (2 * a0) + 4.0 / 3 * x / B0, 1e-12);
+  // Site 0's ring and its broadcast to two, then the two leaders' swap at B1.
   EXPECT_NEAR(allreduce_time(c, n, Reach::kBySites),
-              (4 * a0 + 4.0 / 3 * x / B0) + (a0 + 2 * x / B0) + (2 * aw + x / B1), 1e-9);
+              (4 * (2 * a0) + 4.0 / 3 * x / B0) + (2 * a0 + 2 * x / B0) + (2 * aw + x / B1), 1e-9);
   // Alone, each flow takes the same time.
   for (const Reach reach : {Reach::kAll, Reach::kSite, Reach::kBySites}) {
     EXPECT_NEAR(alone(c, allreduce_flow(c, n, reach)), allreduce_time(c, n, reach), 1e-12) << to_string(reach);
@@ -287,7 +288,7 @@ TEST(Sites, ARingThatCrossesTheWanMoreOftenSharesIt) {
   c.topology.wan = {.bandwidth = W, .latency = 20_ms};
   validate(c);
   const double x = static_cast<double>(1_MiB);
-  EXPECT_NEAR(allreduce_time(c, 1_MiB, Reach::kAll), 6 * 20_ms + 1.5 * x / (W / 2), 1e-9);
+  EXPECT_NEAR(allreduce_time(c, 1_MiB, Reach::kAll), 6 * (2 * 20_ms) + 1.5 * x / (W / 2), 1e-9);
   // By sites does not depend on where the ranks sit.
   const Cluster in_order = with_sites(4, "2x2", B, 0.05_ms, W, 20_ms);
   EXPECT_DOUBLE_EQ(allreduce_time(c, 1_MiB, Reach::kBySites), allreduce_time(in_order, 1_MiB, Reach::kBySites));

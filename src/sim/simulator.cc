@@ -74,8 +74,10 @@ namespace weft {
 // bytes in turn), and the cores (Note [Shared cores]). The α–β model, for other
 // transports, keeps plain fair sharing and no limit. Why: Gloo runs each
 // collective of a group on one of its few threads, to its end. Messages in a
-// lossy encoding move one at a time under any model: the runtime runs them one
-// after another on their codec's thread (runtime/comm/codecs.h).
+// lossy encoding, and sums by sites, move one at a time under any model: the
+// runtime runs them one after another on their codec's thread
+// (runtime/comm/codecs.h) or the sites' (Note [Sum by sites] in
+// runtime/comm/sites.h).
 
 // Note [Parameter-server transport]
 // ----------------------------------
@@ -278,7 +280,7 @@ class Simulation {
   void count_in_flight(int w, int delta, Seconds now);
   void reshare(int machine, Seconds now);
   bool room_for_collective(int seq) const;
-  bool encoded(int seq) const;
+  bool serial(int seq) const;
   void start_held_collectives(Seconds now);
   void on_iteration_start(int w, int iteration, Seconds now);
   void schedule_releases(int w, int iteration, int layer, Seconds backward_end);
@@ -361,7 +363,7 @@ class Simulation {
   // Note [Collectives in flight]
   int transport_limit_ = 0;  // collectives the transport runs at once; 0 = any number
   int collectives_moving_ = 0;
-  int encoded_moving_ = 0;  // of them, in a lossy encoding
+  int serial_moving_ = 0;  // of them, run one at a time (serial())
   std::deque<int> collectives_held_;  // sequence numbers, in issue order
 
   std::vector<PsMessage> ps_messages_;
@@ -687,13 +689,15 @@ double Simulation::collective_stretch() const {
 
 // Note [Collectives in flight]: whether one more collective may move now.
 bool Simulation::room_for_collective(int seq) const {
-  if (encoded_moving_ > 0 && encoded(seq)) return false;
+  if (serial_moving_ > 0 && serial(seq)) return false;
   return transport_limit_ == 0 || collectives_moving_ < transport_limit_;
 }
 
-bool Simulation::encoded(int seq) const {
+// Note [Collectives in flight]: in a lossy encoding, or summed by sites.
+bool Simulation::serial(int seq) const {
   const Message& m = collectives_[static_cast<size_t>(seq - collective_base_)].messages[0];
-  return lossy(schedule_.ops(m.ops.front().iteration)[static_cast<size_t>(m.ops.front().index)].encoding);
+  const CommOp& op = schedule_.ops(m.ops.front().iteration)[static_cast<size_t>(m.ops.front().index)];
+  return lossy(op.encoding) || op.reach == Reach::kBySites;
 }
 
 // Note [Collectives in flight]: those held start, in issue order, while there is room.
@@ -843,7 +847,7 @@ void Simulation::start_collective(int seq, Seconds now) {
     return;
   }
   ++collectives_moving_;
-  encoded_moving_ += encoded(seq) ? 1 : 0;
+  serial_moving_ += serial(seq) ? 1 : 0;
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, +1, now);
   c.flow = network_.start(encoded_flow(c.messages[0]), now, collective_stretch());
@@ -854,7 +858,7 @@ void Simulation::on_collective_done(int seq, Seconds now) {
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   c.done = true;
   --collectives_moving_;
-  encoded_moving_ -= encoded(seq) ? 1 : 0;
+  serial_moving_ -= serial(seq) ? 1 : 0;
   start_held_collectives(now);
   const bool record_it = recording(c.messages[0].ops.front().iteration);
   for (int v = 0; v < sim_workers_; ++v) {

@@ -718,9 +718,10 @@ TEST(Simulate, AHierarchicalAllReduceTakesItsClosedForm) {
   const double n = static_cast<double>(p.total_bytes());
   const BytesPerSecond B = 1_Gbit, W = 20_Mbit;
   const Seconds a = 0.05_ms, aw = 20_ms;
-  // Each site's ring of two, its leader's broadcast to the other, the leaders'
-  // ring of two over the WAN: after the backward, behind the barrier.
-  const Seconds by_sites = (2 * a + n / B) + (a + n / B) + (2 * aw + n / W);
+  // A step costs a round trip. Each site's ring of two, its leader's broadcast
+  // to the other, the two leaders' swap over the WAN: after the backward, behind
+  // the barrier.
+  const Seconds by_sites = (2 * (2 * a) + n / B) + (2 * a + n / B) + (2 * aw + n / W);
   CommOp op = whole_layers(p, {0, 1});
   op.reach = Reach::kBySites;
   const Timeline t = simulate(one_period({op}), p, c, {.iterations = 6});
@@ -728,7 +729,7 @@ TEST(Simulate, AHierarchicalAllReduceTakesItsClosedForm) {
   // The same over one ring of four crosses the WAN twice per step.
   op.reach = Reach::kAll;
   const Timeline flat = simulate(one_period({op}), p, c, {.iterations = 6});
-  EXPECT_NEAR(flat.summary.iteration, compute_of(p) + 6 * aw + 1.5 * n / W, 1e-9);
+  EXPECT_NEAR(flat.summary.iteration, compute_of(p) + 6 * (2 * aw) + 1.5 * n / W, 1e-9);
   // Uniform links as before: the cluster without its sites prices the ring at B.
   Cluster uniform = c;
   uniform.topology = {};
@@ -754,8 +755,8 @@ TEST(Simulate, SiteAveragesBetweenAveragesAcrossSitesTakeTheirClosedForm) {
   s.iterations = {{site}, {site}, {across}};
   ASSERT_NO_THROW(validate(s, p, c.workers));
   const Timeline t = simulate(s, p, c, {.iterations = 12});
-  const Seconds in_site = 2 * a + n / B;
-  const Seconds by_sites = (2 * a + n / B) + (a + n / B) + (2 * aw + n / W);
+  const Seconds in_site = 2 * (2 * a) + n / B;
+  const Seconds by_sites = (2 * (2 * a) + n / B) + (2 * a + n / B) + (2 * aw + n / W);
   EXPECT_NEAR(t.summary.iteration, compute_of(p) + (2 * in_site + by_sites) / 3, 1e-9);
 }
 

@@ -8,7 +8,9 @@
 // -------------------
 // Rule: a sum by sites is three collectives, in turn: an all-reduce of the
 // site's workers, an all-reduce of the sites' leaders (each site's lowest worker
-// rank) on their sites' sums, and a broadcast from the leader inside its site.
+// rank) on their sites' sums — two leaders swap them by all-gather instead, one
+// round trip where a ring takes two, the same bytes (Note [Collectives across
+// sites] in cost/cluster.h) — and a broadcast from the leader inside its site.
 // Every worker then holds the sum over all workers, bit-identical: the leaders
 // hold the same bytes after their all-reduce and the others receive them.
 // A site of one worker skips its own all-reduce and broadcast; one site skips
