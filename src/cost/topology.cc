@@ -44,15 +44,15 @@ double quantity(const JsonReader& object, const std::string& name, const ranges:
 
 void check_rate(BytesPerSecond rate, std::string_view flag) {
   if (!(rate > 0) || !std::isfinite(rate)) {
-    throw UsageError(fmt::format("{} {} B/s: a link rate must be a positive number, such as "
-                                 "100Mbit, 1Gbit or 10MB/s",
-                                 flag, rate));
+    throw UsageError(fmt::format("{} B/s: a link rate must be a positive number, such as 100Mbit, 1Gbit or 10MB/s",
+                                 ranges::given(flag, fmt::format("{}", rate))));
   }
 }
 
 void check_latency(Seconds latency, std::string_view flag) {
   if (!(latency >= 0) || !std::isfinite(latency)) {
-    throw UsageError(fmt::format("{} {} s: must be 0 or a positive duration, such as 50us or 20ms", flag, latency));
+    throw UsageError(fmt::format("{} s: must be 0 or a positive duration, such as 50us or 20ms",
+                                 ranges::given(flag, fmt::format("{}", latency))));
   }
 }
 
@@ -67,12 +67,13 @@ std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSeco
     return error == std::errc{} && end == part.data() + part.size() && out >= 1;
   };
   if (x == std::string_view::npos || !whole(text.substr(0, x), count) || !whole(text.substr(x + 1), per_site)) {
-    throw UsageError(fmt::format("--sites {}: expected AxB, A sites of B ranks each, such as 2x2", text));
+    throw UsageError(
+        fmt::format("{}: expected AxB, A sites of B ranks each, such as 2x2", ranges::given("--sites", text)));
   }
   if (static_cast<long long>(count) * per_site != ranks) {
-    throw UsageError(fmt::format("--sites {}: {} sites of {} ranks make {} ranks, but the job has {} (workers + "
+    throw UsageError(fmt::format("{}: {} sites of {} ranks make {} ranks, but the job has {} (workers + "
                                  "servers)",
-                                 text, count, per_site, static_cast<long long>(count) * per_site, ranks));
+                                 ranges::given("--sites", text), count, per_site, static_cast<long long>(count) * per_site, ranks));
   }
   std::vector<Site> sites(static_cast<std::size_t>(count));
   for (int k = 0; k < ranks; ++k) sites[static_cast<std::size_t>(k / per_site)].ranks.push_back(k);
@@ -84,12 +85,12 @@ std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSeco
 }
 
 Topology read_topology(const std::string& path) {
-  const std::string origin = "--topology " + path;
+  const std::string origin = ranges::given("--topology", path);
   std::string text;
   try {
     text = read_input(path, "the topology");
   } catch (const UsageError& e) {
-    throw UsageError(fmt::format("--topology {}", e.what()));  // read_input names the file, not the flag
+    throw UsageError(fmt::format("{} {}", ranges::named("--topology"), e.what()));  // read_input names the file, not the flag
   }
   const nlohmann::json document = parse_json(text, origin, kWhat);
   const JsonReader top(document, "", origin, kWhat);
@@ -119,19 +120,29 @@ Topology topology_of(const SiteFlags& flags, int ranks, BytesPerSecond bandwidth
   const bool wan_given = !flags.wan_bandwidth.empty() || !flags.wan_latency.empty();
   const char* wan_flag = !flags.wan_bandwidth.empty() ? "--wan-bandwidth" : "--wan-latency";
   if (!flags.topology.empty()) {
-    if (!flags.sites.empty()) throw UsageError("--sites: not with --topology, whose file lists the sites");
-    if (wan_given) throw UsageError(fmt::format("{}: not with --topology, whose file gives the WAN", wan_flag));
+    if (!flags.sites.empty()) {
+      throw UsageError(fmt::format("{}: not with {}, whose file lists the sites", ranges::named("--sites"),
+                                   ranges::named("--topology")));
+    }
+    if (wan_given) {
+      throw UsageError(fmt::format("{}: not with {}, whose file gives the WAN", ranges::named(wan_flag),
+                                   ranges::named("--topology")));
+    }
     return read_topology(flags.topology);
   }
   if (flags.sites.empty()) {
-    if (wan_given) throw UsageError(fmt::format("{}: only with --sites AxB (or a --topology file)", wan_flag));
+    if (wan_given) {
+      throw UsageError(fmt::format("{}: only with {} AxB (or a {} file)", ranges::named(wan_flag),
+                                   ranges::named("--sites"), ranges::named("--topology")));
+    }
     return {};
   }
   Topology topology{.sites = sites_shorthand(flags.sites, ranks, bandwidth, latency), .wan = {}};
   if (topology.sites.size() > 1 && flags.wan_bandwidth.empty()) {
-    throw UsageError(fmt::format("--sites {}: give the link between sites with --wan-bandwidth (and --wan-latency), "
-                                 "such as --wan-bandwidth 20Mbit --wan-latency 20ms",
-                                 flags.sites));
+    throw UsageError(fmt::format("{}: give the link between sites with {} (and {}), such as {} {}",
+                                 ranges::given("--sites", flags.sites), ranges::named("--wan-bandwidth"),
+                                 ranges::named("--wan-latency"), ranges::given("--wan-bandwidth", "20Mbit"),
+                                 ranges::given("--wan-latency", "20ms")));
   }
   if (!flags.wan_bandwidth.empty()) topology.wan.bandwidth = ranges::parse(ranges::kWanBandwidth, flags.wan_bandwidth);
   if (!flags.wan_latency.empty()) topology.wan.latency = ranges::parse(ranges::kWanLatency, flags.wan_latency);
@@ -161,17 +172,17 @@ void validate(const Topology& topology, int ranks) {
   std::vector<int> site(static_cast<std::size_t>(std::max(ranks, 0)), -1);
   for (std::size_t s = 0; s < topology.sites.size(); ++s) {
     const Site& one = topology.sites[s];
-    if (one.ranks.empty()) throw UsageError(fmt::format("--topology: sites[{}] has no ranks", s));
+    if (one.ranks.empty()) throw UsageError(fmt::format("{}: sites[{}] has no ranks", ranges::named("--topology"), s));
     for (const int rank : one.ranks) {
       if (rank < 0 || rank >= ranks) {
-        throw UsageError(fmt::format("--topology: sites[{}].ranks holds {}: the job's ranks are 0..{} (workers, "
+        throw UsageError(fmt::format("{}: sites[{}].ranks holds {}: the job's ranks are 0..{} (workers, "
                                      "then servers)",
-                                     s, rank, ranks - 1));
+                                     ranges::named("--topology"), s, rank, ranks - 1));
       }
       int& seen = site[static_cast<std::size_t>(rank)];
       if (seen >= 0) {
-        throw UsageError(fmt::format("--topology: rank {} is in sites[{}] and sites[{}]: each rank is in one site",
-                                     rank, seen, s));
+        throw UsageError(fmt::format("{}: rank {} is in sites[{}] and sites[{}]: each rank is in one site",
+                                     ranges::named("--topology"), rank, seen, s));
       }
       seen = static_cast<int>(s);
     }
@@ -180,9 +191,9 @@ void validate(const Topology& topology, int ranks) {
   }
   for (int rank = 0; rank < ranks; ++rank) {
     if (site[static_cast<std::size_t>(rank)] < 0) {
-      throw UsageError(fmt::format("--topology: rank {} is in no site; every rank 0..{} (workers, then servers) "
+      throw UsageError(fmt::format("{}: rank {} is in no site; every rank 0..{} (workers, then servers) "
                                    "needs one",
-                                   rank, ranks - 1));
+                                   ranges::named("--topology"), rank, ranks - 1));
     }
   }
   if (topology.sites.size() > 1) {

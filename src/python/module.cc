@@ -201,24 +201,6 @@ runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedu
 // none (its sites are emulated only, as weft train's). An engine with sites
 // opens its site groups under a store prefix of its own (PyEngine), so that a
 // second weft.DataParallel in the process never meets the first one's groups.
-// cost/topology.h's messages name the command line's flags whatever the
-// spelling ("--sites 3x3: ..."): their first words, respelled as the keyword
-// (Note [One message, two spellings]).
-UsageError as_keywords(const UsageError& e) {
-  const std::string what = e.what();
-  for (const char* flag : {"--sites", "--topology", "--wan-bandwidth", "--wan-latency"}) {
-    const std::string rest = what.substr(std::min(what.size(), std::strlen(flag)));
-    if (!what.starts_with(flag) || !(rest.starts_with(" ") || rest.starts_with(":"))) continue;
-    if (rest.starts_with(" ")) {  // "--flag VALUE: why"
-      const auto colon = rest.find(": ");
-      const std::string value = rest.substr(1, colon == std::string::npos ? std::string::npos : colon - 1);
-      return UsageError(ranges::given(flag, value) + (colon == std::string::npos ? "" : rest.substr(colon)));
-    }
-    return UsageError(ranges::named(flag) + rest);
-  }
-  return e;
-}
-
 runtime::JobOptions with_world(runtime::JobOptions job, const py::dict& schedule_options, int world) {
   ranges::KeywordSpelling keywords;
   const auto [cluster, strategy_spec] = specs_of(schedule_options, world, job.servers);
@@ -241,17 +223,13 @@ runtime::JobOptions with_world(runtime::JobOptions job, const py::dict& schedule
   if (!given) return job;
   // As weft train: the sites alone group the ranks, their links all alike.
   const Cluster& c = job.cluster;
-  try {
-    if (!sites.sites.empty() && sites.wan_bandwidth.empty() && sites.wan_latency.empty()) {
-      job.cluster.topology = {.sites = sites_shorthand(sites.sites, world, c.bandwidth, c.latency),
-                              .wan = {.bandwidth = c.bandwidth, .latency = c.latency}};
-    } else {
-      job.cluster.topology = topology_of(sites, world, c.bandwidth, c.latency);
-    }
-    validate(job.cluster.topology, world);
-  } catch (const UsageError& e) {
-    throw as_keywords(e);
+  if (!sites.sites.empty() && sites.wan_bandwidth.empty() && sites.wan_latency.empty()) {
+    job.cluster.topology = {.sites = sites_shorthand(sites.sites, world, c.bandwidth, c.latency),
+                            .wan = {.bandwidth = c.bandwidth, .latency = c.latency}};
+  } else {
+    job.cluster.topology = topology_of(sites, world, c.bandwidth, c.latency);
   }
+  validate(job.cluster.topology, world);
   return job;
 }
 
