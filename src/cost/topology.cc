@@ -3,6 +3,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
@@ -18,13 +20,16 @@ namespace {
 
 constexpr std::string_view kWhat =
     "a topology: {\"sites\": [{\"ranks\": [0, 1], \"bandwidth\": \"1Gbit\", \"latency\": \"0.1ms\"}, ...], "
-    "\"wan\": {\"bandwidth\": \"20Mbit\", \"latency\": \"20ms\"}}";
+    "\"wan\": {\"bandwidth\": \"20Mbit\", \"latency\": \"20ms\"}, \"links\": [{\"from\": 0, \"to\": 1, "
+    "\"bandwidth\": \"50Mbit\", \"latency\": \"10ms\", \"both_ways\": true}, ...]}";
 
 // A rate or a time: a string as the flags take it ("1Gbit", "20ms") or a number
-// (bytes/s, seconds), in `range`.
+// (bytes/s, seconds), in `range`; an error says which flag takes the same.
 double quantity(const JsonReader& object, const std::string& name, const ranges::Range& range) {
   const nlohmann::json& value = object.get(name);
-  const std::string_view expected = ranges::accepted(range);
+  const std::string expected =
+      fmt::format("{}, as {} takes it (such as {})", ranges::accepted(range), ranges::named(range.flag),
+                  range.kind == ranges::Kind::kRate ? "\"20Mbit\" or 2500000" : "\"20ms\" or 0.02");
   double parsed = 0;
   if (value.is_number()) {
     parsed = value.get<double>();
@@ -33,12 +38,12 @@ double quantity(const JsonReader& object, const std::string& name, const ranges:
       const std::string text = value.get<std::string>();
       parsed = range.kind == ranges::Kind::kRate ? parse_bandwidth(text) : parse_duration(text);
     } catch (const UsageError&) {
-      object.reject(name, ranges::accepted(range), value);
+      object.reject(name, expected, value);
     }
   } else {
     object.reject(name, expected, value);
   }
-  if (!ranges::contains(range, parsed)) object.reject(name, ranges::accepted(range), value);
+  if (!ranges::contains(range, parsed)) object.reject(name, expected, value);
   return parsed;
 }
 
@@ -56,7 +61,86 @@ void check_latency(Seconds latency, std::string_view flag) {
   }
 }
 
+// A site's index for field `name` of `link`.
+int site_index(const JsonReader& link, const std::string& name, std::size_t sites) {
+  const nlohmann::json& value = link.get(name);
+  if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
+      value.get<std::int64_t>() >= static_cast<std::int64_t>(sites)) {
+    link.reject(name, fmt::format("a site's index into \"sites\", 0..{}", sites - 1), value);
+  }
+  return value.get<int>();
+}
+
+// The file's "links" (docs/formats.md "Topology"): each entry gives one ordered
+// pair of sites its own link, or both pairs with "both_ways"; a field it leaves
+// out is the "wan"'s. A field of another name is refused, so that a misspelt
+// "both_ways" does not leave the way back at the default unseen.
+void read_links(const JsonReader& top, Topology& topology) {
+  const std::size_t sites = topology.sites.size();
+  const nlohmann::json& entries = top.array("links");
+  if (sites < 2 && !entries.empty()) top.reject("links", "no links with one site: nothing lies between sites", entries);
+  std::size_t i = 0;
+  top.each("links", [&](const JsonReader& link) {
+    const nlohmann::json& entry = entries[i++];
+    for (const auto& [key, value] : entry.items()) {
+      if (key != "from" && key != "to" && key != "bandwidth" && key != "latency" && key != "both_ways") {
+        link.reject(key, "no field of that name: a link has from, to, bandwidth, latency, both_ways", value);
+      }
+    }
+    const int from = site_index(link, "from", sites);
+    const int to = site_index(link, "to", sites);
+    if (to == from) {
+      link.reject("to", fmt::format("a site other than \"from\" ({}): a link joins two sites", from), link.get("to"));
+    }
+    if (!link.has("bandwidth") && !link.has("latency")) {
+      link.reject("", "a link with its \"bandwidth\", its \"latency\" or both (what it leaves out is the \"wan\"'s)",
+                  entry);
+    }
+    const Wan own{.bandwidth = link.has("bandwidth") ? quantity(link, "bandwidth", ranges::kWanBandwidth)
+                                                     : topology.wan.bandwidth,
+                  .latency = link.has("latency") ? quantity(link, "latency", ranges::kWanLatency) : topology.wan.latency};
+    const bool both_ways = link.has("both_ways") && link.boolean("both_ways");
+    // Each ordered pair once: the field that gives a pair again is named.
+    const auto add = [&](int a, int b, const std::string& field) {
+      for (const WanLink& earlier : topology.links) {
+        if (earlier.from == a && earlier.to == b) {
+          link.reject(field, fmt::format("each ordered pair of sites once; site {} to {} is an earlier link's", a, b),
+                      link.get(field));
+        }
+      }
+      topology.links.push_back({.from = a, .to = b, .link = own});
+    };
+    add(from, to, "to");
+    if (both_ways) add(to, from, "both_ways");
+  });
+}
+
 }  // namespace
+
+Wan between(const Topology& topology, int from, int to) {
+  const auto sites = static_cast<int>(topology.sites.size());
+  if (from == to || from < 0 || to < 0 || from >= sites || to >= sites) {
+    throw std::logic_error(fmt::format("between: sites {} and {} of {}: two different sites", from, to, sites));
+  }
+  for (const WanLink& link : topology.links) {
+    if (link.from == from && link.to == to) return link.link;
+  }
+  return topology.wan;
+}
+
+Seconds round_trip(const Topology& topology, int from, int to) {
+  return between(topology, from, to).latency + between(topology, to, from).latency;
+}
+
+std::string describe_links(const Topology& topology) {
+  std::string text;
+  for (const WanLink& link : topology.links) {
+    if (link.link == topology.wan) continue;
+    text += fmt::format("; site {} to {} at {}, {} one-way", link.from, link.to, format_bandwidth(link.link.bandwidth),
+                        format_duration(link.link.latency));
+  }
+  return text;
+}
 
 std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSecond bandwidth, Seconds latency) {
   const std::size_t x = text.find('x');
@@ -113,6 +197,7 @@ Topology read_topology(const std::string& path) {
   } else if (topology.sites.size() > 1) {
     top.get("wan");  // missing: names the field and what the file should hold
   }
+  if (top.has("links")) read_links(top, topology);
   return topology;
 }
 
@@ -199,6 +284,22 @@ void validate(const Topology& topology, int ranks) {
   if (topology.sites.size() > 1) {
     check_rate(topology.wan.bandwidth, "--wan-bandwidth");
     check_latency(topology.wan.latency, "--wan-latency");
+  }
+  const auto sites = static_cast<int>(topology.sites.size());
+  for (std::size_t k = 0; k < topology.links.size(); ++k) {
+    const WanLink& link = topology.links[k];
+    if (link.from < 0 || link.to < 0 || link.from >= sites || link.to >= sites || link.from == link.to) {
+      throw UsageError(fmt::format("{}: links[{}] joins sites {} and {}: a link joins two different sites of 0..{}",
+                                   ranges::named("--topology"), k, link.from, link.to, sites - 1));
+    }
+    for (std::size_t j = 0; j < k; ++j) {
+      if (topology.links[j].from == link.from && topology.links[j].to == link.to) {
+        throw UsageError(fmt::format("{}: links[{}] and links[{}] both give site {} to {}: each ordered pair once",
+                                     ranges::named("--topology"), j, k, link.from, link.to));
+      }
+    }
+    check_rate(link.link.bandwidth, "--wan-bandwidth");
+    check_latency(link.link.latency, "--wan-latency");
   }
 }
 

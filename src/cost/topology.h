@@ -1,7 +1,8 @@
 // Sites: ranks grouped by the links between them (docs/formats.md "Topology").
 //
 // A site is a rack, a lab or a cloud zone: ranks whose links are fast and short.
-// Sites are joined by a WAN, one link per ordered pair of sites, all alike. The
+// Sites are joined by a WAN, one link per ordered pair of sites: the topology's
+// `wan` for every pair but those its `links` give their own (between()). The
 // emulator builds this network (netem/netem.h, Note [Emulated sites] in
 // netem/delay_line.h); the cost model prices collectives on it (cost/cluster.h,
 // Note [Collectives across sites]); the hierarchical strategies run over it
@@ -26,20 +27,44 @@ struct Site {
   bool operator==(const Site&) const = default;
 };
 
-// The links between sites: one per ordered pair of sites, all alike.
+// A link between sites: one ordered pair's, or the default for every pair.
 struct Wan {
-  BytesPerSecond bandwidth = 0;  // each ordered pair's link; > 0 with 2+ sites
+  BytesPerSecond bandwidth = 0;  // the link's rate, its one direction; > 0 with 2+ sites
   Seconds latency = 0;           // one-way, between endpoints of two sites; >= 0
   bool operator==(const Wan&) const = default;
+};
+
+// One ordered pair of sites whose link is not the topology's `wan`: frames from
+// site `from` to site `to` cross `link`. The way back is a pair of its own.
+struct WanLink {
+  int from = 0;  // an index into Topology::sites
+  int to = 0;    // another one: from != to
+  Wan link;
+  bool operator==(const WanLink&) const = default;
 };
 
 // No sites: every rank alike (one link each, as the cluster's bandwidth says).
 struct Topology {
   std::vector<Site> sites;
-  Wan wan;
+  Wan wan;                     // every ordered pair's link, but those in `links`
+  std::vector<WanLink> links;  // each ordered pair at most once; empty: all pairs alike
   bool empty() const { return sites.empty(); }
   bool operator==(const Topology&) const = default;
 };
+
+// The link frames from site `from` to site `to` cross: its entry in `links`,
+// else `wan`. REQUIRES from != to, both indices into topology.sites (THROWS
+// std::logic_error naming them otherwise).
+Wan between(const Topology& topology, int from, int to);
+
+// A round trip between two sites' endpoints: one way on each pair's link,
+// latency(from → to) + latency(to → from). REQUIRES as between().
+Seconds round_trip(const Topology& topology, int from, int to);
+
+// The ordered pairs whose link differs from `wan`, as a clause to append to a
+// one-line description: "; site 0 to 1 at 50Mbit, 10ms one-way; site 1 to 0 at
+// ..." ("" when every pair is alike).
+std::string describe_links(const Topology& topology);
 
 // `--sites AxB`: A sites of B ranks each, ranks in order
 // (site 0 gets ranks 0..B-1: the workers first, then the servers), each site's
@@ -51,7 +76,10 @@ std::vector<Site> sites_shorthand(std::string_view text, int ranks, BytesPerSeco
 // A topology file (docs/formats.md "Topology").
 // THROWS UsageError naming the file, the field and the value, and what is accepted,
 // for a file that cannot be read, is not JSON, or holds a field out of range
-// (rates and times as the --bandwidth and --latency flags take them).
+// (rates and times as the --bandwidth and --latency flags take them, the WAN's and
+// each link's as --wan-bandwidth and --wan-latency), or a link whose `from` or
+// `to` is not a site's index, joins a site to itself, or gives an ordered pair
+// again (`links[1].to`).
 Topology read_topology(const std::string& path);
 
 // What a command line says about sites; an empty string: not given.
@@ -85,7 +113,8 @@ int site_of(const Topology& topology, int rank);
 
 // THROWS UsageError naming --topology (or --sites), the site and the rank, unless
 // every rank of 0..ranks-1 is in exactly one site, every site has a rank, every
-// rate is > 0 and every latency >= 0, and with 2+ sites the WAN's rate is > 0.
+// rate is > 0 and every latency >= 0, with 2+ sites the WAN's rate is > 0, and
+// each of `links` joins two different sites, an ordered pair once, at a rate > 0.
 // An empty topology is valid.
 void validate(const Topology& topology, int ranks);
 
