@@ -107,7 +107,13 @@ struct Ring {
 // Note [Collectives across sites]: a step across a link of one-way delay d.
 Seconds step_latency(Seconds one_way) { return 2 * one_way; }
 
-// The ring of every worker in rank order, over the sites' links and the WAN.
+// A step between sites `from` and `to`: a round trip, one way on each ordered
+// pair's link (the data goes from → to, the receiver's go-ahead comes back).
+Seconds step_latency(const Topology& t, int from, int to) { return round_trip(t, from, to); }
+
+// The ring of every worker in rank order, over the sites' links and the WAN: each
+// hop between sites on its own ordered pair's link (between()), the slowest hop
+// setting the pace.
 Ring whole_ring(const Cluster& c) {
   if (c.topology.empty()) return {.members = c.workers, .alpha = c.latency, .rate = c.bandwidth};
   const Topology& t = c.topology;
@@ -120,13 +126,15 @@ Ring whole_ring(const Cluster& c) {
   }
   Ring ring{.members = c.workers, .alpha = 0, .rate = std::numeric_limits<double>::infinity()};
   for (int r = 0; r < c.workers; ++r) {
-    const Site& from = t.sites[static_cast<std::size_t>(site[static_cast<std::size_t>(r)])];
-    const Site& to = t.sites[static_cast<std::size_t>(next(r))];
+    const int a = site[static_cast<std::size_t>(r)];
+    const int b = next(r);
+    const Site& from = t.sites[static_cast<std::size_t>(a)];
+    const Site& to = t.sites[static_cast<std::size_t>(b)];
     BytesPerSecond rate = std::min(from.bandwidth, to.bandwidth);
     Seconds alpha = step_latency(from.latency);
-    if (&from != &to) {
-      rate = std::min(rate, t.wan.bandwidth / crossing[{site[static_cast<std::size_t>(r)], next(r)}]);
-      alpha = step_latency(t.wan.latency);
+    if (a != b) {
+      rate = std::min(rate, between(t, a, b).bandwidth / crossing[{a, b}]);
+      alpha = step_latency(t, a, b);
     }
     ring.alpha = std::max(ring.alpha, alpha);
     ring.rate = std::min(ring.rate, rate);
@@ -141,14 +149,25 @@ Ring site_ring(const Cluster& c, std::size_t s) {
   return {.members = static_cast<int>(members), .alpha = step_latency(site.latency), .rate = site.bandwidth};
 }
 
-// The ring of one leader per site, over the WAN (each ordered pair one hop); two
-// leaders swap their sums (Note [Sum by sites] in runtime/comm/sites.h).
+// The ring of one leader per site in site order, over the WAN: leader s sends to
+// leader s+1 (mod S) on that ordered pair's link, the slowest hop setting the
+// pace. Two leaders swap their sums (Note [Sum by sites] in runtime/comm/sites.h),
+// sending both ways at once: the slower direction sets the pace.
 Ring leaders_ring(const Cluster& c) {
   const Topology& t = c.topology;
-  BytesPerSecond rate = t.wan.bandwidth;
-  for (const Site& site : t.sites) rate = std::min(rate, site.bandwidth);
-  return {.members = static_cast<int>(t.sites.size()), .alpha = step_latency(t.wan.latency), .rate = rate,
-          .swap = true};
+  const auto sites = static_cast<int>(t.sites.size());
+  Ring ring{.members = sites, .alpha = 0, .rate = std::numeric_limits<double>::infinity(), .swap = true};
+  for (const Site& site : t.sites) ring.rate = std::min(ring.rate, site.bandwidth);
+  for (int s = 0; s < sites && sites > 1; ++s) {
+    const int next = (s + 1) % sites;
+    ring.alpha = std::max(ring.alpha, step_latency(t, s, next));
+    ring.rate = std::min(ring.rate, between(t, s, next).bandwidth);  // with 2 sites, 1→0 is s = 1's hop
+  }
+  if (sites == 1) {  // no WAN stage (one member moves nothing): the WAN's figures, as ever
+    ring.alpha = step_latency(t.wan.latency);
+    ring.rate = std::min(ring.rate, t.wan.bandwidth);
+  }
+  return ring;
 }
 
 // A leader's broadcast of n bytes to the other k−1 workers of site s.

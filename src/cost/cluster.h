@@ -122,14 +122,17 @@ void validate(const Cluster& cluster);
 // Rule: with sites, a collective is priced on the links it crosses, each ring by
 // its slowest hop. A ring of every worker in rank order (Reach::kAll) takes
 // 2(P−1) steps of n/P bytes on every hop at once: each step lasts the slowest
-// hop's α + n/(P·B), where a hop between sites has the WAN's α and its rate
-// shared by the hops crossing the same ordered pair of sites, capped by both
-// endpoints' links. A step's α is a round trip, twice the link's one-way
-// latency: Gloo's receiver tells its sender where to write before each step
-// (measured: BENCHMARKS.md, "Sites"). A site's ring (kSite) is the same inside each site, the
-// slowest site deciding. By sites (kBySites): each site's ring, then a ring of
-// one leader per site across the WAN (two leaders swap their sums instead: one
-// step, the same bytes), then each leader's broadcast to its k−1 site members
+// hop's α + n/(P·B), where a hop from site a to site b has a→b's link (the
+// topology's `wan`, or a→b's own: between()), its rate shared by the hops
+// crossing the same ordered pair, capped by both endpoints' links. A step's α is
+// a round trip, a→b's one-way latency plus b→a's (twice the WAN's where the pairs
+// are alike): Gloo's receiver tells its sender where to write before each step
+// (measured: BENCHMARKS.md, "Sites"). A site's ring (kSite) is the same inside
+// each site, the slowest site deciding. By sites (kBySites): each site's ring,
+// then a ring of one leader per site in site order across the WAN, leader s
+// sending on s→s+1's link, its slowest hop deciding (two leaders swap their sums
+// instead: one step, the same bytes, sent both ways at once, so the slower of the
+// two directions decides), then each leader's broadcast to its k−1 site members
 // (α + (k−1)·n/B on its link), one after the other.
 // Invariant: without sites, the one ring of before, unchanged. Why: where sites
 // meet, one ordered pair's hop sets the ring's pace, which is all a flat ring

@@ -294,6 +294,67 @@ TEST(Sites, ARingThatCrossesTheWanMoreOftenSharesIt) {
   EXPECT_DOUBLE_EQ(allreduce_time(c, 1_MiB, Reach::kBySites), allreduce_time(in_order, 1_MiB, Reach::kBySites));
 }
 
+// Per-pair links (Topology::links): a hop from site a to b moves its bytes on
+// a→b's link, and its step costs the round trip a→b then b→a.
+TEST(Sites, EachHopCrossesItsOwnPairsLink) {
+  const BytesPerSecond B = 1_Gbit, W = 20_Mbit, slow = 10_Mbit;
+  const Seconds a = 0.05_ms, aw = 20_ms, short_way = 10_ms;
+  Cluster c = with_sites(4, "2x2", B, a, W, aw);
+  // Site 0 to 1: slower but shorter; 1 to 0 is the WAN's.
+  c.topology.links = {{.from = 0, .to = 1, .link = {.bandwidth = slow, .latency = short_way}}};
+  validate(c);
+  const Bytes n = 1_MiB;
+  const double x = static_cast<double>(n);
+  // Every step's round trip goes 0→1 and back 1→0.
+  const Seconds rtt = short_way + aw;
+  // The ring 0-1-2-3 crosses 0→1 (hop 1-2) and 1→0 (hop 3-0): the slower, 0→1, sets the pace.
+  const Seconds all = 6 * rtt + 1.5 * x / slow;
+  // The two leaders swap both ways at once: the slower direction decides.
+  const Seconds by_sites = (2 * (2 * a) + x / B) + (2 * a + x / B) + (rtt + x / slow);
+  const Seconds site = 2 * (2 * a) + x / B;  // inside the sites, nothing changed
+  for (const auto& [reach, expected] :
+       {std::pair{Reach::kAll, all}, std::pair{Reach::kSite, site}, std::pair{Reach::kBySites, by_sites}}) {
+    SCOPED_TRACE(to_string(reach));
+    EXPECT_NEAR(allreduce_time(c, n, reach), expected, 1e-12 * (1 + expected));
+    EXPECT_NEAR(alone(c, allreduce_flow(c, n, reach)), expected, 1e-12 * (1 + expected));
+    EXPECT_NEAR(AllReduceTime(c, reach)(n), expected, 1e-12 * (1 + expected));
+  }
+  // Which way is the slow one does not matter to either ring of two sites.
+  Cluster reversed = c;
+  reversed.topology.links[0] = {.from = 1, .to = 0, .link = {.bandwidth = slow, .latency = short_way}};
+  for (const Reach reach : {Reach::kAll, Reach::kBySites}) {
+    EXPECT_DOUBLE_EQ(allreduce_time(reversed, n, reach), allreduce_time(c, n, reach)) << to_string(reach);
+  }
+  // Links that repeat the WAN's figures change nothing.
+  Cluster alike = with_sites(4, "2x2", B, a, W, aw);
+  const Cluster uniform = alike;
+  alike.topology.links = {{.from = 0, .to = 1, .link = alike.topology.wan},
+                          {.from = 1, .to = 0, .link = alike.topology.wan}};
+  for (const Reach reach : {Reach::kAll, Reach::kSite, Reach::kBySites}) {
+    EXPECT_DOUBLE_EQ(allreduce_time(alike, n, reach), allreduce_time(uniform, n, reach)) << to_string(reach);
+  }
+}
+
+TEST(Sites, ALeadersRingIsSetByTheSlowestPairItUses) {
+  // Three sites of one worker: the ring (of all, or of the leaders) sends 0→1,
+  // 1→2 and 2→0; 1→0 carries only the go-ahead back for hop 0→1.
+  const BytesPerSecond W = 20_Mbit;
+  const Seconds aw = 20_ms;
+  Cluster c = with_sites(3, "3x1", 1_Gbit, 0, W, aw);
+  c.topology.links = {{.from = 1, .to = 0, .link = {.bandwidth = 1_Mbit, .latency = 100_ms}},
+                      {.from = 2, .to = 0, .link = {.bandwidth = 5_Mbit, .latency = aw}}};
+  validate(c);
+  const Bytes n = 1_MiB;
+  const double x = static_cast<double>(n);
+  // Hop 0→1's round trip is 20 + 100 ms, the longest; hop 2→0's rate, 5 Mbit, the
+  // slowest (1→0's 1 Mbit carries none of the ring's bytes). Four steps of n/3.
+  const Seconds expected = 4 * (aw + 100_ms) + 4.0 / 3 * x / 5_Mbit;
+  EXPECT_NEAR(allreduce_time(c, n, Reach::kAll), expected, 1e-12 * (1 + expected));
+  EXPECT_NEAR(allreduce_time(c, n, Reach::kBySites), expected, 1e-12 * (1 + expected));
+  EXPECT_NEAR(alone(c, allreduce_flow(c, n, Reach::kBySites)), expected, 1e-12 * (1 + expected));
+  EXPECT_NEAR(alone(c, allreduce_flow(c, n, Reach::kAll)), expected, 1e-12 * (1 + expected));
+}
+
 TEST(Sites, WithoutSitesNothingChanged) {
   const Cluster c = ring(4, 1_Gbit, 0.05_ms);
   EXPECT_EQ(links_of(c).name, std::vector<std::string>{"allreduce"});
