@@ -174,10 +174,17 @@ class Switch {
     }
     const std::size_t sites = site_latency_.size();
     if (sites > 1) {
-      wan_seconds_per_byte_ = 1 / options.wan_rate;
-      wan_latency_ = duration(options.wan_latency);
-      wan_limit_ = static_cast<double>(wan_queue_limit(options.wan_rate, options.wan_latency));
-      wan_free_.assign(sites * sites, Clock::time_point{});
+      wan_.resize(sites * sites);
+      for (std::size_t a = 0; a < sites; ++a) {
+        for (std::size_t b = 0; b < sites; ++b) {
+          if (a == b) continue;
+          const Wan& link = options.wan[a * sites + b];
+          const Seconds round_trip = link.latency + options.wan[b * sites + a].latency;
+          wan_[a * sites + b] = {.seconds_per_byte = 1 / link.bandwidth,
+                                 .latency = duration(link.latency),
+                                 .limit = static_cast<double>(wan_queue_limit(link.bandwidth, round_trip))};
+        }
+      }
     }
   }
 
@@ -274,19 +281,18 @@ class Switch {
     if (from == to) {
       due = arrived + site_latency_[static_cast<std::size_t>(from)];
     } else {
-      Clock::time_point& free = wan_free_[static_cast<std::size_t>(from) * site_latency_.size() +
-                                          static_cast<std::size_t>(to)];
+      PairLink& link = wan_[static_cast<std::size_t>(from) * site_latency_.size() + static_cast<std::size_t>(to)];
       const double wire = static_cast<double>(wire_bytes(packet, size));
       // What the link still holds ahead of this frame, in bytes.
-      const double queued = std::max(0.0, std::chrono::duration<double>(free - arrived).count()) /
-                            wan_seconds_per_byte_;
-      if (queued + wire > wan_limit_) {
+      const double queued = std::max(0.0, std::chrono::duration<double>(link.free - arrived).count()) /
+                            link.seconds_per_byte;
+      if (queued + wire > link.limit) {
         counters_.wan_dropped.fetch_add(1, std::memory_order_relaxed);
         return;
       }
-      free = std::max(free, arrived) +
-             std::chrono::round<Clock::duration>(std::chrono::duration<double>(wire * wan_seconds_per_byte_));
-      due = free + wan_latency_;
+      link.free = std::max(link.free, arrived) +
+                  std::chrono::round<Clock::duration>(std::chrono::duration<double>(wire * link.seconds_per_byte));
+      due = link.free + link.latency;
       counters_.wan_frames.fetch_add(1, std::memory_order_relaxed);
     }
     held_.push_back({.due = due, .sequence = sequence_++, .out_port = out, .packet = {packet, packet + size}});
@@ -322,10 +328,14 @@ class Switch {
   std::vector<pollfd> polled_;  // the ports, the timer, then the stop eventfd
   std::vector<int> site_of_port_;
   std::vector<Clock::duration> site_latency_;
-  double wan_seconds_per_byte_ = 0;
-  Clock::duration wan_latency_{};
-  double wan_limit_ = 0;                     // bytes
-  std::vector<Clock::time_point> wan_free_;  // [from * sites + to]: when that link has sent all it holds
+  // One ordered pair of sites' WAN link (Note [Emulated sites]).
+  struct PairLink {
+    double seconds_per_byte = 0;
+    Clock::duration latency{};
+    double limit = 0;       // the queue bound, bytes
+    Clock::time_point free;  // when the link has sent all it holds
+  };
+  std::vector<PairLink> wan_;  // [from * sites + to]; the diagonal unused
   std::vector<Held> held_;  // a heap by `later`
   std::uint64_t sequence_ = 0;
   Clock::duration lateness_{};  // how late the timer's wake-ups come, a moving average
@@ -366,13 +376,13 @@ void run_switch(const std::shared_ptr<DelayLine::Shared>& shared, std::promise<v
 
 }  // namespace
 
-Bytes wan_queue_limit(BytesPerSecond rate, Seconds latency) {
+Bytes wan_queue_limit(BytesPerSecond rate, Seconds round_trip) {
   if (!(rate > 0)) throw std::logic_error(fmt::format("wan_queue_limit: rate {} B/s must be > 0", rate));
   // Note [Emulated sites]: a round trip's bytes, 10 ms of them, one GSO packet.
   constexpr Seconds kFloor = 0.010;
   // 64 KiB of payload cut into 1500-byte frames, each with its 66 bytes of headers.
   constexpr double kGsoPacket = 64 * 1024 + 46 * 66;
-  return static_cast<Bytes>(std::ceil(std::max({rate * 2 * latency, rate * kFloor, kGsoPacket})));
+  return static_cast<Bytes>(std::ceil(std::max({rate * round_trip, rate * kFloor, kGsoPacket})));
 }
 
 DelayLine::DelayLine(const DelayLineOptions& options) : shared_(std::make_shared<Shared>()) {
@@ -387,13 +397,27 @@ DelayLine::DelayLine(const DelayLineOptions& options) : shared_(std::make_shared
     if (options.site_of_port.size() != options.ports.size() ||
         std::any_of(options.site_of_port.begin(), options.site_of_port.end(),
                     [&](int s) { return s < 0 || s >= sites; }) ||
-        !std::all_of(options.site_latency.begin(), options.site_latency.end(), finite_non_negative) ||
-        !finite_non_negative(options.wan_latency) ||
-        (sites > 1 && (!(options.wan_rate > 0) || !std::isfinite(options.wan_rate)))) {
-      throw std::logic_error(fmt::format("DelayLine: {} sites for {} ports ({} given), WAN {} B/s {} s: each port "
-                                         "needs a site, latencies >= 0, a WAN rate > 0",
-                                         sites, options.ports.size(), options.site_of_port.size(), options.wan_rate,
-                                         options.wan_latency));
+        !std::all_of(options.site_latency.begin(), options.site_latency.end(), finite_non_negative)) {
+      throw std::logic_error(fmt::format("DelayLine: {} sites for {} ports ({} given): each port needs a site, "
+                                         "latencies >= 0",
+                                         sites, options.ports.size(), options.site_of_port.size()));
+    }
+    if (sites > 1) {
+      const auto each = static_cast<std::size_t>(sites);
+      const std::size_t pairs = each * each;
+      if (options.wan.size() != pairs) {
+        throw std::logic_error(fmt::format("DelayLine: {} WAN links for {} sites; need {} x {}", options.wan.size(),
+                                           sites, sites, sites));
+      }
+      for (std::size_t k = 0; k < pairs; ++k) {
+        const Wan& link = options.wan[k];
+        if (k / each == k % each) continue;
+        if (!(link.bandwidth > 0) || !std::isfinite(link.bandwidth) || !finite_non_negative(link.latency)) {
+          throw std::logic_error(fmt::format("DelayLine: WAN link from site {} to {}: {} B/s, {} s; need a rate > 0, "
+                                             "a latency >= 0",
+                                             k / each, k % each, link.bandwidth, link.latency));
+        }
+      }
     }
   }
   shared_->options = options;

@@ -29,19 +29,22 @@
 // held the site's latency (0: sent at once). Between two sites it crosses that
 // ordered pair's WAN link: a serialisation clock shared by every flow from the one
 // site to the other, which sends the frame's wire bytes (GSO packets counted as the
-// frames they become, as tbf counts them) at the WAN's rate behind what that link
-// already holds, then holds it the WAN's latency. A frame that would find more than
-// the link's queue bound waiting ahead of it is dropped (drop-tail), as a real
-// router drops it, so TCP meets a bottleneck rather than a delay without end.
-// The queue bound is max(one round trip of the WAN at its rate, 10 ms of its rate,
-// one 64 KiB GSO packet on the wire): reno fills a link whose drop-tail queue holds
+// frames they become, as tbf counts them) at that link's rate behind what it
+// already holds, then holds it that link's latency. Each ordered pair has its own
+// rate and latency (the topology's `wan`, or the pair's own: cost/topology.h's
+// between()); a round trip between two sites is one way on each pair's link.
+// A frame that would find more than the link's queue bound waiting ahead of it is
+// dropped (drop-tail), as a real router drops it, so TCP meets a bottleneck rather
+// than a delay without end. The queue bound is max(one round trip between the
+// pair's sites at the link's rate, 10 ms of its rate, one 64 KiB GSO packet on the
+// wire): reno fills a link whose drop-tail queue holds
 // one bandwidth-delay product, and a smaller queue idles the link after each
 // halving. Measured on 2x2 sites, 20 Mbit, 40 ms round trip (BDP 100 KB), one
 // transfer: a queue of 12.5 KB gave 15.7 Mbit/s of the 19.1 TCP can carry, 25 KB
 // 16.3, 50 KB 17.8, 100 KB 19.1, 137 KB 19.1. The 10 ms floor keeps a short WAN's
 // queue above TCP's bursts, and the largest packet a port hands over must fit or
-// it is never sent. A frame between sites waits the WAN's latency only (a site's
-// own latency is inside it). With uniform links (no sites) every port is in one
+// it is never sent. A frame between sites waits its pair's link's latency only (a
+// site's own latency is inside it). With uniform links (no sites) every port is in one
 // site whose latency is D: the rule above is then Note [A delaying switch]'s.
 // Why here: the hub is where frames of every pair meet, so a shared WAN link is one
 // clock per pair in one thread, with no qdisc the kernel lacks. With different due
@@ -60,6 +63,7 @@
 #include <thread>
 #include <vector>
 
+#include "cost/topology.h"
 #include "units/units.h"
 
 namespace weft::netem {
@@ -72,13 +76,15 @@ struct DelayLineOptions {
   // Else one entry per port: its site, 0..site_latency.size()-1.
   std::vector<int> site_of_port;
   std::vector<Seconds> site_latency;  // one-way inside each site; >= 0
-  BytesPerSecond wan_rate = 0;        // each ordered pair of sites; > 0 with 2+ sites
-  Seconds wan_latency = 0;            // one-way between two sites; >= 0
+  // With 2+ sites, S = site_latency.size(): the link from site a to site b at
+  // [a * S + b] (a != b; the diagonal is not used), each rate > 0, latency >= 0.
+  std::vector<Wan> wan;
 };
 
-// The queue bound of a WAN link (Note [Emulated sites]), bytes of frames.
-// REQUIRES: rate > 0.
-Bytes wan_queue_limit(BytesPerSecond rate, Seconds latency);
+// The queue bound of a WAN link (Note [Emulated sites]), bytes of frames, for a
+// link of `rate` between sites whose round trip (one way on each pair's link) is
+// `round_trip`. REQUIRES: rate > 0.
+Bytes wan_queue_limit(BytesPerSecond rate, Seconds round_trip);
 
 // What the switch has done so far.
 struct DelayLineCounters {
@@ -93,8 +99,9 @@ class DelayLine {
  public:
   // Starts the switch thread and returns once it holds a socket on every port.
   // REQUIRES: !options.ports.empty(); without sites, options.delay > 0 and finite;
-  // with sites, one per port, each in range, latencies >= 0 and finite, and a
-  // finite wan_rate > 0 (THROWS std::logic_error naming them otherwise).
+  // with sites, one per port, each in range, latencies >= 0 and finite, and with 2+
+  // sites an S x S `wan` whose rates off the diagonal are finite and > 0 (THROWS
+  // std::logic_error naming them otherwise).
   // THROWS std::runtime_error naming the namespace or port and the step that failed
   // (entering the namespace, opening or binding a socket); no thread is left then.
   explicit DelayLine(const DelayLineOptions& options);

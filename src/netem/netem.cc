@@ -82,9 +82,15 @@ bool needs_switch(const NetemOptions& options) {
          (options.sites.empty() && options.latency > 0);
 }
 
+// The sites and the links between them, as cost/topology.h has them.
+Topology topology_of(const NetemOptions& options) {
+  return {.sites = options.sites, .wan = options.wan, .links = options.links};
+}
+
 // The longest one-way delay between two endpoints.
 Seconds longest_latency(const NetemOptions& options) {
   Seconds longest = options.sites.size() > 1 ? options.wan.latency : 0;
+  for (const WanLink& link : options.links) longest = std::max(longest, link.link.latency);
   for (const Site& site : sites_of(options)) longest = std::max(longest, site.latency);
   return longest;
 }
@@ -107,7 +113,7 @@ void validate(const NetemOptions& options) {
   if (options.sites.empty()) {
     check_rate(options.bandwidth, "--bandwidth");
   } else {
-    weft::validate(Topology{.sites = options.sites, .wan = options.wan}, options.workers + options.servers);
+    weft::validate(topology_of(options), options.workers + options.servers);
   }
   if (options.server_bandwidth != 0) check_rate(options.server_bandwidth, "--server-bandwidth");
   if (!(options.latency >= 0) || !std::isfinite(options.latency)) {
@@ -196,8 +202,13 @@ void EmulatedNetwork::build() {
     if (!options_.sites.empty()) {  // Note [Emulated sites]; without sites, exactly the uniform delay
       for (const Endpoint& e : endpoints_) line.site_of_port.push_back(e.site);
       for (const Site& site : options_.sites) line.site_latency.push_back(site.latency);
-      line.wan_rate = options_.wan.bandwidth;
-      line.wan_latency = options_.wan.latency;
+      const Topology topology = topology_of(options_);
+      const auto sites = static_cast<int>(options_.sites.size());
+      if (sites > 1) {
+        for (int a = 0; a < sites; ++a) {
+          for (int b = 0; b < sites; ++b) line.wan.push_back(a == b ? Wan{} : between(topology, a, b));
+        }
+      }
     }
     delay_line_ = std::make_unique<DelayLine>(line);
   }

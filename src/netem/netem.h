@@ -98,6 +98,7 @@ using weft::Site;
 using weft::SiteFlags;
 using weft::Topology;
 using weft::Wan;
+using weft::WanLink;
 
 struct NetemOptions {
   int workers = 0;                     // P >= 1
@@ -107,7 +108,8 @@ struct NetemOptions {
   // Empty: every rank in one site of `bandwidth` and `latency`, no WAN. Else every
   // rank in exactly one site, and `bandwidth`/`latency` are not used.
   std::vector<Site> sites;
-  Wan wan;                             // with 2+ sites
+  Wan wan;                             // with 2+ sites: every ordered pair's link but...
+  std::vector<WanLink> links;          // ...these pairs' own (Topology::links)
   BytesPerSecond server_bandwidth = 0; // each server's link; 0: same as bandwidth
   int master_port = 29500;             // MASTER_PORT given to every rank
   int mtu = 1500;                      // of every interface, bytes (68..65535)
@@ -133,10 +135,12 @@ struct Endpoint {
 // the value and what is accepted, for: workers < 1, servers < 0, a rate not > 0 or
 // not finite, latency < 0, too many endpoints for the address range, a port or MTU
 // out of range; with sites: a rank in no site or in two, a rank out of range, a
-// site without ranks, a WAN rate not > 0 with 2+ sites (naming --topology).
+// site without ranks, a WAN rate not > 0 with 2+ sites, a link between sites
+// that joins a site to itself, repeats a pair or has a rate not > 0 (naming
+// --topology).
 void validate(const NetemOptions& options);
 
-// Sets options.sites and options.wan from `flags`: from --sites with each site at
+// Sets options.sites, options.wan and options.links from `flags`: from --sites with each site at
 // options.bandwidth and options.latency (set them first) and the --wan-* flags, or
 // from the --topology file. Nothing given: leaves the options uniform.
 // THROWS UsageError naming the flag for: --sites with --topology, --wan-* with

@@ -203,5 +203,39 @@ TEST(Sites, TwoSitesOfTwoRanksOverAWan) {
   EXPECT_EQ(threads_of_this_process(), threads_before) << "the switch's thread was left behind";
 }
 
+// Per-pair links (Topology::links): each ordered pair of sites holds its frames
+// its own latency, so a round trip between two sites is one way on each pair's
+// link — within 10% of what was asked, as the issue's bar (issue 56).
+TEST(Sites, EachPairOfSitesHasItsOwnRoundTrip) {
+  SKIP_UNLESS_PRIVILEGED();
+  constexpr Seconds kWanLatency = 10_ms;  // every pair but those below
+  const int threads_before = threads_of_this_process();
+  {
+    NetemOptions options{.workers = 3};
+    options.sites = sites_shorthand("3x1", 3, 1_Gbit, 0);
+    options.wan = {.bandwidth = 100_Mbit, .latency = kWanLatency};
+    options.links = {{.from = 0, .to = 2, .link = {.bandwidth = 20_Mbit, .latency = 30_ms}},
+                     {.from = 2, .to = 0, .link = {.bandwidth = 20_Mbit, .latency = 30_ms}},
+                     {.from = 1, .to = 2, .link = {.bandwidth = 100_Mbit, .latency = 5_ms}}};
+    EmulatedNetwork network(options);
+    ASSERT_NE(network.delay_line(), nullptr);
+    const std::vector<Endpoint>& e = network.endpoints();
+    struct Pair {
+      int from, to;
+      Seconds expected;
+    };
+    // 0-1: the WAN both ways; 0-2: the pair's own both ways; 1-2: 5 ms there, the WAN's 10 back.
+    for (const Pair& pair : {Pair{0, 1, 2 * kWanLatency}, Pair{0, 2, 2 * 30_ms}, Pair{1, 2, 5_ms + kWanLatency}}) {
+      const double measured = round_trip(e[static_cast<std::size_t>(pair.from)],
+                                         e[static_cast<std::size_t>(pair.to)], 5110 + pair.from * 3 + pair.to);
+      std::printf("sites %d and %d: round trip %.3f ms (asked %.3f)\n", pair.from, pair.to, measured * 1e3,
+                  pair.expected * 1e3);
+      EXPECT_NEAR(measured, pair.expected, 0.1 * pair.expected) << "sites " << pair.from << " and " << pair.to;
+    }
+  }
+  EXPECT_EQ(namespaces_of(::getpid()), std::vector<std::string>{}) << "namespaces were left behind";
+  EXPECT_EQ(threads_of_this_process(), threads_before) << "the switch's thread was left behind";
+}
+
 }  // namespace
 }  // namespace weft::netem
