@@ -359,20 +359,11 @@ void add_bench(CLI::App& app, int& exit_status) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--no-ddp", f->no_ddp, "run no PyTorch peer")->excludes(peers);
-  // An empty value is refused as it is parsed: below, empty means "not given".
-  const auto given = [](std::string_view flag, std::string_view accepted) {
-    return CLI::Validator(
-        [flag, accepted](std::string& text) {
-          if (text.empty()) throw UsageError(fmt::format("{} '': expected {}", flag, accepted));
-          return std::string();
-        },
-        std::string(accepted));
-  };
   cmd->add_option("--sites", f->sites.sites,
                   "emulate A sites of B workers each, AxB (2x2; workers in rank order): --bandwidths and --latency "
                   "are then the links inside each site, --wan-bandwidth and --wan-latency those between sites; "
                   "every run, weft's and the peers', in the same sites")
-      ->check(given("--sites", "AxB, e.g. 2x2, whose product is --workers"));
+      ->check(non_empty("--sites", "AxB, e.g. 2x2, whose product is --workers"));
   cmd->add_option("--wan-bandwidth", f->sites.wan_bandwidth,
                   "with --sites: each ordered pair of sites' link, shared by all traffic between them: 20Mbit")
       ->check(in_range(ranges::kWanBandwidth));
@@ -382,7 +373,7 @@ void add_bench(CLI::App& app, int& exit_status) {
   cmd->add_option("--topology", f->sites.topology,
                   "emulate the sites of this JSON file (docs/formats.md, Topology) instead of --bandwidths: each "
                   "site's workers, bandwidth and latency, and the WAN's")
-      ->check(given("--topology", "a topology file (docs/formats.md, Topology)"));
+      ->check(non_empty("--topology", "a topology file (docs/formats.md, Topology)"));
   cmd->add_option("--site-averaging", f->site_averaging,
                   fmt::format("with sites, how weft's runs average across them, each strategy in each it takes: "
                               "{}; flat is one ring over every worker, hierarchical is weft train --hierarchical, "

@@ -18,6 +18,15 @@ CLI::Validator in_range(const ranges::Range& range) {
       ranges::accepted(range));
 }
 
+CLI::Validator non_empty(std::string_view flag, std::string_view accepted) {
+  return CLI::Validator(
+      [flag = std::string(flag), accepted = std::string(accepted)](std::string& text) {
+        if (text.empty()) throw UsageError(fmt::format("{} '': expected {}", flag, accepted));
+        return std::string();
+      },
+      std::string(accepted));
+}
+
 void add_model_flags(CLI::App& command, ModelFlags& flags) {
   command.add_option("--model", flags.model, "zoo model: " + fmt::format("{}", fmt::join(zoo_models(), ", ")))
       ->capture_default_str();
@@ -54,20 +63,11 @@ void add_cluster_flags(CLI::App& command, ClusterSpec& flags) {
                      "file with only a_s and b_s_per_byte: a + b*n); "
                      "replaces --bandwidth/--latency for all-reduce costs");
   // Sites (cost/topology.h): each site's links at --bandwidth and --latency, or
-  // as a --topology file gives them. An empty value is refused here: empty means
-  // "not given" below (SiteFlags).
-  const auto given = [](std::string_view flag, std::string_view accepted) {
-    return CLI::Validator(
-        [flag, accepted](std::string& text) {
-          if (text.empty()) throw UsageError(fmt::format("{} '': expected {}", flag, accepted));
-          return std::string();
-        },
-        std::string(accepted));
-  };
+  // as a --topology file gives them.
   command.add_option("--sites", flags.sites.sites,
                      "A sites of B workers each, AxB (2x2; workers in rank order): --bandwidth and --latency are "
                      "the links inside a site, --wan-bandwidth and --wan-latency those between sites")
-      ->check(given("--sites", "AxB, e.g. 2x2, whose product is --workers"));
+      ->check(non_empty("--sites", "AxB, e.g. 2x2, whose product is --workers"));
   command.add_option("--wan-bandwidth", flags.sites.wan_bandwidth,
                      "with --sites: each ordered pair of sites' link, shared by all traffic between them: 20Mbit")
       ->check(in_range(ranges::kWanBandwidth));
@@ -77,7 +77,7 @@ void add_cluster_flags(CLI::App& command, ClusterSpec& flags) {
   command.add_option("--topology", flags.sites.topology,
                      "the sites of this JSON file (docs/formats.md, Topology): each site's ranks, bandwidth and "
                      "latency, and the WAN's; not with --sites")
-      ->check(given("--topology", "a topology file (docs/formats.md, Topology)"));
+      ->check(non_empty("--topology", "a topology file (docs/formats.md, Topology)"));
   add_host_flag(command, flags);
 }
 

@@ -33,6 +33,9 @@ struct ModelFlags {
 // parsed as the range's kind and THROWS UsageError "FLAG TEXT: expected
 // ACCEPTED" (ranges::parse) as the command line is parsed; --help shows the range.
 CLI::Validator in_range(const ranges::Range& range);
+// A check for a text flag where an empty value would read as "not given" (e.g.
+// SiteFlags): THROWS UsageError "FLAG '': expected ACCEPTED" as it is parsed.
+CLI::Validator non_empty(std::string_view flag, std::string_view accepted);
 
 void add_model_flags(CLI::App& command, ModelFlags& flags);
 void add_cluster_flags(CLI::App& command, ClusterSpec& flags);  // --host included
