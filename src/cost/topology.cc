@@ -298,8 +298,13 @@ void validate(const Topology& topology, int ranks) {
                                      ranges::named("--topology"), j, k, link.from, link.to));
       }
     }
-    check_rate(link.link.bandwidth, "--wan-bandwidth");
-    check_latency(link.link.latency, "--wan-latency");
+    if (!(link.link.bandwidth > 0) || !std::isfinite(link.link.bandwidth) || !(link.link.latency >= 0) ||
+        !std::isfinite(link.link.latency)) {
+      throw UsageError(fmt::format("{}: links[{}] (site {} to {}) at {} B/s and {} s one-way: a link needs a positive "
+                                   "rate and a latency >= 0, as {} and {} take them",
+                                   ranges::named("--topology"), k, link.from, link.to, link.link.bandwidth,
+                                   link.link.latency, ranges::named("--wan-bandwidth"), ranges::named("--wan-latency")));
+    }
   }
 }
 

@@ -143,7 +143,10 @@ TEST(Topology, ValidateChecksLinksBuiltInCode) {
   t.links[1] = {.from = 0, .to = 1, .link = {.bandwidth = 50_Mbit, .latency = 1_ms}};
   EXPECT_NE(message().find("links[0] and links[1] both give site 0 to 1"), std::string::npos) << message();
   t.links[1] = {.from = 1, .to = 0, .link = {.bandwidth = 0, .latency = 1_ms}};
-  EXPECT_NE(message().find("--wan-bandwidth"), std::string::npos) << message();
+  EXPECT_NE(message().find("links[1] (site 1 to 0) at 0 B/s"), std::string::npos) << message();
+  t.links[1].link = {.bandwidth = 1_Mbit, .latency = -1};
+  EXPECT_NE(message().find("a latency >= 0, as --wan-bandwidth and --wan-latency take them"), std::string::npos)
+      << message();
 }
 
 }  // namespace
