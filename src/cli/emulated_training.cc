@@ -53,6 +53,7 @@ std::string describe_sites(const netem::NetemOptions& network) {
   if (network.sites.size() > 1) {
     text += fmt::format("; between sites {} and {}s one-way", format_bandwidth(network.wan.bandwidth),
                         network.wan.latency);
+    text += describe_links({.sites = network.sites, .wan = network.wan, .links = network.links});  // the pairs that differ
   }
   return text;
 }

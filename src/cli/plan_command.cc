@@ -104,8 +104,8 @@ std::string describe_topology(const Topology& t) {
     sites.push_back(fmt::format("{} at {}, latency {}", ranks, format_bandwidth(site.bandwidth),
                                 format_duration(site.latency)));
   }
-  return fmt::format("{} sites (workers {}); WAN {}, latency {}", t.sites.size(), fmt::join(sites, "; "),
-                     format_bandwidth(t.wan.bandwidth), format_duration(t.wan.latency));
+  return fmt::format("{} sites (workers {}); WAN {}, latency {}{}", t.sites.size(), fmt::join(sites, "; "),
+                     format_bandwidth(t.wan.bandwidth), format_duration(t.wan.latency), describe_links(t));
 }
 
 // Note [Variants across sites] (plan/planner.cc): what /hier and /siteN mean, and
