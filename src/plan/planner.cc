@@ -213,6 +213,13 @@ std::string plan_json(const Plan& plan) {
       sites.push_back({{"ranks", site.ranks}, {"bandwidth_Bps", site.bandwidth}, {"latency_s", site.latency}});
     }
     j["topology"]["wan"] = {{"bandwidth_Bps", t.wan.bandwidth}, {"latency_s", t.wan.latency}};
+    if (!t.links.empty()) {
+      auto& links = j["topology"]["links"] = nlohmann::json::array();
+      for (const WanLink& l : t.links) {
+        links.push_back({{"from", l.from}, {"to", l.to}, {"bandwidth_Bps", l.link.bandwidth},
+                         {"latency_s", l.link.latency}});
+      }
+    }
   }
   auto& rows = j["strategies"] = nlohmann::json::array();
   for (const PlannedStrategy& s : plan.strategies) {
