@@ -174,7 +174,10 @@ Topology read_topology(const std::string& path) {
   try {
     text = read_input(path, "the topology");
   } catch (const UsageError& e) {
-    throw UsageError(fmt::format("{} {}", ranges::named("--topology"), e.what()));  // read_input names the file, not the flag
+    // read_input names the file ("PATH: why"), not the flag.
+    const std::string_view why = e.what();
+    throw UsageError(why.starts_with(path) ? origin + std::string(why.substr(path.size()))
+                                           : fmt::format("{}: {}", origin, why));
   }
   const nlohmann::json document = parse_json(text, origin, kWhat);
   const JsonReader top(document, "", origin, kWhat);
