@@ -219,7 +219,7 @@ bench::BenchOptions to_options(const BenchFlags& f) {
   o.site_modes.clear();
   for (const std::string& mode : f.site_averaging) o.site_modes.push_back(bench::parse_site_mode(mode));
   if (loopback) {
-    if (sites_given(f.sites)) {
+    if (f.sites.given()) {
       const auto [flag, value] = !f.sites.topology.empty()     ? std::pair{"--topology", f.sites.topology}
                                  : !f.sites.sites.empty()       ? std::pair{"--sites", f.sites.sites}
                                  : !f.sites.wan_bandwidth.empty() ? std::pair{"--wan-bandwidth", f.sites.wan_bandwidth}

@@ -35,11 +35,6 @@ void add_site_options(CLI::App& command, netem::SiteFlags& flags) {
                      "and latency, and the WAN's");
 }
 
-bool sites_given(const netem::SiteFlags& flags) {
-  return !flags.sites.empty() || !flags.topology.empty() || !flags.wan_bandwidth.empty() ||
-         !flags.wan_latency.empty();
-}
-
 std::string describe_sites(const netem::NetemOptions& network) {
   if (network.sites.empty()) return "";
   std::string text = fmt::format("{} site{}:", network.sites.size(), network.sites.size() == 1 ? "" : "s");

@@ -52,9 +52,6 @@ struct EmulatedTraining {
 // netem/netem.h) to `command`, read into `flags`, which must outlive it.
 void add_site_options(CLI::App& command, netem::SiteFlags& flags);
 
-// Whether any of those flags was given.
-bool sites_given(const netem::SiteFlags& flags);
-
 // "2 sites (ranks 0-1 | 2-3) at 1Gbit inside, 20Mbit and 20ms one-way between them",
 // for the line a command prints before it runs; "" without sites.
 std::string describe_sites(const netem::NetemOptions& network);

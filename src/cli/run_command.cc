@@ -73,7 +73,7 @@ int run(const RunFlags& flags, bool bandwidth_given) {
                                  flags.servers, netem::kMaxRanks));
   }
   ranges::check(ranges::kFailureTimeout, flags.failure_timeout);
-  if (sites_given(flags.sites) && !emulated) {
+  if (flags.sites.given() && !emulated) {
     throw UsageError(fmt::format("{}: only with --bandwidth (the links inside each site), or --topology FILE",
                                  !flags.sites.sites.empty() ? "--sites" : "--wan-bandwidth/--wan-latency"));
   }

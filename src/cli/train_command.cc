@@ -52,32 +52,20 @@ std::string strategy_names() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// Note [Sites of a training job]
-// -------------------------------
-// The sites flags give the job's cluster its topology, so that the planned
-// schedule and the workers know the sites (--hierarchical, --site-every: Note
-// [Sites in a schedule]). Whether the links are also emulated is a separate
-// question (Note [Training on emulated links]): with --nproc and any link flag
-// (--bandwidth, --topology, --wan-*) they are; `--sites AxB` alone only groups
-// the ranks — a job over loopback, or on real links someone else built — and its
-// sites' links are then all alike (--bandwidth and --latency, inside and between)
-// for the planner. A parameter-server job's sites are emulated only: the planner
-// prices a server's links as its own (cost/cluster.h).
-Topology job_topology(const TrainFlags& flags, const runtime::TrainOptions& o) {
+// Note [Sites of a training job] (runtime/train/job.h); with --nproc and any
+// link flag (--bandwidth, --topology, --wan-*) the links are emulated too (Note
+// [Training on emulated links]). A parameter-server job's sites are emulated
+// only: the planner prices a server's links as its own (cost/cluster.h).
+Topology topology_of_job(const TrainFlags& flags, const runtime::TrainOptions& o) {
   const SiteFlags& given = flags.sites;
   const bool all_reduce = o.job.strategy == "auto" ? o.job.servers == 0
                                                     : find_strategy(o.job.strategy).arch == Arch::kAllReduce;
-  if (!sites_given(given) || !all_reduce) return {};
+  if (!all_reduce) return {};
   // Every rank of the job: the ones this command starts, or the job's WORLD_SIZE.
   const int ranks = flags.nproc ? *flags.nproc + o.job.servers
                     : runtime::has_worker_env() ? runtime::read_worker_env().world
                                                 : 1;
-  const Cluster& c = o.job.cluster;
-  if (!given.sites.empty() && given.wan_bandwidth.empty() && given.wan_latency.empty()) {
-    return {.sites = sites_shorthand(given.sites, ranks, c.bandwidth, c.latency),
-            .wan = {.bandwidth = c.bandwidth, .latency = c.latency}};
-  }
-  return topology_of(given, ranks, c.bandwidth, c.latency);
+  return runtime::job_topology(given, o.job.cluster, ranks);
 }
 
 runtime::TrainOptions to_options(const TrainFlags& flags) {
@@ -99,7 +87,7 @@ runtime::TrainOptions to_options(const TrainFlags& flags) {
                        .host_file = flags.host};
   o.job.cluster = make_cluster(cluster, flags.profile);  // workers is replaced by the world size
   o.job.strategy_options = make_strategy_options(flags.strategy);
-  o.job.cluster.topology = job_topology(flags, o);  // Note [Sites of a training job]
+  o.job.cluster.topology = topology_of_job(flags, o);  // Note [Sites of a training job]
   runtime::validate(o);
   return o;
 }

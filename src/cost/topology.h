@@ -88,6 +88,8 @@ struct SiteFlags {
   std::string topology;       // --topology FILE
   std::string wan_bandwidth;  // --wan-bandwidth Q
   std::string wan_latency;    // --wan-latency D
+
+  bool given() const { return !sites.empty() || !topology.empty() || !wan_bandwidth.empty() || !wan_latency.empty(); }
 };
 
 // The topology `flags` give for `ranks` ranks: from --sites with each site at

@@ -194,7 +194,7 @@ runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedu
 // ---------------------
 // weft.DataParallel's sites= or topology= (with wan_bandwidth=, wan_latency=)
 // say which ranks share a site, as weft train's flags do (Note [Sites of a
-// training job] in cli/train_command.cc): the planner prices the links they
+// training job] in runtime/train/job.h): the planner prices the links they
 // give, and hierarchical= and site_every= run by them. The sites are given
 // before the job's world size is known (job_options runs before connect), so the
 // job's topology is built by with_world once it is; a parameter-server job has
@@ -205,8 +205,7 @@ runtime::JobOptions with_world(runtime::JobOptions job, const py::dict& schedule
   ranges::KeywordSpelling keywords;
   const auto [cluster, strategy_spec] = specs_of(schedule_options, world, job.servers);
   const SiteFlags& sites = cluster.sites;
-  const bool given = !sites.sites.empty() || !sites.topology.empty() || !sites.wan_bandwidth.empty() ||
-                     !sites.wan_latency.empty();
+  const bool given = sites.given();
   const StrategyOptions& so = job.strategy_options;
   if (given && job.servers > 0) {
     throw UsageError(fmt::format("{}: sites group the workers of an all-reduce job; with {} the servers' links "
@@ -220,16 +219,7 @@ runtime::JobOptions with_world(runtime::JobOptions job, const py::dict& schedule
                                                  : ranges::given("--site-every", std::to_string(so.site_every)),
                                  ranges::given("--sites", "AxB"), ranges::given("--topology", "FILE")));
   }
-  if (!given) return job;
-  // As weft train: the sites alone group the ranks, their links all alike.
-  const Cluster& c = job.cluster;
-  if (!sites.sites.empty() && sites.wan_bandwidth.empty() && sites.wan_latency.empty()) {
-    job.cluster.topology = {.sites = sites_shorthand(sites.sites, world, c.bandwidth, c.latency),
-                            .wan = {.bandwidth = c.bandwidth, .latency = c.latency}};
-  } else {
-    job.cluster.topology = topology_of(sites, world, c.bandwidth, c.latency);
-  }
-  validate(job.cluster.topology, world);
+  job.cluster.topology = runtime::job_topology(sites, job.cluster, world);  // as weft train's
   return job;
 }
 

@@ -90,6 +90,19 @@ Cluster planned_cluster(Cluster given) {
   return given;
 }
 
+Topology job_topology(const SiteFlags& flags, const Cluster& cluster, int ranks) {
+  if (!flags.given()) return {};
+  Topology topology;
+  if (!flags.sites.empty() && flags.wan_bandwidth.empty() && flags.wan_latency.empty()) {
+    topology = {.sites = sites_shorthand(flags.sites, ranks, cluster.bandwidth, cluster.latency),
+                .wan = {.bandwidth = cluster.bandwidth, .latency = cluster.latency}};
+  } else {
+    topology = topology_of(flags, ranks, cluster.bandwidth, cluster.latency);
+  }
+  validate(topology, ranks);
+  return topology;
+}
+
 Cluster cluster_of(const JobOptions& job, int workers) {
   const Arch arch = job.strategy != "auto"  ? find_strategy(job.strategy).arch
                     : job.servers > 0       ? Arch::kParameterServer

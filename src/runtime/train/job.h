@@ -91,6 +91,21 @@ Cluster planned_cluster(Cluster given);
 // chosen, the architecture is the servers': parameter servers with any.
 Cluster cluster_of(const JobOptions& job, int workers);
 
+// Note [Sites of a training job]
+// -------------------------------
+// The sites options give the job's cluster its topology, so that the planned
+// schedule and the workers know the sites (--hierarchical, --site-every: Note
+// [Sites in a schedule]). Whether the links are also emulated is a separate
+// question (weft train: Note [Training on emulated links]; the Python package
+// emulates none): `--sites AxB` alone only groups the ranks — a job over
+// loopback, or on real links someone else built — and its sites' links are then
+// all alike (the cluster's bandwidth and latency, inside and between) for the
+// planner; with --topology or --wan-* they are the ones given.
+// The topology of a job of `ranks` ranks whose cluster is `cluster`, as `flags`
+// give it (empty when none is given). THROWS UsageError as topology_of and
+// validate(Topology) do.
+Topology job_topology(const SiteFlags& flags, const Cluster& cluster, int ranks);
+
 // Set in each rank's environment by an emulated job: the emulated links' MTU.
 inline constexpr const char* kEmulatedMtuVariable = "WEFT_EMULATED_MTU";
 
