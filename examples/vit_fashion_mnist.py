@@ -2,11 +2,12 @@
 """A small vision transformer on Fashion-MNIST with weft (AdamW, linear warm-up).
 
     make build
-    build/weft run --nproc 2 -- /usr/bin/python3 examples/vit_fashion_mnist.py --steps 100
+    build/weft run --nproc 2 -- /usr/bin/python3 examples/vit_fashion_mnist.py --steps 100 --eval-every 50
     # alone, in a build tree:
     PYTHONPATH=build/python /usr/bin/python3 examples/vit_fashion_mnist.py --steps 20
-    # the same loop under PyTorch DDP, for comparison (tools/python_bench.py vit):
-    build/weft run --nproc 2 -- /usr/bin/python3 examples/vit_fashion_mnist.py --strategy torch-ddp
+    # the same loop under PyTorch's remedies, for races (tools/python_bench.py race vit):
+    build/weft run --nproc 2 -- /usr/bin/python3 examples/vit_fashion_mnist.py --strategy torch-ddp --compression powersgd:2
+    build/weft run --nproc 2 -- /usr/bin/python3 examples/vit_fashion_mnist.py --strategy torch-postlocalsgd --H 4
 
 The model a user would write in plain torch: 4x4 patches embedded by a strided
 conv, a class token and a position embedding as parameters of the root module,
@@ -14,9 +15,11 @@ three pre-norm blocks (LayerNorm, nn.MultiheadAttention, a 4x MLP), a LayerNorm
 and a linear head: about 240k parameters in 19 weft layers. AdamW, its learning
 rate rising linearly over --warmup-steps, then constant. Debian packages:
 python3-torch, python3-torchvision, dataset-fashion-mnist. Each rank trains on its
-own shard; rank 0 prints progress and evaluates (every --eval-every steps on the
-parameters the workers agree on, and at the end); every rank appends weft's
-metrics JSON lines to --metrics (docs/python.md).
+own shard in an order drawn from (--seed, rank); rank 0 prints progress and
+evaluates (every --eval-every steps on the parameters the workers agree on, and at
+the end); every rank appends weft's metrics JSON lines to --metrics
+(docs/python.md). The flags of parallelism are resnet18_fashion_mnist.py's
+(add_options).
 """
 
 import argparse
@@ -31,7 +34,7 @@ from torch import nn
 import weft
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resnet18_fashion_mnist import read, wrap  # the dataset, and the DDP-or-weft switch
+from resnet18_fashion_mnist import add_options, agreed_evaluation, check_options, classify, data_order, read, wrap
 
 
 class Block(nn.Module):
@@ -67,35 +70,21 @@ class VisionTransformer(nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
-def evaluate(net, x, y, samples):
-    net.eval()
-    with torch.no_grad():
-        out = torch.cat([net(x[i:i + 250]) for i in range(0, min(samples, len(x)), 250)])
-    net.train()
-    return (out.argmax(1) == y[:len(out)]).float().mean().item(), F.cross_entropy(out, y[:len(out)]).item()
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--strategy", default="wfbp", help="a weft strategy, auto, or torch-ddp (PyTorch's DDP)")
-    parser.add_argument("--compression", default="none",
-                        help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R; with torch-ddp: "
-                             "fp16 or powersgd:R, PyTorch's hooks")
-    parser.add_argument("--bandwidth", default="1Gbit", help="the link the planner plans for")
-    parser.add_argument("--update", default="auto", help="weft's update mode: auto, ddp, overlap (docs/python.md)")
+    add_options(parser, metrics="vit-metrics.jsonl")
+    parser.add_argument("--eval-samples", type=int, default=1000, help="test images rank 0 evaluates (0: none)")
     parser.add_argument("--batch", type=int, default=32, help="samples per worker per iteration")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--lr", type=float, default=1e-3, help="AdamW's learning rate after the warm-up")
     parser.add_argument("--warmup-steps", type=int, default=50, help="steps over which the learning rate rises linearly")
-    parser.add_argument("--metrics", default="vit-metrics.jsonl")
-    parser.add_argument("--eval-every", type=int, default=0, help="rank 0 evaluates every N steps (0: only at the end)")
-    parser.add_argument("--eval-samples", type=int, default=1000, help="test images rank 0 evaluates (0: none)")
     args = parser.parse_args()
-    if args.warmup_steps < 0 or args.eval_every < 0:
-        parser.error(f"--warmup-steps {args.warmup_steps} --eval-every {args.eval_every}: expected integers >= 0")
+    check_options(parser, args)
+    if args.warmup_steps < 0:
+        parser.error(f"--warmup-steps {args.warmup_steps}: expected an integer >= 0")
 
     torch.set_num_threads(1)
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     net = VisionTransformer()
     opt = torch.optim.AdamW(net.parameters(), lr=args.lr, weight_decay=0.05)
     warmup = max(1, args.warmup_steps)
@@ -108,19 +97,10 @@ def main():
 
     x, y = read("train")
     x, y = x[model.rank::model.workers], y[model.rank::model.workers]  # this rank's shard
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(model.rank))
-    test = read("test") if args.eval_samples > 0 else None
-    evaluator = VisionTransformer() if model.rank == 0 and test is not None else None
-
-    def evaluate_agreed(t):
-        # Every rank takes part (local SGD averages the parameters for it); rank 0 evaluates.
-        state = model.agreed_state_dict() if args.strategy != "torch-ddp" else net.state_dict()
-        if evaluator is not None:
-            evaluator.load_state_dict(state)
-            accuracy, test_loss = evaluate(evaluator, *test, args.eval_samples)
-            metrics.eval(t, accuracy=accuracy, loss=test_loss)
-            print(f"step {t + 1}: test accuracy {accuracy:.4f}, loss {test_loss:.4f}", flush=True)
-
+    order = data_order(len(x), args.seed, model.rank)
+    evaluation = None
+    if args.eval_samples > 0:
+        evaluation = agreed_evaluation(model, VisionTransformer, classify(*read("test"), args.eval_samples), metrics)
     start = time.perf_counter()
     for t in range(args.steps):
         batch = order[(t * args.batch) % len(x):][:args.batch]
@@ -133,10 +113,10 @@ def main():
         if model.rank == 0 and (t % 10 == 0 or t + 1 == args.steps):
             rate = (t + 1) * args.batch * model.workers / (time.perf_counter() - start)
             print(f"iteration {t + 1}/{args.steps}  loss {loss.item():.4f}  {rate:.0f} samples/s", flush=True)
-        if test is not None and args.eval_every > 0 and (t + 1) % args.eval_every == 0 and t + 1 < args.steps:
-            evaluate_agreed(t)
-    if test is not None:
-        evaluate_agreed(args.steps - 1)
+        if evaluation and args.eval_every > 0 and (t + 1) % args.eval_every == 0 and t + 1 < args.steps:
+            evaluation(t)
+    if evaluation:
+        evaluation(args.steps - 1)
     model.finish()
 
 
