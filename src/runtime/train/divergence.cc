@@ -10,21 +10,24 @@
 namespace weft::runtime {
 namespace {
 
-// Note [A diverging run]: local SGD's windows are whole periods.
+// Note [A diverging run]: at least kWindow iterations, local SGD's whole periods.
 int window_of(const JobOptions& job) {
+  constexpr int kWindow = 50;
   const bool local_sgd = find_strategy(job.strategy).family == Family::kLocalSgd;
-  return local_sgd ? std::max(1, 20 / job.strategy_options.H) * job.strategy_options.H : 20;
+  const int H = local_sgd ? job.strategy_options.H : 1;
+  return (kWindow + H - 1) / H * H;
 }
 
 }  // namespace
 
 std::string divergence_advice(const JobOptions& job) {
   if (job.outer.enabled()) {
+    const OuterStep step = outer_step(job.outer, outer_period(job));
     return fmt::format("the outer optimizer ({} with lr {} and momentum {}) may be diverging with the inner "
                        "optimizer: try {} or {}, or the plain average ({}; docs/local-sgd.md)",
-                       job.outer.kind, job.outer.lr, job.outer.momentum,
-                       ranges::given("--outer-momentum", fmt::format("{}", job.outer.momentum / 2)),
-                       ranges::given("--outer-lr", fmt::format("{}", job.outer.lr / 2)),
+                       job.outer.kind, step.lr, step.momentum,
+                       ranges::given("--outer-momentum", fmt::format("{}", step.momentum / 2)),
+                       ranges::given("--outer-lr", fmt::format("{}", step.lr / 2)),
                        ranges::given("--outer-optimizer", "none"));
   }
   if (lossy(job.strategy_options.compression)) {

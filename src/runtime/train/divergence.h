@@ -5,10 +5,11 @@
 // Rule: a run diverges when its loss, averaged over windows of `window`
 // iterations, rose in each of the last kRises windows and ended at least kRise
 // above where those rises began; or when a loss is not finite. Averages over
-// windows, because one iteration's loss is one batch's; several rises in a row and
-// a total rise, because a loss at a plateau rises by chance in half its windows.
-// Local SGD's windows are whole periods (a multiple of H): its loss moves with the
-// averages inside a period. Said once per run, on stderr, by rank 0 of either front
+// windows of at least 50 iterations, because one iteration's loss is one batch's
+// (windows of 16 said "diverging" of runs that converged: a batch of 32 moves the
+// loss by tens of percent); several rises in a row and a total rise, because a
+// loss at a plateau rises by chance in half its windows. Local SGD's windows are
+// whole periods (a multiple of H): its loss moves with the averages inside a period. Said once per run, on stderr, by rank 0 of either front
 // end: an outer optimizer that diverges with its inner optimizer (measured: flsgd
 // with Nesterov 0.7/0.9 over AdamW at H = 5) looks to the user like a run that
 // merely learns slowly.

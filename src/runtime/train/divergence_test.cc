@@ -47,6 +47,18 @@ TEST(DivergenceWatch, ANonFiniteLossIsSaidAtOnce) {
   EXPECT_NE(said->find("the loss is nan"), std::string::npos) << *said;
 }
 
+// Note [A diverging run]: windows of 16 iterations said "diverging" of runs that converged.
+TEST(DivergenceWatch, AJobsWindowsAreWholePeriodsOfAtLeastFiftyIterations) {
+  JobOptions local{.strategy = "flsgd"};
+  local.strategy_options.H = 16;
+  DivergenceWatch periods(local);
+  const auto said = feed(periods, 64, {1.0, 1.2, 1.4, 1.6});
+  ASSERT_TRUE(said.has_value());
+  EXPECT_NE(said->find("windows of 64 iterations"), std::string::npos) << *said;
+  DivergenceWatch synchronous(JobOptions{.strategy = "wfbp"});
+  EXPECT_FALSE(feed(synchronous, 16, {1.0, 1.2, 1.4, 1.6}).has_value());  // 64 iterations: one window
+}
+
 TEST(DivergenceWatch, TheAdviceNamesTheOuterOptimizersSettings) {
   JobOptions job{.strategy = "flsgd", .outer = {.kind = "nesterov", .lr = 0.7, .momentum = 0.9}};
   EXPECT_NE(divergence_advice(job).find("--outer-momentum 0.45"), std::string::npos) << divergence_advice(job);
