@@ -190,11 +190,6 @@ def agreed_evaluation(model, make, measure, metrics):
         state = model.agreed_state_dict()
         if fresh is None:
             return
-        first = {}
-        for name, p in fresh.state_dict(keep_vars=True).items():
-            # A tied tensor takes its first name's value: weft's agreed_state_dict
-            # replaces only that one (named_parameters' name).
-            state[name] = state[first.setdefault(id(p), name)]
         fresh.load_state_dict(state)
         fresh.eval()
         with torch.no_grad():

@@ -66,6 +66,7 @@ class LanguageModel(nn.Module):
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocabulary, bias=False)
         self.head.weight = self.embed.weight  # tied
+        nn.init.normal_(self.embed.weight, std=0.02)  # N(0, 1) would give logits of ~sqrt(width), a loss of ~100
         self.register_buffer("mask", torch.triu(torch.full((context, context), float("-inf")), diagonal=1))
 
     def forward(self, tokens):

@@ -55,6 +55,15 @@ def group_options(optimizer, group):
     }
 
 
+def inner_kind(optimizer):
+    """The C++ kind of `optimizer` (sgd, momentum, adam, adamw) that the outer optimizer's
+    measured defaults are for (src/runtime/model/outer_options.h); "other" for one weft
+    does not mirror."""
+    if mirror_reason(optimizer) is not None:
+        return "other"
+    return group_options(optimizer, optimizer.param_groups[0])["kind"]
+
+
 # The engine neither steps nor zeroes the parameter: the user's step() does, or
 # nobody (a parameter of the module that the optimizer does not hold, as torch).
 NOT_STEPPED = {"kind": "none"}

@@ -20,7 +20,7 @@ from torch import nn
 
 from . import _C
 from ._layers import assign, first_calls, measure, surrogate_loss, tensors_in
-from ._optim import Mirror, mirror_reason
+from ._optim import Mirror, inner_kind, mirror_reason
 from ._update import UPDATES, Update
 
 # Options with the command line's names and defaults (`weft train --help`); None:
@@ -57,9 +57,10 @@ WRAPPER_OPTIONS = {
     "allow": ("ssgd",),              # strategy="auto": the families it may choose from, and "lossy" (codecs)
     "verbose": True,                 # rank 0 says what it runs, on stderr
     "update": "auto",                # where the optimizer steps: auto, ddp, overlap (_update.py)
-    "outer_optimizer": "none",       # local SGD, EASGD: none or nesterov (docs/local-sgd.md)
-    "outer_lr": 1.0,
-    "outer_momentum": 0.0,
+    "outer_optimizer": None,         # local SGD, EASGD: none or nesterov (docs/local-sgd.md); None: none,
+                                     # or strategy="auto"'s choice
+    "outer_lr": None,                # None: the measured default for the optimizer (docs/local-sgd.md)
+    "outer_momentum": None,
 }
 ACCEPTED = sorted(SCHEDULE_OPTIONS) + sorted(WRAPPER_OPTIONS)
 FAMILIES = ("ssgd", "local_sgd", "ps")
@@ -97,6 +98,10 @@ def is_server(servers=None):
     """True on a parameter-server rank: one of the last `servers` ranks of the job."""
     rank, world = _job_shape()
     return rank >= world - _servers_of(servers)
+
+
+def _float_or_none(value):
+    return None if value is None else float(value)
 
 
 def _say(text):
@@ -146,17 +151,19 @@ class DataParallel(nn.Module):
         if o["steps"] is not None:
             _expect("steps", o["steps"], int, "an integer")
         for name in ("outer_lr", "outer_momentum"):
-            _expect(name, o[name], (int, float), "a number")
-        _expect("outer_optimizer", o["outer_optimizer"], str, "a string")
+            if o[name] is not None:
+                _expect(name, o[name], (int, float), "a number")
+        if o["outer_optimizer"] is not None:
+            _expect("outer_optimizer", o["outer_optimizer"], str, "a string")
         allow = (o["allow"],) if isinstance(o["allow"], str) else tuple(o["allow"])
         if not set(allow) <= set(FAMILIES + (LOSSY,)) or not set(allow) - {LOSSY}:
             raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}, and "
                              f"{LOSSY!r} to let strategy='auto' choose a lossy codec")
         self._servers = _servers_of(o["servers"])
         self._job_options = _C.job_options(strategy, schedule_options, self._servers, o["steps"],
-                                           float(o["failure_timeout"]), o["outer_optimizer"],
-                                           float(o["outer_lr"]), float(o["outer_momentum"]),
-                                           list(dict.fromkeys(allow)))
+                                           float(o["failure_timeout"]), o["outer_optimizer"] or "",
+                                           _float_or_none(o["outer_lr"]), _float_or_none(o["outer_momentum"]),
+                                           inner_kind(optimizer), "H" not in options, list(dict.fromkeys(allow)))
 
         trainable = [p for p in module.parameters() if p.requires_grad]
         if not trainable:
@@ -340,6 +347,8 @@ class DataParallel(nn.Module):
         self._cpp_optimizer = _C.LayerOptimizer(params, self._mirror.options(stepped))
         self._plan = plan
         self._diverging = _C.DivergenceWatch(self._job_options) if self.rank == 0 else None
+        if self._job_options.outer_warning is not None:  # Note [Outer defaults, measured]
+            self._say_once(self._job_options.outer_warning)
         first = 0
         if self._loaded is not None:
             self._check_job(self._loaded["job"], check_strategy=True)
@@ -591,13 +600,18 @@ class DataParallel(nn.Module):
         state = self.module.state_dict()  # drains
         if self._engine is None or self.workers == 1:
             return state
-        names = {id(p): n for n, p in self.module.named_parameters()}
+        names = {}  # a shared (tied) parameter has every name it is found under in the state
+        for prefix, m in self.module.named_modules(remove_duplicate=False):
+            for n, p in m._parameters.items():
+                if p is not None:
+                    names.setdefault(id(p), []).append(f"{prefix}.{n}" if prefix else n)
         params = [p for _, ps in self._layers for p in ps]
         agreed = self._agreed(params)
         if agreed is None:
             return state
         for p, value in zip(params, agreed):
-            state[names[id(p)]] = value
+            for n in names[id(p)]:
+                state[n] = value
         return state
 
     def _agreed(self, params):

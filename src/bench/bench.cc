@@ -28,6 +28,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The outer optimizer as the runs were given it; what was not given is weft
+// train's measured default (Note [Outer defaults, measured]).
+std::string outer_text(const Training& t) {
+  if (t.outer_optimizer == "none") return "";
+  const auto value = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : "default"; };
+  return fmt::format("{} lr {} momentum {}", t.outer_optimizer, value(t.outer_lr), value(t.outer_momentum));
+}
+
 // Helper commands (probes, plan, simulate) take seconds; this is their limit.
 constexpr Seconds kShortTimeout = 300;
 // The network profile's message sizes are 4 KiB·4^k (runtime/measure/network_profile.h).
@@ -730,9 +738,7 @@ BenchResults Bench::run() {
               .lr = t.lr,
               .optimizer = t.optimizer,
               .H = t.H,
-              .outer = t.outer_optimizer == "none" ? ""
-                                                   : fmt::format("{} lr {} momentum {}", t.outer_optimizer,
-                                                                 t.outer_lr, t.outer_momentum),
+              .outer = outer_text(t),
               .steps = t.steps,
               .warmup = o_.warmup,
               .mode = o_.mode,

@@ -304,8 +304,9 @@ std::vector<std::string> train_command(const Tools& tools, const Link& link, con
   if (servers > 0) argv = concat(argv, {"--servers", std::to_string(servers)});
   argv = concat(argv, {"--H", std::to_string(training.H)});
   if (training.outer_optimizer != "none" && find_strategy(strategy).moves_parameters) {
-    argv = concat(argv, {"--outer-optimizer", training.outer_optimizer, "--outer-lr", exact(training.outer_lr),
-                         "--outer-momentum", exact(training.outer_momentum)});
+    argv = concat(argv, {"--outer-optimizer", training.outer_optimizer});
+    if (training.outer_lr) argv = concat(argv, {"--outer-lr", exact(*training.outer_lr)});
+    if (training.outer_momentum) argv = concat(argv, {"--outer-momentum", exact(*training.outer_momentum)});
   }
   argv = concat(argv, strategy_flags(options));
   // Note [Sites in the bench]: a sited run plans for the sites it runs in.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,10 +97,10 @@ struct Training {
   int eval_every = 0;          // 0: no evaluation
   // Local SGD's outer optimizer (docs/local-sgd.md), for the local SGD strategies'
   // runs only: "none" or `weft train --outer-optimizer`'s name, with its lr and
-  // momentum.
+  // momentum where given (else weft train's measured defaults).
   std::string outer_optimizer = "none";
-  double outer_lr = 1;
-  double outer_momentum = 0;
+  std::optional<double> outer_lr;
+  std::optional<double> outer_momentum;
   // Parameter servers of the parameter-server strategies' runs (ps,
   // ps-interleaved); each server's link is emulated like a worker's.
   int servers = 1;

@@ -178,7 +178,7 @@ bench::BenchOptions to_options(const BenchFlags& f) {
                 .H = f.H,
                 .steps = f.steps.value_or(accuracy ? BenchDefaults::kAccuracySteps : BenchDefaults::kSteps),
                 .eval_every = f.eval_every.value_or(accuracy ? BenchDefaults::kEvalEvery : 0),
-                .outer_optimizer = f.outer.kind,
+                .outer_optimizer = f.outer.enabled() ? f.outer.kind : "none",
                 .outer_lr = f.outer.lr,
                 .outer_momentum = f.outer.momentum,
                 .servers = f.servers};
@@ -327,11 +327,13 @@ void add_bench(CLI::App& app, int& exit_status) {
                 "progress in detail: each link's host parameters, each run's compute and its predictions on the "
                 "layers re-timed before it and on its own compute (the table and bench.json hold them anyway)");
   cmd->add_option("--outer-optimizer", f->outer.kind,
-                  "the local SGD strategies' outer optimizer, as weft train's (docs/local-sgd.md): none or nesterov")
-      ->capture_default_str();
-  cmd->add_option("--outer-lr", f->outer.lr, "the outer optimizer's learning rate")->capture_default_str()
+                  "the local SGD strategies' outer optimizer, as weft train's (docs/local-sgd.md): none (default) or "
+                  "nesterov");
+  cmd->add_option("--outer-lr", f->outer.lr,
+                  "the outer optimizer's learning rate (default: weft train's, measured for --optimizer)")
       ->check(in_range(ranges::kOuterLr));
-  cmd->add_option("--outer-momentum", f->outer.momentum, "the outer optimizer's momentum")->capture_default_str()
+  cmd->add_option("--outer-momentum", f->outer.momentum,
+                  "the outer optimizer's momentum (default: weft train's, measured for --optimizer)")
       ->check(in_range(ranges::kOuterMomentum));
   cmd->add_option("--optimizer", f->optimizer, "sgd | momentum | adam")->capture_default_str();
   cmd->add_option("--seed", f->seed, "model initialisation and data order")->capture_default_str();

@@ -80,6 +80,7 @@ runtime::TrainOptions to_options(const TrainFlags& flags) {
   o.save_params = flags.save_params;
   o.checkpoint = flags.checkpoint;
   o.job.failure_timeout = flags.failure_timeout;
+  o.job.outer.inner = o.optimizer;  // Note [Outer defaults, measured]
   if (flags.allow) o.job.allow = parse_allow(*flags.allow);
   o.progress = !flags.no_progress;
   ClusterSpec cluster{.workers = 1, .bandwidth = flags.bandwidth, .latency = flags.latency,
@@ -144,12 +145,14 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_option("--save-params", flags->save_params,
                   "write each rank's final parameters to FILE.rank<r> (raw float32, layers in order)");
   cmd->add_option("--outer-optimizer", o.job.outer.kind,
-                  "local SGD: none (set each averaged layer to the average) or nesterov (step the averaged change "
-                  "since the layer's last average with Nesterov momentum; docs/local-sgd.md)")
-      ->capture_default_str();
-  cmd->add_option("--outer-lr", o.job.outer.lr, "the outer optimizer's learning rate")->capture_default_str()
+                  "local SGD: none (default: set each averaged layer to the average) or nesterov (step the averaged "
+                  "change since the layer's last average with Nesterov momentum; docs/local-sgd.md); --strategy auto "
+                  "chooses where none is given");
+  cmd->add_option("--outer-lr", o.job.outer.lr,
+                  "the outer optimizer's learning rate (default: the one measured for --optimizer, docs/local-sgd.md)")
       ->check(in_range(ranges::kOuterLr));
-  cmd->add_option("--outer-momentum", o.job.outer.momentum, "the outer optimizer's momentum")->capture_default_str()
+  cmd->add_option("--outer-momentum", o.job.outer.momentum,
+                  "the outer optimizer's momentum (default: the one measured for --optimizer)")
       ->check(in_range(ranges::kOuterMomentum));
   cmd->add_option("--checkpoint", flags->checkpoint,
                   "write every worker's training state to DIR after every --checkpoint-every iterations and after "
@@ -210,6 +213,7 @@ void add_train(CLI::App& app, int& exit_status) {
   cmd->add_flag("--no-progress", flags->no_progress, "no progress line on stderr");
   cmd->callback([cmd, flags, &exit_status] {
     runtime::TrainOptions options = to_options(*flags);
+    options.job.choose_period = options.job.strategy == "auto" && cmd->count("--H") == 0;  // Note [How auto chooses H]
     // Note [Training on emulated links] (cli/emulated_training.h); a topology file
     // gives every link itself, and so do the WAN's flags (Note [Sites of a training
     // job]): `--sites AxB` alone only groups the ranks.

@@ -26,6 +26,36 @@ Seconds iteration(const PlannedStrategy& row) { return row.timeline.summary.iter
 
 std::string ms(Seconds s) { return fmt::format("{:.2f} ms", s * 1e3); }
 
+// A planned row and the local SGD period it was planned with (0: not local SGD).
+struct Candidate {
+  PlannedStrategy row;
+  int H = 0;
+};
+
+// Note [How auto chooses H]: each row of `by_period` (one plan per period of
+// `periods`, the same rows in each) at its smallest period within kPeriodSlack
+// of its fastest.
+std::vector<Candidate> shortest_periods(std::vector<Plan> by_period, const std::vector<int>& periods) {
+  std::vector<Candidate> out;
+  const std::vector<PlannedStrategy> rows = by_period.front().strategies;
+  for (const PlannedStrategy& row : rows) {
+    std::vector<Candidate> same;
+    for (std::size_t p = 0; p < periods.size(); ++p) {
+      for (PlannedStrategy& s : by_period[p].strategies) {
+        if (s.same_row(row)) same.push_back({std::move(s), periods[p]});
+      }
+    }
+    const Seconds fastest = iteration(std::min_element(same.begin(), same.end(), [](const Candidate& a,
+                                                                                    const Candidate& b) {
+                                        return iteration(a.row) < iteration(b.row);
+                                      })->row);
+    out.push_back(std::move(*std::find_if(same.begin(), same.end(), [&](const Candidate& c) {
+      return iteration(c.row) <= (1 + kPeriodSlack) * fastest;
+    })));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string describe_recipe(std::string_view strategy, const StrategyOptions& options) {
@@ -106,41 +136,68 @@ AutoChoice choose_auto(const Profile& profile, const Cluster& cluster, const Aut
   PlanOptions other_options = plan_options;
   other_options.strategies = others;
   other_options.strategy.site_every = 0;
+  std::vector<Candidate> candidates;
   AutoChoice out;
-  if (plan_options.strategies.empty()) {
-    out.plan = plan(profile, cluster, other_options);
-  } else {
-    out.plan = plan(profile, cluster, plan_options);
-    if (!others.empty()) {
-      Plan rest = plan(profile, cluster, other_options);
-      out.plan.strategies.insert(out.plan.strategies.begin(), std::make_move_iterator(rest.strategies.begin()),
-                                 std::make_move_iterator(rest.strategies.end()));
-      out.plan.uncosted.insert(out.plan.uncosted.begin(), rest.uncosted.begin(), rest.uncosted.end());
-    }
+  std::vector<Uncosted> uncosted;
+  const auto keep = [&](const Plan& p) {  // all but its rows: the model, the cluster, the wfbp reference
+    uncosted.insert(uncosted.end(), p.uncosted.begin(), p.uncosted.end());
+    out.plan = p;
+    out.plan.strategies.clear();
+  };
+  if (!others.empty()) {
+    Plan rest = plan(profile, cluster, other_options);
+    keep(rest);
+    for (PlannedStrategy& s : rest.strategies) candidates.push_back({std::move(s), 0});
   }
-  const auto fastest = [&](auto keep) {
-    const PlannedStrategy* best = nullptr;
-    for (const PlannedStrategy& s : out.plan.strategies) {
-      if (keep(s) && (best == nullptr || iteration(s) < iteration(*best))) best = &s;
+  if (!plan_options.strategies.empty()) {
+    // Note [How auto chooses H]; a period must be a multiple of --site-every.
+    std::vector<int> periods;
+    for (const int H : kPeriods) {
+      const int every = options.strategy.site_every;
+      if (options.choose_period && (every == 0 || H % every == 0)) periods.push_back(H);
+    }
+    if (periods.empty()) periods = {options.strategy.H};
+    std::vector<Plan> by_period;
+    for (const int H : periods) {
+      PlanOptions at = plan_options;
+      at.strategy.H = H;
+      by_period.push_back(plan(profile, cluster, at));
+    }
+    keep(by_period.front());
+    for (Candidate& c : shortest_periods(std::move(by_period), periods)) candidates.push_back(std::move(c));
+  }
+  out.plan.uncosted = std::move(uncosted);
+  const auto fastest = [&](auto keep_row) {
+    const Candidate* best = nullptr;
+    for (const Candidate& c : candidates) {
+      if (keep_row(c.row) && (best == nullptr || iteration(c.row) < iteration(best->row))) best = &c;
     }
     return best;
   };
-  const PlannedStrategy* best = fastest([](const PlannedStrategy&) { return true; });
-  if (best == nullptr) throw UsageError("strategy auto: the planner costed no strategy");  // plan() throws first
-  const PlannedStrategy* exact = fastest([](const PlannedStrategy& s) { return !lossy(s.compression); });
+  const Candidate* chosen = fastest([](const PlannedStrategy&) { return true; });
+  if (chosen == nullptr) throw UsageError("strategy auto: the planner costed no strategy");  // plan() throws first
+  const PlannedStrategy* best = &chosen->row;
+  const Candidate* exact_candidate = fastest([](const PlannedStrategy& s) { return !lossy(s.compression); });
+  const PlannedStrategy* exact = exact_candidate != nullptr ? &exact_candidate->row : nullptr;
 
   out.strategy = best->name;
   out.options = options.strategy;
   out.options.compression = best->compression;
   out.options.hierarchical = best->hierarchical;
   out.options.site_every = best->site_every;
+  if (chosen->H > 0) out.options.H = chosen->H;
   out.plan.recommended = best->name;
   out.plan.recommended_compression = best->compression;
   out.plan.recommended_hierarchical = best->hierarchical;
   out.plan.recommended_site_every = best->site_every;
 
-  std::string reason = fmt::format("{} chose {}: {} per iteration predicted for {} workers", ranges::given("--strategy", "auto"),
-                                   recipe(*best), ms(iteration(*best)), cluster.workers);
+  std::string reason = fmt::format("{} chose {}{}: {} per iteration predicted for {} workers",
+                                   ranges::given("--strategy", "auto"), recipe(*best),
+                                   chosen->H == 0 ? ""
+                                   : fmt::format(" with {}{}", ranges::given("--H", std::to_string(chosen->H)),
+                                                 options.choose_period ? " (the shortest period within 10% of the "
+                                                                         "fastest)" : ""),
+                                   ms(iteration(*best)), cluster.workers);
   if (exact != nullptr && exact != best) {
     reason += fmt::format(", {:.2f}x the fastest exact recipe ({}, {})", iteration(*exact) / iteration(*best),
                           recipe(*exact), ms(iteration(*exact)));
@@ -152,6 +209,7 @@ AutoChoice choose_auto(const Profile& profile, const Cluster& cluster, const Aut
                           ranges::named("--allow"), kAllowLossy);
   }
   out.reason = std::move(reason);
+  for (Candidate& c : candidates) out.plan.strategies.push_back(std::move(c.row));
   return out;
 }
 

@@ -16,6 +16,16 @@
 // say they accept that gets an exact recipe (S-SGD, any schedule, flat or by
 // sites: sums by sites are the same sums). The default allows "ssgd" alone.
 //
+// Note [How auto chooses H]
+// -------------------------
+// Rule: unless the user gave H, auto plans each local SGD row at every H of
+// kPeriods and keeps the smallest H whose predicted iteration is within
+// kPeriodSlack of that row's fastest. Why: a longer period only hides the
+// average's cost, which stops paying once the average is mostly hidden, while
+// every extra local step makes the workers drift further apart (the sweep in
+// BENCHMARKS.md, "A safe outer optimizer": H = 16 learns less per step than H = 4).
+// The periods end at 16, the longest measured to converge on every model family.
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -49,8 +59,14 @@ void check_allow(const std::vector<std::string>& allow);
 // powersgd:2 by sites, with site averages every 1 iteration".
 std::string describe_recipe(std::string_view strategy, const StrategyOptions& options);
 
+// Note [How auto chooses H]
+inline constexpr int kPeriods[] = {2, 4, 8, 16};
+inline constexpr double kPeriodSlack = 0.10;
+
 struct AutoOptions {
   std::vector<std::string> allow = {"ssgd"};  // Note [What auto may choose]
+  // Local SGD's H is chosen (Note [How auto chooses H]); false: strategy.H, as given.
+  bool choose_period = false;
   // The options the user gave: H, T, EASGD's, --compression (kept: no codec is
   // then tried), --hierarchical and --site-every (kept: planned alone).
   StrategyOptions strategy;
@@ -59,7 +75,7 @@ struct AutoOptions {
 
 struct AutoChoice {
   std::string strategy;
-  // options.strategy with the chosen row's compression, hierarchical and site_every.
+  // options.strategy with the chosen row's compression, hierarchical, site_every and H.
   StrategyOptions options;
   // One line: the recipe, its predicted iteration, how much faster than the
   // fastest exact row and than the default (flat, uncompressed wfbp), and the

@@ -105,6 +105,37 @@ TEST(Auto, ChoosesBySitesOverASlowWan) {
   EXPECT_EQ(local.options.site_every, 2);
 }
 
+// Note [How auto chooses H]: the shortest period within kPeriodSlack of the fastest.
+TEST(Auto, ChoosesTheShortestPeriodThatHidesTheAverage) {
+  const Profile profile = zoo_profile("resnet18");
+  const auto local_at = [&](const Cluster& cluster, int H) {
+    return choose_auto(profile, cluster, {.allow = {"local_sgd"}, .strategy = {.H = H}});
+  };
+  for (const Cluster cluster : {Cluster{.workers = 4, .bandwidth = 20_Mbit, .latency = 1_ms},
+                                Cluster{.workers = 4, .bandwidth = 10_Gbit, .latency = 10_us}}) {
+    const AutoChoice c = choose_auto(profile, cluster, {.allow = {"local_sgd"}, .choose_period = true});
+    const int H = c.options.H;
+    ASSERT_NE(std::find(std::begin(kPeriods), std::end(kPeriods), H), std::end(kPeriods)) << c.reason;
+    EXPECT_NE(c.reason.find(fmt::format("--H {} (the shortest period", H)), std::string::npos) << c.reason;
+    const Seconds chosen = chosen_row(c).timeline.summary.iteration;
+    for (const int other : kPeriods) {
+      const AutoChoice at = local_at(cluster, other);
+      const Seconds t = at.plan.best()->timeline.summary.iteration;
+      EXPECT_LE(chosen, (1 + kPeriodSlack) * t + 1e-12) << "H " << other << ": " << c.reason;
+      // A shorter period than the chosen one is more than kPeriodSlack slower than the fastest.
+      if (other < H && at.strategy == c.strategy) EXPECT_GT(t, chosen) << "H " << other;
+    }
+  }
+  // A slower link needs a longer period to hide its average.
+  const AutoChoice slow = choose_auto(profile, {.workers = 4, .bandwidth = 20_Mbit, .latency = 1_ms},
+                                      {.allow = {"local_sgd"}, .choose_period = true});
+  const AutoChoice fast = choose_auto(profile, {.workers = 4, .bandwidth = 10_Gbit, .latency = 10_us},
+                                      {.allow = {"local_sgd"}, .choose_period = true});
+  EXPECT_GT(slow.options.H, fast.options.H) << slow.reason << "\n" << fast.reason;
+  // H given: kept.
+  EXPECT_EQ(local_at({.workers = 4, .bandwidth = 20_Mbit, .latency = 1_ms}, 5).options.H, 5);
+}
+
 TEST(Auto, RefusesUnknownFamiliesListingTheAcceptedOnes) {
   EXPECT_EQ(parse_allow("ssgd,local_sgd,lossy"), (std::vector<std::string>{"ssgd", "local_sgd", "lossy"}));
   for (const char* bad : {"ssgd,sgd", "", "lossy", "ssgd,"}) {

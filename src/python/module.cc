@@ -173,7 +173,8 @@ std::pair<ClusterSpec, StrategySpec> specs_of(const py::dict& options, int worke
 // flags. `strategy` may be "auto": what depends on it is checked by with_strategy.
 runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedule_options, int servers,
                              std::optional<std::int64_t> steps, double failure_timeout, const std::string& outer,
-                             double outer_lr, double outer_momentum, const std::vector<std::string>& allow) {
+                             std::optional<double> outer_lr, std::optional<double> outer_momentum,
+                             const std::string& inner, bool choose_period, const std::vector<std::string>& allow) {
   ranges::KeywordSpelling keywords;
   auto [cluster, strategy_spec] = specs_of(schedule_options, 1, servers);
   cluster.sites = {};  // Note [Python's sites]: with_world gives the job its topology
@@ -182,9 +183,12 @@ runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedu
                           .steps = steps,
                           .cluster = make_cluster(cluster),
                           .strategy_options = make_strategy_options(strategy_spec),
-                          .outer = {.kind = outer, .lr = outer_lr, .momentum = outer_momentum},
+                          .outer = {.kind = outer, .lr = outer_lr, .momentum = outer_momentum, .inner = inner},
                           .failure_timeout = failure_timeout};
-  if (strategy == "auto") job.allow = allow;
+  if (strategy == "auto") {
+    job.allow = allow;
+    job.choose_period = choose_period;  // Note [How auto chooses H]
+  }
   runtime::validate(job);
   if (strategy != "auto") runtime::check_length_known(job);
   return job;
@@ -228,15 +232,11 @@ std::pair<std::string, std::string> choose(const runtime::JobOptions& job, const
                                            int workers, const std::string& source) {
   ranges::KeywordSpelling keywords;
   const Profile profile = parse_profile(profile_text, "profile");
-  const AutoChoice choice = [&] {
+  const runtime::JobChoice choice = [&] {
     py::gil_scoped_release release;
     return runtime::choose_for_job(job, profile, workers, source);
   }();
-  runtime::JobOptions chosen = job;
-  chosen.strategy = choice.strategy;
-  chosen.strategy_options = choice.options;
-  chosen.allow.clear();
-  return {runtime::job_identity(chosen, workers).dump(), choice.reason};
+  return {runtime::job_identity(choice.job, workers).dump(), choice.reason};
 }
 
 // ---------------------------------------------------------------------------
@@ -456,12 +456,17 @@ PYBIND11_MODULE(_C, m) {
       }, "The strategy and its codec and sites variant, in words.")
       .def_property_readonly("hierarchical", [](const runtime::JobOptions& j) { return j.strategy_options.hierarchical; })
       .def_property_readonly("site_every", [](const runtime::JobOptions& j) { return j.strategy_options.site_every; })
+      .def_property_readonly("outer_warning", [](const runtime::JobOptions& j) {
+        ranges::KeywordSpelling keywords;
+        return runtime::outer_warning(j.outer, runtime::outer_period(j));
+      }, "Note [Outer defaults, measured]: why these outer settings are risky, or None.")
       .def("identity", [](const runtime::JobOptions& j, int workers) {
         return runtime::job_identity(j, workers).dump();
       }, py::arg("workers"), "What a checkpoint records of the job (runtime/train/job.h), as JSON text.");
   m.def("job_options", &make_job, py::arg("strategy"), py::arg("schedule_options"), py::arg("servers"),
         py::arg("steps"), py::arg("failure_timeout"), py::arg("outer_optimizer"), py::arg("outer_lr"),
-        py::arg("outer_momentum"), py::arg("allow") = std::vector<std::string>{},
+        py::arg("outer_momentum"), py::arg("inner_optimizer"), py::arg("choose_period"),
+        py::arg("allow") = std::vector<std::string>{},
         "The job's options, checked as weft train checks its flags; ValueError naming the keyword.");
   py::class_<runtime::DivergenceWatch>(m, "DivergenceWatch")
       .def(py::init([](const runtime::JobOptions& j) {

@@ -12,8 +12,8 @@
 
 namespace weft::runtime {
 
-OuterOptimizer::OuterOptimizer(const std::vector<std::vector<torch::Tensor>>& layers, OuterOptions options)
-    : options_(std::move(options)), agreed_(layers) {
+OuterOptimizer::OuterOptimizer(const std::vector<std::vector<torch::Tensor>>& layers, OuterStep step)
+    : step_(step), agreed_(layers) {
   for (int l = 0; l < agreed_.num_layers(); ++l) momentum_.push_back(torch::zeros_like(agreed_.flat(l)));
 }
 
@@ -27,8 +27,8 @@ void OuterOptimizer::step(const Chunk& chunk, torch::Tensor mean) {
   torch::Tensor buffer = momentum(chunk.layer).narrow(0, chunk.offset / static_cast<Bytes>(sizeof(float)),
                                                       agreed.numel());
   const torch::Tensor g = agreed - mean;  // the pseudo-gradient
-  buffer.mul_(options_.momentum).add_(g);
-  agreed.sub_(g.add(buffer, options_.momentum), options_.lr);
+  buffer.mul_(step_.momentum).add_(g);
+  agreed.sub_(g.add(buffer, step_.momentum), step_.lr);
   mean.copy_(agreed);
 }
 

@@ -31,8 +31,8 @@ namespace weft::runtime {
 class OuterOptimizer {
  public:
   // The agreed parameters start as a copy of `layers` (the common initial ones).
-  // REQUIRES: options validated and enabled().
-  OuterOptimizer(const std::vector<std::vector<torch::Tensor>>& layers, OuterOptions options);
+  // `step`: outer_step of enabled, validated options.
+  OuterOptimizer(const std::vector<std::vector<torch::Tensor>>& layers, OuterStep step);
 
   // `mean` (a view, written through) holds the workers' mean of chunk's parameters (float32, contiguous,
   // chunk.length bytes); replaces it in place by the new agreed parameters, which
@@ -40,13 +40,12 @@ class OuterOptimizer {
   // layer or a `mean` of another size.
   void step(const Chunk& chunk, torch::Tensor mean);
 
-  const OuterOptions& options() const { return options_; }
   SynchronisedParameters& agreed() { return agreed_; }
   // Layer l's momentum buffer, flat like agreed().flat(l) (zeros before any step).
   torch::Tensor& momentum(int layer) { return momentum_.at(static_cast<size_t>(layer)); }
 
  private:
-  OuterOptions options_;
+  OuterStep step_;
   SynchronisedParameters agreed_;
   std::vector<torch::Tensor> momentum_;
 };

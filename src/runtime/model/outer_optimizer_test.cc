@@ -22,7 +22,7 @@ void expect_near(const torch::Tensor& t, std::vector<float> expected) {
 // Step 2, mean [0.325, 3.05]: g = [0.2, -0.1], buf = 0.9 [0.5, -1] + g = [0.65, -1],
 //   x = [0.525, 2.95] - 0.5 ([0.2, -0.1] + 0.9 [0.65, -1]) = [0.1325, 3.45].
 TEST(OuterOptimizer, TwoNesterovStepsByHand) {
-  OuterOptimizer outer(one_layer({1, 2}), {.kind = "nesterov", .lr = 0.5, .momentum = 0.9});
+  OuterOptimizer outer(one_layer({1, 2}), {.lr = 0.5, .momentum = 0.9});
   const Chunk whole{.layer = 0, .offset = 0, .length = 8};
   torch::Tensor mean = torch::tensor({0.5f, 3.0f});
   outer.step(whole, mean);
@@ -36,8 +36,8 @@ TEST(OuterOptimizer, TwoNesterovStepsByHand) {
 
 // Chunks step alone: stepping [0, 4) then [4, 8) is stepping the whole layer.
 TEST(OuterOptimizer, ChunksOfALayerStepAlone) {
-  OuterOptimizer whole(one_layer({1, 2}), {.kind = "nesterov", .lr = 0.5, .momentum = 0.9});
-  OuterOptimizer split(one_layer({1, 2}), {.kind = "nesterov", .lr = 0.5, .momentum = 0.9});
+  OuterOptimizer whole(one_layer({1, 2}), {.lr = 0.5, .momentum = 0.9});
+  OuterOptimizer split(one_layer({1, 2}), {.lr = 0.5, .momentum = 0.9});
   torch::Tensor mean = torch::tensor({0.5f, 3.0f});
   whole.step({.layer = 0, .offset = 0, .length = 8}, mean);
   torch::Tensor first = torch::tensor({0.5f}), second = torch::tensor({3.0f});
@@ -53,7 +53,7 @@ TEST(OuterOptimizer, ChunksOfALayerStepAlone) {
 
 // lr 1, momentum 0: the new parameters are the mean.
 TEST(OuterOptimizer, LrOneMomentumZeroIsTheMean) {
-  OuterOptimizer outer(one_layer({1, 2, -3}), {.kind = "nesterov", .lr = 1, .momentum = 0});
+  OuterOptimizer outer(one_layer({1, 2, -3}), {.lr = 1, .momentum = 0});
   torch::Tensor mean = torch::tensor({0.1f, 0.7f, 5.0f});
   const torch::Tensor expected = mean.clone();
   outer.step({.layer = 0, .offset = 0, .length = 12}, mean);
@@ -73,6 +73,43 @@ TEST(OuterOptimizer, BadOptionsNameTheFlag) {
   EXPECT_NE(message({.kind = "nesterov", .lr = 0}).find("--outer-lr"), std::string::npos);
   EXPECT_NE(message({.kind = "nesterov", .lr = 1, .momentum = 1}).find("--outer-momentum"), std::string::npos);
   EXPECT_EQ(message({.kind = "nesterov", .lr = 0.7, .momentum = 0.9}), "");
+}
+
+// Note [Outer defaults, measured]
+TEST(OuterDefaults, UnsetValuesAreTheMeasuredOnesForTheInnerOptimizerAndPeriod) {
+  const OuterStep sgd = outer_step({.kind = "nesterov", .inner = "sgd"}, 4);
+  EXPECT_EQ(sgd.lr, 0.7);
+  EXPECT_EQ(sgd.momentum, 0.9);
+  // An inner optimizer with momentum: gentler where it averages more often than its memory.
+  for (const char* inner : {"momentum", "adam", "adamw", "other"}) {
+    const OuterStep often = outer_step({.kind = "nesterov", .inner = inner}, 4);
+    EXPECT_LT(often.amplification(), 2) << inner;
+    EXPECT_EQ(outer_step({.kind = "nesterov", .inner = inner}, 16).amplification(), sgd.amplification()) << inner;
+    EXPECT_FALSE(outer_defaults_help(inner, 4)) << inner;
+    EXPECT_TRUE(outer_defaults_help(inner, 16)) << inner;
+  }
+  EXPECT_TRUE(outer_defaults_help("sgd", 2));
+  // A given value stays; the other one is still the default.
+  const OuterStep given = outer_step({.kind = "nesterov", .lr = 0.3, .inner = "sgd"}, 4);
+  EXPECT_EQ(given.lr, 0.3);
+  EXPECT_EQ(given.momentum, 0.9);
+  // The defaults are safe: no warning.
+  for (const char* inner : {"sgd", "momentum", "adamw"}) {
+    for (const int period : {1, 4, 16}) {
+      EXPECT_EQ(outer_warning({.kind = "nesterov", .inner = inner}, period), std::nullopt) << inner << period;
+    }
+  }
+}
+
+TEST(OuterDefaults, MoreAmplificationThanMeasuredSafeIsWarnedAbout) {
+  const OuterOptions diloco{.kind = "nesterov", .lr = 0.7, .momentum = 0.9, .inner = "adamw"};
+  const auto warning = outer_warning(diloco, 5);  // measured: diverges over AdamW at H = 5
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("--outer-lr 0.7"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("--outer-momentum 0.5"), std::string::npos) << *warning;
+  EXPECT_EQ(outer_warning(diloco, 16), std::nullopt);
+  EXPECT_EQ(outer_warning({.kind = "none", .lr = 5, .momentum = 0.99, .inner = "adamw"}, 4), std::nullopt);
+  EXPECT_NE(outer_warning({.kind = "nesterov", .lr = 2, .momentum = 0.95, .inner = "sgd"}, 4), std::nullopt);
 }
 
 }  // namespace

@@ -11,14 +11,58 @@
 #include "units/units.h"
 
 namespace weft::runtime {
+namespace {
+
+// Note [Outer defaults, measured]: what the sweep measured for an inner optimizer
+// at a period.
+struct Measured {
+  OuterStep step;             // the default
+  double safe_amplification;  // the largest measured to learn as well as the plain average
+  bool helps;                 // the default learnt more per step than the plain average
+};
+
+constexpr OuterStep kDiLoCo{.lr = 0.7, .momentum = 0.9};  // amplification 7
+constexpr OuterStep kGentle{.lr = 0.7, .momentum = 0.5};  // amplification 1.4
+
+// An inner optimizer with state (momentum SGD, Adam, AdamW; anything weft does
+// not mirror counts as one) and its memory, 1/(1 − 0.9): torch's defaults.
+bool stateful(std::string_view inner) { return inner != "sgd"; }
+constexpr int kInnerMemory = 10;
+
+Measured measured(std::string_view inner, int period) {
+  if (!stateful(inner) || period >= kInnerMemory) return {.step = kDiLoCo, .safe_amplification = 7, .helps = true};
+  return {.step = kGentle, .safe_amplification = 1.4, .helps = false};
+}
+
+}  // namespace
+
+OuterStep outer_step(const OuterOptions& o, int period) {
+  const OuterStep fallback = measured(o.inner, period).step;
+  return {.lr = o.lr.value_or(fallback.lr), .momentum = o.momentum.value_or(fallback.momentum)};
+}
+
+bool outer_defaults_help(std::string_view inner, int period) { return measured(inner, period).helps; }
+
+std::optional<std::string> outer_warning(const OuterOptions& o, int period) {
+  if (!o.enabled()) return std::nullopt;
+  const OuterStep step = outer_step(o, period);
+  const Measured m = measured(o.inner, period);
+  if (step.amplification() <= m.safe_amplification * (1 + 1e-9)) return std::nullopt;
+  return fmt::format("the outer optimizer (lr {}, momentum {}) carries each averaged change {:.3g}x; over {} inner "
+                     "steps averaged every {} iterations more than {:g}x learnt less than the plain average or "
+                     "diverged (docs/local-sgd.md): {} and {} are the measured default",
+                     step.lr, step.momentum, step.amplification(), o.inner, period, m.safe_amplification,
+                     ranges::given("--outer-lr", fmt::format("{}", m.step.lr)),
+                     ranges::given("--outer-momentum", fmt::format("{}", m.step.momentum)));
+}
 
 void validate(const OuterOptions& o) {
-  if (o.kind != "none" && o.kind != "nesterov") {
+  if (outer_named(o) && o.kind != "none" && o.kind != "nesterov") {
     throw UsageError(fmt::format("{}: not an outer optimizer; accepted: none, nesterov",
                                  ranges::given("--outer-optimizer", o.kind)));
   }
-  ranges::check(ranges::kOuterLr, o.lr);
-  ranges::check(ranges::kOuterMomentum, o.momentum);
+  if (o.lr) ranges::check(ranges::kOuterLr, *o.lr);
+  if (o.momentum) ranges::check(ranges::kOuterMomentum, *o.momentum);
 }
 
 void check_outer_step(const OuterOptions& o, std::string_view strategy) {

@@ -1,10 +1,29 @@
 // The options of local SGD's and EASGD's outer optimizer (runtime/model/
-// outer_optimizer.h, docs/local-sgd.md) and their checks, without LibTorch: a
-// job's options (runtime/train/job.h) hold them.
+// outer_optimizer.h, docs/local-sgd.md), their measured defaults and their
+// checks, without LibTorch: a job's options (runtime/train/job.h) hold them.
+//
+// Note [Outer defaults, measured]
+// -------------------------------
+// Rule: an outer learning rate or momentum the user did not give is the one
+// measured for the inner optimizer and the period (outer_step): DiLoCo's 0.7 /
+// 0.9 over plain SGD at any period, and over an inner optimizer with state
+// (momentum SGD, Adam, AdamW) averaged every 10 or more iterations; 0.7 / 0.5 over
+// one with state averaged more often. A setting whose amplification lr /
+// (1 − momentum) — how far the outer step carries a steady averaged change —
+// exceeds the largest measured to learn as well as the plain average there is
+// warned about before the run starts (outer_warning). Why: the inner optimizer's
+// own momentum (torch's 0.9: a memory of 10 iterations) is not averaged, so over
+// a shorter period it still pushes each worker along the last average's direction
+// while the outer momentum pushes the same way; measured (BENCHMARKS.md, "A safe
+// outer optimizer"): 0.7 / 0.9 at H = 4 over momentum SGD or Adam lost 16–25
+// points of accuracy against the plain average, at H = 16 it gained 0.6–1.1 as
+// over plain SGD at either period (3–4). The boundary at 10 is that memory, between
+// the periods measured (4 and 16).
 //
 // Thread-safety: plain data and pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,12 +31,44 @@ namespace weft::runtime {
 
 // Local SGD's and EASGD's outer optimizer (runtime/model/outer_optimizer.h).
 struct OuterOptions {
-  std::string kind = "none";  // "none" | "nesterov"
-  double lr = 1.0;
-  double momentum = 0.0;
+  // "none" | "nesterov"; empty: not named, which is "none" except that strategy
+  // auto may choose (Note [Auto's outer optimizer] in runtime/train/job.cc).
+  std::string kind;
+  // Unset: the measured default for `inner` (Note [Outer defaults, measured]).
+  std::optional<double> lr;
+  std::optional<double> momentum;
+  // The inner optimizer's kind (runtime/model/optimizer.h: "sgd", "momentum",
+  // "adam", "adamw"; anything else is treated as adaptive), which the defaults and
+  // the warning are measured for.
+  std::string inner = "sgd";
 
-  bool enabled() const { return kind != "none"; }
+  bool enabled() const { return kind == "nesterov"; }
 };
+
+// The user named an outer optimizer, "none" included.
+inline bool outer_named(const OuterOptions& options) { return !options.kind.empty(); }
+
+// The step an enabled outer optimizer takes: the given options, else the defaults.
+struct OuterStep {
+  double lr = 1;
+  double momentum = 0;
+
+  // lr / (1 − momentum): Note [Outer defaults, measured].
+  double amplification() const { return lr / (1 - momentum); }
+};
+
+// Note [Outer defaults, measured]: `options`' lr and momentum where given, else
+// the measured default for options.inner.
+// `period`: the iterations between a layer's averages (local SGD's H, EASGD's T).
+OuterStep outer_step(const OuterOptions& options, int period);
+// Whether the measured default for `inner` at `period` learnt more per step than
+// the plain average (Note [Auto's outer optimizer] in runtime/train/job.cc).
+bool outer_defaults_help(std::string_view inner, int period);
+// Where options are enabled() and their step's amplification exceeds the largest
+// measured to learn as well as the plain average for options.inner at `period`:
+// one line saying so and what to give instead, named as the caller spells the
+// options; else nothing.
+std::optional<std::string> outer_warning(const OuterOptions& options, int period);
 
 // THROW UsageError naming the option (as the caller spells it, units/ranges.h),
 // the value and what is accepted.

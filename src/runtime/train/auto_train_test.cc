@@ -66,6 +66,45 @@ TEST_F(AutoTrain, RankZeroChoosesAndEveryRankTrainsAndRecordsTheRecipe) {
   EXPECT_EQ(strategies_in_metrics(), std::vector<std::string>(12, chosen));
 }
 
+// Note [How auto chooses H], Note [Auto's outer optimizer], Note [Outer defaults, measured].
+TEST_F(AutoTrain, LocalSgdGetsAPeriodAndTheOuterOptimizerMeasuredForTheInnerOne) {
+  const fs::path profile = fixed_time_profile("mlp", 8, 1e-3, 2e-3);
+  const auto job_of = [&](const std::string& name, std::vector<std::string> extra) {
+    const fs::path checkpoint = dir_ / name;
+    std::vector<std::string> a{"train", "--model", "mlp", "--synthetic", "--nproc", "2", "--steps", "2", "--batch",
+                               "8", "--profile", profile.string(), "--checkpoint", checkpoint.string(),
+                               "--no-progress"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const auto [status, err] = weft(name, a);
+    EXPECT_EQ(status, 0) << err;
+    return std::pair{nlohmann::json::parse(read_text(checkpoint / "latest.json"))["job"], err};
+  };
+  // Plain SGD: DiLoCo's step at any period, H among the periods.
+  const auto [sgd, sgd_err] = job_of("sgd", {"--strategy", "auto", "--allow", "local_sgd"});
+  const int H = sgd["H"].get<int>();
+  EXPECT_TRUE(H == 2 || H == 4 || H == 8 || H == 16) << sgd;
+  EXPECT_EQ(sgd["outer_optimizer"], "nesterov") << sgd;
+  EXPECT_EQ(sgd["outer_lr"], 0.7) << sgd;
+  EXPECT_EQ(sgd["outer_momentum"], 0.9) << sgd;
+  EXPECT_NE(sgd_err.find("stepped by Nesterov"), std::string::npos) << sgd_err;
+  // Momentum SGD averaged every 4 iterations: the plain average; H as given.
+  const auto [momentum, momentum_err] =
+      job_of("momentum", {"--strategy", "auto", "--allow", "local_sgd", "--optimizer", "momentum", "--H", "4"});
+  EXPECT_EQ(momentum["H"], 4) << momentum;
+  EXPECT_EQ(momentum["outer_optimizer"], "none") << momentum;
+  // Named without values: the measured default, which is not warned about.
+  const auto [gentle, gentle_err] = job_of("gentle", {"--strategy", "flsgd", "--H", "4", "--optimizer", "adam",
+                                                      "--outer-optimizer", "nesterov"});
+  EXPECT_EQ(gentle["outer_momentum"], 0.5) << gentle;
+  EXPECT_EQ(gentle_err.find("warning"), std::string::npos) << gentle_err;
+  // DiLoCo's step over Adam every 4 iterations: warned about before the run.
+  const auto [risky, risky_err] = job_of("risky", {"--strategy", "flsgd", "--H", "4", "--optimizer", "adam",
+                                                   "--outer-optimizer", "nesterov", "--outer-lr", "0.7",
+                                                   "--outer-momentum", "0.9"});
+  EXPECT_NE(risky_err.find("carries each averaged change 7x"), std::string::npos) << risky_err;
+  EXPECT_NE(risky_err.find("--outer-momentum 0.5"), std::string::npos) << risky_err;
+}
+
 TEST_F(AutoTrain, AllowIsRefusedWithoutAutoAndBadFamiliesListTheAcceptedOnes) {
   const std::vector<std::string> base{"train", "--model", "mlp", "--synthetic", "--steps", "1", "--no-progress"};
   auto without_auto = base;

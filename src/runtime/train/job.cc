@@ -16,6 +16,10 @@
 
 namespace weft::runtime {
 
+int outer_period(const JobOptions& job) {
+  return job.strategy == "ps-interleaved" ? job.strategy_options.T : job.strategy_options.H;
+}
+
 void validate(const JobOptions& job) {
   if (job.steps) ranges::check(ranges::kSteps, static_cast<double>(*job.steps));
   ranges::check(ranges::kFailureTimeout, job.failure_timeout);
@@ -115,11 +119,36 @@ Cluster cluster_of(const JobOptions& job, int workers) {
   return cluster;
 }
 
-AutoChoice choose_for_job(const JobOptions& job, const Profile& profile, int workers, std::string_view source) {
-  return choose_auto(profile, cluster_of(job, workers),
-                     {.allow = job.allow.empty() ? std::vector<std::string>{"ssgd"} : job.allow,
-                      .strategy = job.strategy_options,
-                      .source = std::string(source)});
+// Note [Auto's outer optimizer]
+// ------------------------------
+// Rule: where auto chooses local SGD and the user named no outer optimizer, it
+// steps the averages with Nesterov at the measured default if that default
+// learnt more per step than the plain average for the inner optimizer at the
+// chosen H (outer_defaults_help); else it keeps the plain average. Why: the
+// outer optimizer changes what is learnt, and only the sweep behind Note [Outer
+// defaults, measured] says when that change is a gain.
+JobChoice choose_for_job(const JobOptions& job, const Profile& profile, int workers, std::string_view source) {
+  const AutoChoice choice = choose_auto(profile, cluster_of(job, workers),
+                                        {.allow = job.allow.empty() ? std::vector<std::string>{"ssgd"} : job.allow,
+                                         .choose_period = job.choose_period,
+                                         .strategy = job.strategy_options,
+                                         .source = std::string(source)});
+  JobChoice out{.job = job, .reason = choice.reason};
+  out.job.strategy = choice.strategy;
+  out.job.strategy_options = choice.options;
+  out.job.allow.clear();
+  out.job.choose_period = false;
+  const bool local_sgd = find_strategy(choice.strategy).family == Family::kLocalSgd;
+  if (local_sgd && !outer_named(job.outer)) {
+    out.job.outer.kind = outer_defaults_help(job.outer.inner, outer_period(out.job)) ? "nesterov" : "none";
+    if (out.job.outer.enabled()) {
+      const OuterStep step = outer_step(out.job.outer, outer_period(out.job));
+      out.reason += fmt::format("; the averages stepped by Nesterov (lr {}, momentum {}), measured to learn more per "
+                                "step with {} inner steps",
+                                step.lr, step.momentum, job.outer.inner);
+    }
+  }
+  return out;
 }
 
 JobOptions with_recipe(JobOptions job, const nlohmann::json& recipe, std::string_view origin) {
@@ -132,6 +161,12 @@ JobOptions with_recipe(JobOptions job, const nlohmann::json& recipe, std::string
         parse_encoding(recipe.value("compression", std::string("none")), "--compression");
     job.strategy_options.hierarchical = recipe.value("hierarchical", false);
     job.strategy_options.site_every = recipe.value("site_every", 0);
+    job.strategy_options.H = recipe.value("H", job.strategy_options.H);
+    if (recipe.contains("outer_optimizer")) {
+      job.outer.kind = recipe["outer_optimizer"].get<std::string>();
+      if (recipe.contains("outer_lr")) job.outer.lr = recipe["outer_lr"].get<double>();
+      if (recipe.contains("outer_momentum")) job.outer.momentum = recipe["outer_momentum"].get<double>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(fmt::format("{}: {}", origin, e.what()));
   }
@@ -150,10 +185,11 @@ nlohmann::json job_identity(const JobOptions& job, int workers) {
   if (so.hierarchical) identity["hierarchical"] = true;
   if (so.site_every > 0) identity["site_every"] = so.site_every;
   const auto outer = [&] {
-    identity["outer_optimizer"] = job.outer.kind;
+    identity["outer_optimizer"] = job.outer.enabled() ? job.outer.kind : "none";
     if (job.outer.enabled()) {
-      identity["outer_lr"] = job.outer.lr;
-      identity["outer_momentum"] = job.outer.momentum;
+      const OuterStep step = outer_step(job.outer, outer_period(job));
+      identity["outer_lr"] = step.lr;
+      identity["outer_momentum"] = step.momentum;
     }
   };
   if (job.strategy == "ps-interleaved") {

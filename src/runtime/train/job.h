@@ -50,7 +50,15 @@ struct JobOptions {
   // strategy "auto": the families it may choose from, and "lossy" (Note [What
   // auto may choose] in plan/auto.h); empty = {"ssgd"}. Only with "auto".
   std::vector<std::string> allow;
+  // strategy "auto": the user gave no H, so auto chooses it (Note [How auto
+  // chooses H] in plan/auto.h).
+  bool choose_period = false;
 };
+
+// The iterations between a layer's averages that the outer optimizer steps
+// (local SGD's H, EASGD's T), which its measured defaults depend on (Note [Outer
+// defaults, measured]).
+int outer_period(const JobOptions& job);
 
 // THROW UsageError naming the option, the value and what is accepted.
 // Every option alone and together: a known strategy; servers exactly for the
@@ -64,15 +72,23 @@ void validate(const JobOptions& job);
 // end that cannot count them (the Python package) must be given `steps`.
 void check_length_known(const JobOptions& job);
 
+// strategy "auto" decided: the job that trains auto's choice, and why, in one line.
+struct JobChoice {
+  JobOptions job;
+  std::string reason;
+};
 // strategy "auto" decided on rank 0 (Note [Rank 0 decides]): the fastest recipe
 // among job.allow for `profile` on the job's cluster with `workers` workers
-// (choose_auto); `source` says where the profile came from, for the reason.
+// (choose_auto), its H chosen where job.choose_period, and local SGD's outer
+// optimizer where the user named none (Note [Auto's outer optimizer]); `source`
+// says where the profile came from, for the reason.
 // REQUIRES: job.strategy == "auto". THROWS UsageError as choose_auto.
-AutoChoice choose_for_job(const JobOptions& job, const Profile& profile, int workers, std::string_view source);
+JobChoice choose_for_job(const JobOptions& job, const Profile& profile, int workers, std::string_view source);
 // What `job` trains of a recipe: auto's choice, as job_identity writes it
-// ("strategy" and, where set, "compression", "hierarchical", "site_every"), so
-// that a resumed auto job trains its checkpoint's recipe (Note [Auto resumes
-// its recipe] in trainer.cc). The other fields of `recipe` are ignored.
+// ("strategy" and, where set, "compression", "hierarchical", "site_every", "H",
+// the outer optimizer), so that a resumed auto job trains its checkpoint's
+// recipe (Note [Auto resumes its recipe] in trainer.cc). The other fields of
+// `recipe` are ignored.
 // THROWS UsageError as validate, and naming `origin` for a recipe without a
 // strategy.
 JobOptions with_recipe(JobOptions job, const nlohmann::json& recipe, std::string_view origin);

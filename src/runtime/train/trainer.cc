@@ -161,13 +161,9 @@ TrainOptions resolved(const TrainOptions& given, const Group& group, int workers
     measured = make_profile(given, *model);
     const std::string source = given.profile.empty() ? "rank 0's measured layer times"
                                                      : fmt::format("--profile {}", given.profile.string());
-    const AutoChoice choice = choose_for_job(given.job, *measured, workers, source);
+    const JobChoice choice = choose_for_job(given.job, *measured, workers, source);
     std::cerr << "weft: " << choice.reason << "\n" << std::flush;
-    JobOptions chosen = given.job;
-    chosen.strategy = choice.strategy;
-    chosen.strategy_options = choice.options;
-    chosen.allow.clear();
-    return job_identity(chosen, workers).dump();
+    return job_identity(choice.job, workers).dump();
   }, "rank 0 could not choose the strategy"));
   TrainOptions out = given;
   out.job = with_recipe(given.job, recipe, "rank 0's choice");
@@ -634,6 +630,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
   ProgressLine progress(leader && options.progress, steps, options.batch * workers);
   DivergenceWatch diverging(options.job);
   if (leader) {
+    if (const auto risky = outer_warning(options.job.outer, outer_period(options.job))) progress.warn(*risky);  // Note [Outer defaults, measured]
     progress.message(fmt::format("weft train: {} on {} worker{}{}, {}{} ({} messages per iteration), {} steps{}",
                                  options.model, workers, workers == 1 ? "" : "s",
                                  options.job.servers == 0 ? ""
