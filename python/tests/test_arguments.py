@@ -92,6 +92,24 @@ def test_outer_optimizer_only_for_local_sgd_and_checked():
         weft.DataParallel(net, sgd(net), strategy="flsgd", outer_optimizer="nesterov", outer_momentum=1.5)
 
 
+def test_outer_defaults_are_measured_for_the_optimizer_and_a_riskier_setting_is_warned_about():
+    # Note [Outer defaults, measured] (src/runtime/model/outer_options.h)
+    net = models.make_net()
+    adamw = weft.DataParallel(net, torch.optim.AdamW(net.parameters()), strategy="flsgd", H=4,
+                              outer_optimizer="nesterov")
+    identity = adamw._job_options.identity(4)
+    assert '"outer_momentum":0.5' in identity and '"outer_lr":0.7' in identity, identity
+    assert adamw._job_options.outer_warning is None
+    net = models.make_net()
+    risky = weft.DataParallel(net, torch.optim.AdamW(net.parameters()), strategy="flsgd", H=4,
+                              outer_optimizer="nesterov", outer_momentum=0.9)
+    assert "carries each averaged change 7x" in risky._job_options.outer_warning
+    assert "outer_momentum=0.5" in risky._job_options.outer_warning
+    net = models.make_net()
+    plain = weft.DataParallel(net, sgd(net), strategy="flsgd", H=4, outer_optimizer="nesterov")
+    assert '"outer_momentum":0.9' in plain._job_options.identity(4)
+
+
 def test_not_a_module_or_optimizer():
     net = models.make_net()
     with pytest.raises(TypeError, match=r"module: expected a torch.nn.Module"):

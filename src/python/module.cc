@@ -458,7 +458,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("site_every", [](const runtime::JobOptions& j) { return j.strategy_options.site_every; })
       .def_property_readonly("outer_warning", [](const runtime::JobOptions& j) {
         ranges::KeywordSpelling keywords;
-        return runtime::outer_warning(j.outer, runtime::outer_period(j));
+        return runtime::outer_warning(j.outer);
       }, "Note [Outer defaults, measured]: why these outer settings are risky, or None.")
       .def("identity", [](const runtime::JobOptions& j, int workers) {
         return runtime::job_identity(j, workers).dump();

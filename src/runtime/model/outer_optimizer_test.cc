@@ -76,40 +76,37 @@ TEST(OuterOptimizer, BadOptionsNameTheFlag) {
 }
 
 // Note [Outer defaults, measured]
-TEST(OuterDefaults, UnsetValuesAreTheMeasuredOnesForTheInnerOptimizerAndPeriod) {
-  const OuterStep sgd = outer_step({.kind = "nesterov", .inner = "sgd"}, 4);
+TEST(OuterDefaults, UnsetValuesAreTheMeasuredOnesForTheInnerOptimizer) {
+  const OuterStep sgd = outer_step({.kind = "nesterov", .inner = "sgd"});
   EXPECT_EQ(sgd.lr, 0.7);
   EXPECT_EQ(sgd.momentum, 0.9);
-  // An inner optimizer with momentum: gentler where it averages more often than its memory.
+  EXPECT_TRUE(outer_defaults_help("sgd"));
+  // An inner optimizer with state: gentler, and no gain over the plain average.
   for (const char* inner : {"momentum", "adam", "adamw", "other"}) {
-    const OuterStep often = outer_step({.kind = "nesterov", .inner = inner}, 4);
-    EXPECT_LT(often.amplification(), 2) << inner;
-    EXPECT_EQ(outer_step({.kind = "nesterov", .inner = inner}, 16).amplification(), sgd.amplification()) << inner;
-    EXPECT_FALSE(outer_defaults_help(inner, 4)) << inner;
-    EXPECT_TRUE(outer_defaults_help(inner, 16)) << inner;
+    const OuterStep stateful = outer_step({.kind = "nesterov", .inner = inner});
+    EXPECT_LT(stateful.amplification(), 2) << inner;
+    EXPECT_FALSE(outer_defaults_help(inner)) << inner;
   }
-  EXPECT_TRUE(outer_defaults_help("sgd", 2));
   // A given value stays; the other one is still the default.
-  const OuterStep given = outer_step({.kind = "nesterov", .lr = 0.3, .inner = "sgd"}, 4);
+  const OuterStep given = outer_step({.kind = "nesterov", .lr = 0.3, .inner = "sgd"});
   EXPECT_EQ(given.lr, 0.3);
   EXPECT_EQ(given.momentum, 0.9);
   // The defaults are safe: no warning.
   for (const char* inner : {"sgd", "momentum", "adamw"}) {
-    for (const int period : {1, 4, 16}) {
-      EXPECT_EQ(outer_warning({.kind = "nesterov", .inner = inner}, period), std::nullopt) << inner << period;
-    }
+    EXPECT_EQ(outer_warning({.kind = "nesterov", .inner = inner}), std::nullopt) << inner;
   }
 }
 
 TEST(OuterDefaults, MoreAmplificationThanMeasuredSafeIsWarnedAbout) {
-  const OuterOptions diloco{.kind = "nesterov", .lr = 0.7, .momentum = 0.9, .inner = "adamw"};
-  const auto warning = outer_warning(diloco, 5);  // measured: diverges over AdamW at H = 5
+  // Measured: diverges over AdamW at H = 5 (a small ViT), learns less at H = 16 (a character LM).
+  const auto warning = outer_warning({.kind = "nesterov", .lr = 0.7, .momentum = 0.9, .inner = "adamw"});
   ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("carries each averaged change 7x"), std::string::npos) << *warning;
   EXPECT_NE(warning->find("--outer-lr 0.7"), std::string::npos) << *warning;
   EXPECT_NE(warning->find("--outer-momentum 0.5"), std::string::npos) << *warning;
-  EXPECT_EQ(outer_warning(diloco, 16), std::nullopt);
-  EXPECT_EQ(outer_warning({.kind = "none", .lr = 5, .momentum = 0.99, .inner = "adamw"}, 4), std::nullopt);
-  EXPECT_NE(outer_warning({.kind = "nesterov", .lr = 2, .momentum = 0.95, .inner = "sgd"}, 4), std::nullopt);
+  EXPECT_EQ(outer_warning({.kind = "nesterov", .lr = 0.7, .momentum = 0.9, .inner = "sgd"}), std::nullopt);
+  EXPECT_EQ(outer_warning({.kind = "none", .lr = 5, .momentum = 0.99, .inner = "adamw"}), std::nullopt);
+  EXPECT_NE(outer_warning({.kind = "nesterov", .lr = 2, .momentum = 0.95, .inner = "sgd"}), std::nullopt);
 }
 
 }  // namespace

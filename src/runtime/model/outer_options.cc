@@ -13,45 +13,40 @@
 namespace weft::runtime {
 namespace {
 
-// Note [Outer defaults, measured]: what the sweep measured for an inner optimizer
-// at a period.
+// Note [Outer defaults, measured]: what the sweep measured for an inner optimizer.
 struct Measured {
   OuterStep step;             // the default
-  double safe_amplification;  // the largest measured to learn as well as the plain average
+  double safe_amplification;  // the largest measured to learn about as well as the plain average
   bool helps;                 // the default learnt more per step than the plain average
 };
 
-constexpr OuterStep kDiLoCo{.lr = 0.7, .momentum = 0.9};  // amplification 7
-constexpr OuterStep kGentle{.lr = 0.7, .momentum = 0.5};  // amplification 1.4
-
-// An inner optimizer with state (momentum SGD, Adam, AdamW; anything weft does
-// not mirror counts as one) and its memory, 1/(1 − 0.9): torch's defaults.
+// An inner optimizer with state: momentum SGD, Adam, AdamW, and anything weft
+// does not mirror.
 bool stateful(std::string_view inner) { return inner != "sgd"; }
-constexpr int kInnerMemory = 10;
 
-Measured measured(std::string_view inner, int period) {
-  if (!stateful(inner) || period >= kInnerMemory) return {.step = kDiLoCo, .safe_amplification = 7, .helps = true};
-  return {.step = kGentle, .safe_amplification = 1.4, .helps = false};
+Measured measured(std::string_view inner) {
+  if (!stateful(inner)) return {.step = {.lr = 0.7, .momentum = 0.9}, .safe_amplification = 7, .helps = true};
+  return {.step = {.lr = 0.7, .momentum = 0.5}, .safe_amplification = 1.4, .helps = false};
 }
 
 }  // namespace
 
-OuterStep outer_step(const OuterOptions& o, int period) {
-  const OuterStep fallback = measured(o.inner, period).step;
+OuterStep outer_step(const OuterOptions& o) {
+  const OuterStep fallback = measured(o.inner).step;
   return {.lr = o.lr.value_or(fallback.lr), .momentum = o.momentum.value_or(fallback.momentum)};
 }
 
-bool outer_defaults_help(std::string_view inner, int period) { return measured(inner, period).helps; }
+bool outer_defaults_help(std::string_view inner) { return measured(inner).helps; }
 
-std::optional<std::string> outer_warning(const OuterOptions& o, int period) {
+std::optional<std::string> outer_warning(const OuterOptions& o) {
   if (!o.enabled()) return std::nullopt;
-  const OuterStep step = outer_step(o, period);
-  const Measured m = measured(o.inner, period);
+  const OuterStep step = outer_step(o);
+  const Measured m = measured(o.inner);
   if (step.amplification() <= m.safe_amplification * (1 + 1e-9)) return std::nullopt;
   return fmt::format("the outer optimizer (lr {}, momentum {}) carries each averaged change {:.3g}x; over {} inner "
-                     "steps averaged every {} iterations more than {:g}x learnt less than the plain average or "
-                     "diverged (docs/local-sgd.md): {} and {} are the measured default",
-                     step.lr, step.momentum, step.amplification(), o.inner, period, m.safe_amplification,
+                     "steps more than {:g}x learnt less than the plain average or diverged on a model measured "
+                     "(docs/local-sgd.md): {} and {} are the measured default",
+                     step.lr, step.momentum, step.amplification(), o.inner, m.safe_amplification,
                      ranges::given("--outer-lr", fmt::format("{}", m.step.lr)),
                      ranges::given("--outer-momentum", fmt::format("{}", m.step.momentum)));
 }

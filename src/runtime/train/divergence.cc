@@ -22,7 +22,7 @@ int window_of(const JobOptions& job) {
 
 std::string divergence_advice(const JobOptions& job) {
   if (job.outer.enabled()) {
-    const OuterStep step = outer_step(job.outer, outer_period(job));
+    const OuterStep step = outer_step(job.outer);
     return fmt::format("the outer optimizer ({} with lr {} and momentum {}) may be diverging with the inner "
                        "optimizer: try {} or {}, or the plain average ({}; docs/local-sgd.md)",
                        job.outer.kind, step.lr, step.momentum,

@@ -16,10 +16,6 @@
 
 namespace weft::runtime {
 
-int outer_period(const JobOptions& job) {
-  return job.strategy == "ps-interleaved" ? job.strategy_options.T : job.strategy_options.H;
-}
-
 void validate(const JobOptions& job) {
   if (job.steps) ranges::check(ranges::kSteps, static_cast<double>(*job.steps));
   ranges::check(ranges::kFailureTimeout, job.failure_timeout);
@@ -123,8 +119,8 @@ Cluster cluster_of(const JobOptions& job, int workers) {
 // ------------------------------
 // Rule: where auto chooses local SGD and the user named no outer optimizer, it
 // steps the averages with Nesterov at the measured default if that default
-// learnt more per step than the plain average for the inner optimizer at the
-// chosen H (outer_defaults_help); else it keeps the plain average. Why: the
+// learnt more per step than the plain average for the inner optimizer
+// (outer_defaults_help: plain SGD); else it keeps the plain average. Why: the
 // outer optimizer changes what is learnt, and only the sweep behind Note [Outer
 // defaults, measured] says when that change is a gain.
 JobChoice choose_for_job(const JobOptions& job, const Profile& profile, int workers, std::string_view source) {
@@ -140,9 +136,9 @@ JobChoice choose_for_job(const JobOptions& job, const Profile& profile, int work
   out.job.choose_period = false;
   const bool local_sgd = find_strategy(choice.strategy).family == Family::kLocalSgd;
   if (local_sgd && !outer_named(job.outer)) {
-    out.job.outer.kind = outer_defaults_help(job.outer.inner, outer_period(out.job)) ? "nesterov" : "none";
+    out.job.outer.kind = outer_defaults_help(job.outer.inner) ? "nesterov" : "none";
     if (out.job.outer.enabled()) {
-      const OuterStep step = outer_step(out.job.outer, outer_period(out.job));
+      const OuterStep step = outer_step(out.job.outer);
       out.reason += fmt::format("; the averages stepped by Nesterov (lr {}, momentum {}), measured to learn more per "
                                 "step with {} inner steps",
                                 step.lr, step.momentum, job.outer.inner);
@@ -187,7 +183,7 @@ nlohmann::json job_identity(const JobOptions& job, int workers) {
   const auto outer = [&] {
     identity["outer_optimizer"] = job.outer.enabled() ? job.outer.kind : "none";
     if (job.outer.enabled()) {
-      const OuterStep step = outer_step(job.outer, outer_period(job));
+      const OuterStep step = outer_step(job.outer);
       identity["outer_lr"] = step.lr;
       identity["outer_momentum"] = step.momentum;
     }

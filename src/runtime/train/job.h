@@ -55,11 +55,6 @@ struct JobOptions {
   bool choose_period = false;
 };
 
-// The iterations between a layer's averages that the outer optimizer steps
-// (local SGD's H, EASGD's T), which its measured defaults depend on (Note [Outer
-// defaults, measured]).
-int outer_period(const JobOptions& job);
-
 // THROW UsageError naming the option, the value and what is accepted.
 // Every option alone and together: a known strategy; servers exactly for the
 // parameter-server strategies; the length, the failure timeout and the outer

@@ -630,7 +630,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
   ProgressLine progress(leader && options.progress, steps, options.batch * workers);
   DivergenceWatch diverging(options.job);
   if (leader) {
-    if (const auto risky = outer_warning(options.job.outer, outer_period(options.job))) progress.warn(*risky);  // Note [Outer defaults, measured]
+    if (const auto risky = outer_warning(options.job.outer)) progress.warn(*risky);  // Note [Outer defaults, measured]
     progress.message(fmt::format("weft train: {} on {} worker{}{}, {}{} ({} messages per iteration), {} steps{}",
                                  options.model, workers, workers == 1 ? "" : "s",
                                  options.job.servers == 0 ? ""

@@ -39,7 +39,7 @@ SharedPlan share_plan(const Group& group, const JobOptions& job, int workers, co
 std::unique_ptr<OuterOptimizer> make_outer(const JobOptions& job,
                                            const std::vector<std::vector<torch::Tensor>>& layers, bool steps) {
   if (!job.outer.enabled() || !steps) return nullptr;
-  return std::make_unique<OuterOptimizer>(layers, outer_step(job.outer, outer_period(job)));
+  return std::make_unique<OuterOptimizer>(layers, outer_step(job.outer));
 }
 
 const std::string kServerEntries = kEngineEntries + std::string(to_string(OpKind::kParameterServer)) + "/";
