@@ -69,6 +69,14 @@ std::string describe_recipe(std::string_view strategy, const StrategyOptions& op
   return out;
 }
 
+std::vector<Encoding> auto_encodings() {
+  std::vector<Encoding> out;
+  for (const Encoding& e : candidate_encodings()) {
+    if (e.rank != 1) out.push_back(e);
+  }
+  return out;
+}
+
 std::string_view family_name(Family family) {
   switch (family) {
     case Family::kSynchronous: return "ssgd";
@@ -130,7 +138,7 @@ AutoChoice choose_auto(const Profile& profile, const Cluster& cluster, const Aut
         cluster.arch == Arch::kParameterServer ? "with servers allow ps" : "allow ssgd or local_sgd"));
   }
   const bool codecs = allowed(options.allow, kAllowLossy) && !lossy(options.strategy.compression);
-  if (codecs) plan_options.compressions = candidate_encodings();
+  if (codecs) plan_options.compressions = auto_encodings();
   // --site-every is local SGD's: a strategy named with it would refuse it, so the
   // other families are planned without it (Note [Variants across sites]).
   PlanOptions other_options = plan_options;

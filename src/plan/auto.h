@@ -15,6 +15,10 @@
 // only how fast, and the planner predicts only the speed; a user who did not
 // say they accept that gets an exact recipe (S-SGD, any schedule, flat or by
 // sites: sums by sites are the same sums). The default allows "ssgd" alone.
+// The lossy candidates are the codecs measured to learn within 0.5 points of
+// float32 (auto_encodings): not the low-rank ones at rank 1, which lost 1.3
+// points on cnn and, chosen by auto on the ViT (dreamddp + powersgd:1), never
+// reached the accuracy every other run reached (BENCHMARKS.md).
 //
 // Note [How auto chooses H]
 // -------------------------
@@ -44,6 +48,9 @@ namespace weft {
 std::string_view family_name(Family family);
 // In `allow`: auto may choose a lossy codec too.
 inline constexpr std::string_view kAllowLossy = "lossy";
+// The encodings auto may choose where "lossy" is allowed (Note [What auto may
+// choose]): candidate_encodings() without rank 1.
+std::vector<Encoding> auto_encodings();
 // Every name `allow` accepts, in this order: the families, then kAllowLossy.
 std::vector<std::string> allow_names();
 
