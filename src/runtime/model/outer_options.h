@@ -15,9 +15,10 @@
 // the last period's direction while the outer momentum pushes the same way.
 // Measured (BENCHMARKS.md, "A safe outer optimizer", H = 4 and 16): 0.7 / 0.9
 // over plain SGD gained 3–4 points at both periods; over momentum SGD, Adam or
-// AdamW it lost 12–25 points at H = 4 on every family, and at H = 16 the
-// character LM's held-out loss rose 17% while cnn gained a point; 0.7 / 0.5 stayed
-// within a point of the plain average everywhere. The period did not decide it.
+// AdamW it lost 16–25 points at H = 4 (cnn, ViT) and raised the character LM's
+// held-out loss 30%, and at H = 16 it still raised the LM's 17% where cnn and the
+// ViT gained under a point; 0.7 / 0.5 stayed within a point (or 1.4% of the
+// loss) of the plain average. The period did not decide it.
 //
 // Thread-safety: plain data and pure functions.
 #pragma once
