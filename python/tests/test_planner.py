@@ -60,6 +60,20 @@ def test_auto_chooses_a_codec_only_where_lossy_is_allowed(tmp_path, allow, lossy
         assert "allow without lossy keeps it exact" in said[0], said[0]
 
 
+def test_auto_chooses_local_sgds_period_and_keeps_the_plain_average_over_momentum_sgd(tmp_path):
+    """Note [How auto chooses H] and Note [Auto's outer optimizer]: no H given, so auto picks one
+    of 2, 4, 8, 16 and says it; over momentum SGD it keeps the plain average; the state records both."""
+    results = run_job("one_job_worker.py", [tmp_path, 2, "strategy=auto", "allow=local_sgd", "bandwidth=1Mbit",
+                                            "verbose=1"], nproc=2, timeout=300)
+    check(results)
+    said = [line for line in results[0][1].splitlines() if "strategy=auto chose" in line]
+    assert len(said) == 1, results[0][1]
+    job = json.loads(torch.load(tmp_path / "state.rank0.pt")["weft.job"])
+    assert weft.strategies()[job["strategy"]] == "local_sgd", job
+    assert job["H"] in (2, 4, 8, 16) and f"with H={job['H']} (the shortest period" in said[0], (job, said[0])
+    assert job["outer_optimizer"] == "none", job
+
+
 def test_auto_applies_a_hierarchical_recipe_over_a_slow_wan(tmp_path):
     """2 sites of 2 over a 20Mbit WAN: auto chooses by sites, every rank trains it (site groups
     and all), and the state records it."""
