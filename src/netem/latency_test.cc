@@ -168,7 +168,14 @@ TEST_P(LatencyTest, RoundTripsAndRatesAreWhatWasAsked) {
               static_cast<unsigned long long>(counters.frames), static_cast<unsigned long long>(counters.dropped));
   RecordProperty("round_trip_median_s", std::to_string(median));
   RecordProperty("rate_Bps", std::to_string(measured.rate));
-  EXPECT_NEAR(median, point.round_trip, 0.1 * point.round_trip);
+  // The fastest round trip is the emulated delay itself: within 10%. The median
+  // also holds the switch thread's late wake-ups, which on a loaded 2-core machine
+  // (the suite's other tests beside) reach 0.2 ms: the 1 ms point failed twice in
+  // clean-clone runs at a median of 1.20-1.22 ms (min 1.03-1.04) and passes alone
+  // at 1.05-1.07. The ±10% bar on the median is BENCHMARKS.md's, measured quiet.
+  constexpr Seconds kLateWakeUps = 0.3e-3;
+  EXPECT_NEAR(measured.round_trips.front(), point.round_trip, 0.1 * point.round_trip);
+  EXPECT_NEAR(median, point.round_trip, 0.1 * point.round_trip + kLateWakeUps);
   EXPECT_NEAR(measured.rate, expected_rate, 0.1 * expected_rate);
 }
 
