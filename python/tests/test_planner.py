@@ -2,6 +2,7 @@
 strategy="auto" runs the planner's recommendation and says so."""
 
 import json
+import time
 
 import pytest
 import torch
@@ -85,3 +86,46 @@ def test_auto_applies_a_hierarchical_recipe_over_a_slow_wan(tmp_path):
     jobs = [json.loads(torch.load(tmp_path / f"state.rank{r}.pt")["weft.job"]) for r in range(4)]
     assert all(j["hierarchical"] is True and j["strategy"] == jobs[0]["strategy"] for j in jobs), jobs
     assert weft.strategies()[jobs[0]["strategy"]] == "ssgd", jobs[0]
+
+
+class Stalls(torch.nn.Module):
+    """A layer that stalls 50 ms in its forward on the calls it is told to, as one preempted would."""
+
+    def __init__(self, stall_on):
+        super().__init__()
+        self.fc, self.stall_on, self.calls = torch.nn.Linear(4, 4), stall_on, 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls in self.stall_on:
+            time.sleep(0.05)
+        return self.fc(x)
+
+
+class FakeMeeting:
+    """A unit test's stand-in for _C.ProfilingTogether: records when it is called."""
+
+    def __init__(self, net, others_busy_for):
+        self.net, self.others_busy_for, self.arrived_at = net, others_busy_for, None
+
+    def arrive(self):
+        self.arrived_at = self.net[0].calls
+
+    def keep_computing(self):
+        self.others_busy_for -= 1
+        return self.others_busy_for >= 0
+
+
+def test_layers_are_timed_beside_the_other_workers_and_add_up_to_the_median_run():
+    # Note [Profiled as trained] and Note [Time slices] (src/runtime/measure/layer_profiler.h).
+    from weft._layers import measure
+    net = torch.nn.Sequential(Stalls({2}), Stalls({3}))  # call 1 is the warm-up; each stalls in one timed run
+    meeting = FakeMeeting(net, others_busy_for=2)
+    x = torch.randn(2, 4)
+    fp, bp = measure(net, [("0", list(net[0].parameters())), ("1", list(net[1].parameters()))], lambda: net(x),
+                     lambda out: out.sum(), warmup=1, iterations=3, together=meeting)
+    assert meeting.arrived_at == 1  # met after the warm-up, before the first timed run
+    assert net[0].calls == net[1].calls == 1 + 3 + 2  # untimed runs while the others computed
+    # Each layer's median misses its one stall, but two of the three runs stalled: the
+    # layers are scaled up to the median run, as a stall beside other workers is real.
+    assert sum(fp) + sum(bp) >= 0.045

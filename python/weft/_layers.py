@@ -99,19 +99,24 @@ def surrogate_loss(output):
     return sum(parts)
 
 
-def measure(module, layers, run, loss_of, warmup=1, iterations=3):
+def measure(module, layers, run, loss_of, warmup=1, iterations=3, together=None):
     """Per-layer forward and backward seconds, medians over `iterations` runs after `warmup`.
 
     layers: [(module name, [params])] of `module` in forward order; run() calls
     the module and returns its output; loss_of(output) is the scalar to
     differentiate. The forward is cut at each layer's first call, the backward at
     the moment each layer's last gradient is computed (layers finish L-1 down to
-    0, as the profile's model has them).
+    0, as the profile's model has them). together: a _C.ProfilingTogether that the
+    other workers measure beside (Note [Profiled as trained],
+    runtime/measure/layer_profiler.h): met before the timed runs, and untimed runs
+    follow until every worker is done.
     """
     modules = dict(module.named_modules())
     count = len(layers)
     fp_runs, bp_runs = [], []
     for repetition in range(warmup + iterations):
+        if repetition == warmup and together is not None:
+            together.arrive()
         starts = [None] * count
         ready = [None] * count
         handles = []
@@ -155,6 +160,12 @@ def measure(module, layers, run, loss_of, warmup=1, iterations=3):
         bp[0] += max(backward_end - previous, 0.0)
         fp_runs.append(fp)
         bp_runs.append(bp)
+    while together is not None and together.keep_computing():
+        loss_of(run()).backward()
+        module.zero_grad(set_to_none=True)
     fp = [statistics.median(run[l] for run in fp_runs) for l in range(count)]
     bp = [statistics.median(run[l] for run in bp_runs) for l in range(count)]
-    return fp, bp
+    # Note [Time slices] (runtime/measure/layer_profiler.h): scaled to add up to the median run.
+    medians = sum(fp) + sum(bp)
+    scale = statistics.median(sum(f) + sum(b) for f, b in zip(fp_runs, bp_runs)) / medians if medians > 0 else 1.0
+    return [t * scale for t in fp], [t * scale for t in bp]

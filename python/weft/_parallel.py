@@ -259,13 +259,20 @@ class DataParallel(nn.Module):
         """Rank 0 finds and measures the layers; every rank builds the same schedule and its engine."""
         job = self._job
         profile_text, error, extra, recipe = None, "", "", None
-        if job.rank == 0:
+        if job.rank < self.workers and (job.rank == 0 or self._options["profile"] is None):
             try:
-                profile_text, called, why = self._measure(args, kwargs)
-                if self._requested == "auto":
+                # Every worker measures (Note [Profiled as trained]); rank 0's is kept.
+                together = _C.ProfilingTogether(job, self.workers, "weft/python/profiled")
+                try:
+                    profile_text, called, why = self._measure(args, kwargs, together)
+                finally:
+                    together.leave()  # where this worker failed, the others go on without it
+                if job.rank == 0 and self._requested == "auto":
                     recipe = self._choose(profile_text, why)
                 extra = json.dumps({"called": called})
             except (ValueError, TypeError, RuntimeError) as e:
+                if job.rank != 0:
+                    raise
                 error = f"{type(e).__name__}: {e}"
         if self._requested == "auto":
             # The recipe rank 0 chose travels beside its plan: every rank trains that one.
@@ -285,8 +292,9 @@ class DataParallel(nn.Module):
         self._check_profile(plan.profile_json, layers)
         return plan, layers
 
-    def _measure(self, args, kwargs):
-        """Rank 0: (profile JSON, module names in first-call order, what was measured)."""
+    def _measure(self, args, kwargs, together):
+        """(profile JSON, module names in first-call order, what was measured): rank 0's is
+        kept, the other workers measure beside it (Note [Profiled as trained])."""
         o = self._options
         try:
             twin = copy.deepcopy(self.module)  # profiling must leave the trained module untouched
@@ -304,11 +312,12 @@ class DataParallel(nn.Module):
                 except OSError as e:
                     raise ValueError(f"profile={o['profile']!r}: {e.strerror}") from None
                 return text, called, f"the profile {o['profile']}"
-            fp, bp = measure(twin, layers, run, surrogate_loss)
+            fp, bp = measure(twin, layers, run, surrogate_loss, together=together)
         batch = next((t.shape[0] for t in tensors_in((args, kwargs)) if t.dim() > 0), 1)
         rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b, [list(p.shape) for p in params])
                 for (name, params), f, b in zip(layers, fp, bp)]
-        return _C.profile_json(type(self.module).__name__, int(batch), rows), called, "rank 0's first batch"
+        why = "rank 0's first batch, measured beside the other workers"
+        return _C.profile_json(type(self.module).__name__, int(batch), rows), called, why
 
     def _choose(self, profile_text, why):
         """strategy="auto", rank 0: the recipe (JSON text for JobOptions.with_recipe) — the C++

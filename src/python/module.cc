@@ -38,6 +38,7 @@
 #include "runtime/comm/process_group.h"
 #include "runtime/comm/sites.h"
 #include "runtime/launch/worker_env.h"
+#include "runtime/measure/layer_profiler.h"
 #include "runtime/model/optimizer.h"
 #include "runtime/model/outer_optimizer.h"
 #include "runtime/train/divergence.h"
@@ -434,6 +435,15 @@ PYBIND11_MODULE(_C, m) {
         py::gil_scoped_release release;
         if (j.buffers) broadcast(*j.buffers, tensors);
       }, "Rank 0's values of `tensors` over the buffers' own group (open_buffer_group).");
+  // Note [Profiled as trained] (runtime/measure/layer_profiler.h): the workers time
+  // their layers together; _layers.measure calls arrive and keep_computing.
+  py::class_<runtime::ProfilingTogether>(m, "ProfilingTogether")
+      .def(py::init([](const Job& j, int ranks, const std::string& name) {
+             return std::make_unique<runtime::ProfilingTogether>(j.group, ranks, name);
+           }), py::arg("job"), py::arg("ranks"), py::arg("name"))
+      .def("arrive", &runtime::ProfilingTogether::arrive, py::call_guard<py::gil_scoped_release>())
+      .def("keep_computing", &runtime::ProfilingTogether::keep_computing, py::call_guard<py::gil_scoped_release>())
+      .def("leave", &runtime::ProfilingTogether::leave, py::call_guard<py::gil_scoped_release>());
   m.def("connect", &join_job, py::arg("timeout"),
         "Joins the job of the torchrun variables, or a job of one when none is set.");
 

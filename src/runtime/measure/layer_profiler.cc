@@ -212,24 +212,10 @@ class CollectiveStream {
   std::thread thread_;  // last: starts once the rest is built
 };
 
-// One timing phase of Note [Profiling together]: `name` counts the ranks done.
-// `timing` is set to when this rank's timed iterations began and ended.
-Profile profile_phase(const Group& group, LayerProfilerOptions options, const std::string& name,
-                      std::pair<Clock::time_point, Clock::time_point>* timing = nullptr) {
-  options.before_timing = [&] {
-    group.collectives->barrier()->wait();
-    if (timing) timing->first = Clock::now();
-  };
-  bool counted = false;
-  options.keep_computing = [&] {
-    if (!counted) {
-      if (timing) timing->second = Clock::now();
-      group.store->add(name, 1);
-    }
-    counted = true;
-    return group.store->add(name, 0) < group.world;
-  };
-  return profile_model(options);
+// One timing phase of Note [Profiling together], every rank of `group` profiling.
+Profile profile_phase(const Group& group, const LayerProfilerOptions& options, const std::string& name) {
+  ProfilingTogether together(group, group.world, name);
+  return profile_model(together.hooked(options));
 }
 
 constexpr std::size_t kQuietRounds = 10;  // after one that warms the connections up
@@ -485,6 +471,36 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
 bool in_a_job(std::optional<int> nproc) { return is_launched_worker() || (has_worker_env() && !nproc); }
 
 }  // namespace
+
+ProfilingTogether::ProfilingTogether(const Group& group, int ranks, std::string name)
+    : store_(group.store), ranks_(ranks), name_(std::move(name)) {}
+
+void ProfilingTogether::count(const std::string& what, bool& counted) {
+  if (counted) return;
+  counted = true;
+  if (store_->add(name_ + what, 1) == ranks_) store_->set(name_ + what + "/all", std::vector<std::uint8_t>{1});
+}
+
+void ProfilingTogether::arrive() {
+  count("/arrived", arrived_);
+  store_->wait({name_ + "/arrived/all"});
+}
+
+bool ProfilingTogether::keep_computing() {
+  count("/done", done_);
+  return !store_->check({name_ + "/done/all"});
+}
+
+void ProfilingTogether::leave() {
+  count("/arrived", arrived_);
+  count("/done", done_);
+}
+
+LayerProfilerOptions ProfilingTogether::hooked(LayerProfilerOptions options) {
+  options.before_timing = [this] { arrive(); };
+  options.keep_computing = [this] { return keep_computing(); };
+  return options;
+}
 
 int profiled_processes(std::optional<int> nproc) {
   return in_a_job(nproc) ? read_worker_env().world : nproc.value_or(1);

@@ -30,6 +30,16 @@
 // process still loading LibTorch, or already done, leaves its cores to the
 // others, which then measure too fast.
 //
+// Note [Profiled as trained]
+// Rule: a job that measures its own profile (weft train, weft.DataParallel
+// without a profile file) has every worker profile together (Note [Profiling
+// together], ProfilingTogether below) and keeps rank 0's. Invariant: rank 0's
+// timed iterations run beside workers − 1 computing processes, as training's do.
+// Why: workers that share cores compute each layer slower than one alone; the
+// ViT's four workers on two cores, profiled by rank 0 alone, were predicted at
+// 211 ms per iteration and ran at 412, and auto chose a codec for a link that
+// the shared cores, not the bytes, made look slow.
+//
 // Note [Measuring the cores]
 // With ModelProfileJob::interference, on a Gloo group of its own, under the
 // job's links, a buffer of the model's size all-reduced back to back: while the
@@ -63,6 +73,7 @@
 #include <string>
 
 #include "cost/host.h"
+#include "runtime/comm/process_group.h"
 #include "profile/profile.h"
 #include "runtime/model/data.h"
 #include "runtime/model/model.h"
@@ -86,6 +97,34 @@ struct LayerProfilerOptions {
   // Called after the timed iterations, and after every untimed iteration that
   // follows: while it returns true, another untimed iteration runs.
   std::function<bool()> keep_computing;
+};
+
+// The meeting of Note [Profiling together] for ranks 0..ranks−1 of a group, in
+// its store under `name` (a name no other meeting of the job uses): no
+// collective, so that a parameter-server job's servers need not take part.
+// Every one of those ranks calls arrive() then keep_computing() until it returns
+// false, or leave() once (a rank that failed: the others go on without it).
+class ProfilingTogether {
+ public:
+  ProfilingTogether(const Group& group, int ranks, std::string name);
+  // Returns once every rank has arrived or left.
+  void arrive();
+  // Counts this rank done (once); true while another is not.
+  bool keep_computing();
+  // arrive() and done, without waiting; idempotent.
+  void leave();
+  // `options` with before_timing and keep_computing set to this meeting's; it
+  // must outlive the profiling.
+  LayerProfilerOptions hooked(LayerProfilerOptions options);
+
+ private:
+  void count(const std::string& what, bool& counted);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  int ranks_;
+  std::string name_;
+  bool arrived_ = false;
+  bool done_ = false;
 };
 
 // `weft profile --model M [--nproc K]`: profile_model, or K local processes

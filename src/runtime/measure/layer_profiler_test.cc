@@ -1,6 +1,11 @@
 #include "runtime/measure/layer_profiler.h"
 
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <atomic>
+#include <thread>
+#include <vector>
 
 #include "units/units.h"
 
@@ -53,6 +58,36 @@ TEST(LayerProfiler, BadOptionsNameTheFlag) {
     EXPECT_THROW(profile_model(bad), UsageError);
   }
   EXPECT_THROW(profile_model({.model = "resnet"}), UsageError);
+}
+
+// Note [Profiled as trained]: nobody times before all have arrived, each keeps
+// computing until all are done, and a rank that left holds nobody up.
+TEST(ProfilingTogether, TimesOnlyBesideEveryRankAndWaitsForNoneThatLeft) {
+  const auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(std::chrono::seconds(30));
+  constexpr int kRanks = 3;
+  std::atomic<int> arrived = 0, done = 0;
+  std::vector<int> extra(kRanks, 0);  // untimed iterations after each rank's own
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      ProfilingTogether together(Group{.store = store, .rank = r, .world = kRanks}, kRanks,
+                                 "test/profiled");
+      if (r == 2) {  // fails before timing: leaves at once
+        together.leave();
+        return;
+      }
+      ++arrived;
+      together.arrive();
+      EXPECT_EQ(arrived.load(), 2);  // both computing ranks arrived before either timed
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 1 times longer
+      ++done;
+      while (together.keep_computing()) ++extra[r];
+      EXPECT_EQ(done.load(), 2);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  EXPECT_GT(extra[0], 0);  // rank 0 kept computing while rank 1 timed
 }
 
 }  // namespace

@@ -97,32 +97,45 @@ void check_matches(const Profile& profile, const Profile& skeleton, const std::f
   }
 }
 
-// Rank 0: the profile the schedule is built from.
-Profile make_profile(const TrainOptions& options, LayeredModel& model) {
-  const Profile skeleton = model.layer_profile(options.model, options.batch);
-  if (!options.profile.empty()) {
-    Profile profile = load_profile(options.profile);
-    check_matches(profile, skeleton, options.profile);
-    return profile;
+// Every worker, where no --profile is given: the workers profile together and
+// rank 0 returns its profile, the others nothing (Note [Profiled as trained],
+// runtime/measure/layer_profiler.h). A fresh model of the same seed, since
+// profiling runs forwards and backwards and must leave the trained model untouched.
+std::optional<Profile> profiled_as_trained(const TrainOptions& options, const Group& group, int workers) {
+  if (!options.profile.empty() || group.rank >= workers) return std::nullopt;
+  ProfilingTogether together(group, workers, "weft/train/profiled");
+  Profile measured;
+  try {
+    measured = profile_model(together.hooked({.model = options.model,
+                                              .batch = options.batch,
+                                              .warmup = 1,
+                                              .iterations = TrainDefaults::kProfileIterations - 1,
+                                              .threads = 1,
+                                              .seed = options.seed}));
+  } catch (...) {
+    together.leave();  // the others go on; this rank's error ends the job
+    throw;
   }
-  // A fresh model of the same seed: profiling runs forwards and backwards, and
-  // must leave the trained model untouched.
-  Profile measured = profile_model({.model = options.model,
-                                    .batch = options.batch,
-                                    .warmup = 1,
-                                    .iterations = TrainDefaults::kProfileIterations - 1,
-                                    .threads = 1,
-                                    .seed = options.seed});
-  check_matches(measured, skeleton, "(measured)");
+  if (group.rank != 0) return std::nullopt;
+  auto model = make_model(options.model, options.seed);
+  check_matches(measured, model->layer_profile(options.model, options.batch), "(measured)");
   return measured;
 }
 
-// Every rank's schedule: rank 0 profiles `model` (or reads --profile), unless
-// auto's choice already did (`measured`).
-SharedPlan shared_plan(const TrainOptions& options, LayeredModel& model, const Group& group, int workers,
-                       const std::optional<Profile>& measured = std::nullopt) {
+// Rank 0: the profile the schedule is built from, `measured` or --profile's.
+Profile rank0_profile(const TrainOptions& options, const std::optional<Profile>& measured) {
+  if (measured) return *measured;
+  auto model = make_model(options.model, options.seed);
+  Profile profile = load_profile(options.profile);
+  check_matches(profile, model->layer_profile(options.model, options.batch), options.profile);
+  return profile;
+}
+
+// Every rank's schedule, from rank 0's profile.
+SharedPlan shared_plan(const TrainOptions& options, const Group& group, int workers,
+                       const std::optional<Profile>& measured) {
   return share_plan(group, options.job, workers, [&] {
-    return std::pair{measured ? *measured : make_profile(options, model), std::string()};
+    return std::pair{rank0_profile(options, measured), std::string()};
   });
 }
 
@@ -144,9 +157,10 @@ JobOptions checkpointed_recipe(const TrainOptions& options) {
                      fmt::format("--resume {}", options.checkpoint.string()));
 }
 
-// `given` with auto's choice (Note [Auto resumes its recipe]); rank 0 keeps the
-// profile it measured in `measured`, for the shared schedule.
-TrainOptions resolved(const TrainOptions& given, const Group& group, int workers, std::optional<Profile>& measured) {
+// `given` with auto's choice (Note [Auto resumes its recipe]), from rank 0's
+// profile: `measured` or --profile's.
+TrainOptions resolved(const TrainOptions& given, const Group& group, int workers,
+                      const std::optional<Profile>& measured) {
   if (given.job.strategy != "auto") return given;
   const json recipe = json::parse(decided_by_rank0(group, "weft/auto", [&] {
     if (given.resume) {
@@ -157,11 +171,10 @@ TrainOptions resolved(const TrainOptions& given, const Group& group, int workers
                 << std::flush;
       return job_identity(resumed, workers).dump();
     }
-    auto model = make_model(given.model, given.seed);
-    measured = make_profile(given, *model);
-    const std::string source = given.profile.empty() ? "rank 0's measured layer times"
+    const Profile profile = rank0_profile(given, measured);
+    const std::string source = given.profile.empty() ? "rank 0's layer times, measured beside the other workers"
                                                      : fmt::format("--profile {}", given.profile.string());
-    const JobChoice choice = choose_for_job(given.job, *measured, workers, source);
+    const JobChoice choice = choose_for_job(given.job, profile, workers, source);
     std::cerr << "weft: " << choice.reason << "\n" << std::flush;
     return job_identity(choice.job, workers).dump();
   }, "rank 0 could not choose the strategy"));
@@ -509,7 +522,7 @@ void restore_engine(Engine& engine, const std::map<std::string, torch::Tensor>& 
 // exchanges' state as a worker does, in its own file (Note [Checkpoint commit]).
 int serve(const TrainOptions& options, const Group& group, int workers, int server) {
   auto model = make_model(options.model, options.seed);  // the workers' initial parameters
-  const Schedule schedule = shared_plan(options, *model, group, workers).schedule;
+  const Schedule schedule = shared_plan(options, group, workers, std::nullopt).schedule;  // never rank 0
   std::vector<std::vector<torch::Tensor>> layers;
   for (int l = 0; l < model->num_layers(); ++l) layers.push_back(model->layer_parameters(l));
   LayerOptimizer optimizer(layers, {.kind = options.optimizer, .lr = options.lr});
@@ -567,7 +580,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
   torch::set_num_threads(1);
   Group group = connect(env, given.job.failure_timeout);
   const int workers = workers_of(given.job, group.world);
-  std::optional<Profile> measured;  // rank 0's, where auto's choice measured it
+  const std::optional<Profile> measured = profiled_as_trained(given, group, workers);  // rank 0's
   const TrainOptions options = resolved(given, group, workers, measured);  // Note [Auto resumes its recipe]
   if (group.rank >= workers) return serve(options, group, workers, group.rank - workers);
   const bool leader = group.rank == 0;
@@ -576,7 +589,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
   auto model = make_model(options.model, options.seed);
   auto data = make_data({.model = options.model, .synthetic = options.synthetic, .rank = group.rank,
                          .world = workers, .batch = options.batch, .seed = options.seed});
-  const SharedPlan plan = shared_plan(options, *model, group, workers, measured);
+  const SharedPlan plan = shared_plan(options, group, workers, measured);
   const Schedule& schedule = plan.schedule;
   // Every worker opens its site's groups (and a leader the leaders') before any
   // trains: runtime/comm/sites.h.
