@@ -182,10 +182,15 @@ AutoChoice choose_auto(const Profile& profile, const Cluster& cluster, const Aut
     }
     return best;
   };
-  const Candidate* chosen = fastest([](const PlannedStrategy&) { return true; });
+  const Candidate* exact_candidate = fastest([](const PlannedStrategy& s) { return !lossy(s.compression); });
+  const Candidate* lossy_candidate = fastest([](const PlannedStrategy& s) { return lossy(s.compression); });
+  // Note [What auto may choose]: a codec must gain more than kLossyMargin.
+  const bool codec_gains = lossy_candidate != nullptr &&
+                           (exact_candidate == nullptr ||
+                            (1 + kLossyMargin) * iteration(lossy_candidate->row) < iteration(exact_candidate->row));
+  const Candidate* chosen = codec_gains ? lossy_candidate : exact_candidate;
   if (chosen == nullptr) throw UsageError("strategy auto: the planner costed no strategy");  // plan() throws first
   const PlannedStrategy* best = &chosen->row;
-  const Candidate* exact_candidate = fastest([](const PlannedStrategy& s) { return !lossy(s.compression); });
   const PlannedStrategy* exact = exact_candidate != nullptr ? &exact_candidate->row : nullptr;
 
   out.strategy = best->name;
@@ -212,6 +217,10 @@ AutoChoice choose_auto(const Profile& profile, const Cluster& cluster, const Aut
   }
   reason += fmt::format("{} {:.2f}x the default wfbp ({}), from {}", exact != nullptr && exact != best ? " and" : ",",
                         out.plan.wfbp_iteration / iteration(*best), ms(out.plan.wfbp_iteration), options.source);
+  if (lossy_candidate != nullptr && !codec_gains && iteration(lossy_candidate->row) < iteration(*best)) {
+    reason += fmt::format("; exact: the fastest lossy recipe ({}, {}) gains less than the {:.0f}% a codec must",
+                          recipe(lossy_candidate->row), ms(iteration(lossy_candidate->row)), 100 * kLossyMargin);
+  }
   if (lossy(best->compression) && codecs) {
     reason += fmt::format("; a lossy codec changes what is learnt: {} without {} keeps it exact",
                           ranges::named("--allow"), kAllowLossy);

@@ -92,6 +92,34 @@ TEST(Auto, ChoosesALossyCodecOnlyWhenAllowedAndSaysHowMuchItGains) {
   EXPECT_EQ(to_string(given.options.compression), "fp16");
 }
 
+// Note [What auto may choose]: a codec is taken only where it gains more than
+// kLossyMargin over the fastest exact recipe, and the reason says when one gained less.
+TEST(Auto, TakesACodecOnlyWhereItGainsMoreThanTheMargin) {
+  const Profile profile = zoo_profile("resnet18");
+  int passed_over = 0;
+  for (const BytesPerSecond b : {20_Mbit, 100_Mbit, 1_Gbit, 10_Gbit, 100_Gbit}) {
+    const Cluster cluster{.workers = 4, .bandwidth = b, .latency = 50_us};
+    const AutoChoice c = choose_auto(profile, cluster, {.allow = {"ssgd", "lossy"}});
+    const Seconds chosen = chosen_row(c).timeline.summary.iteration;
+    Seconds fastest_exact = 1e9, fastest_lossy = 1e9;
+    for (const PlannedStrategy& s : c.plan.strategies) {
+      (lossy(s.compression) ? fastest_lossy : fastest_exact) =
+          std::min(lossy(s.compression) ? fastest_lossy : fastest_exact, s.timeline.summary.iteration);
+    }
+    if (lossy(c.options.compression)) {
+      EXPECT_LT((1 + kLossyMargin) * chosen, fastest_exact) << format_bandwidth(b);
+    } else {
+      EXPECT_EQ(chosen, fastest_exact) << format_bandwidth(b);
+      EXPECT_GE((1 + kLossyMargin) * fastest_lossy, chosen) << format_bandwidth(b);
+      if (fastest_lossy < chosen) {
+        ++passed_over;
+        EXPECT_NE(c.reason.find("gains less than the 10% a codec must"), std::string::npos) << c.reason;
+      }
+    }
+  }
+  EXPECT_GT(passed_over, 0) << "no link where a codec gained less than the margin: the test tests nothing";
+}
+
 TEST(Auto, ChoosesBySitesOverASlowWan) {
   const Profile profile = zoo_profile("resnet18");
   const AutoChoice c = choose_auto(profile, two_sites_of_two(), {});
