@@ -98,6 +98,17 @@ def held_out(test, context, samples):
     return measure
 
 
+def clipping(args, model):
+    """--clip, or 0 where weft's strategy steps the optimizer inside weft, past any clipping
+    of .grad (local SGD, parameter servers); rank 0 says so."""
+    if args.clip > 0 and args.strategy not in TORCH and weft.strategies()[model.strategy] != "ssgd":
+        if model.rank == 0:
+            print(f"--clip {args.clip}: weft's {model.strategy} steps the optimizer inside weft, where no clipping "
+                  "reaches; training unclipped (an S-SGD strategy clips)", file=sys.stderr, flush=True)
+        return 0
+    return args.clip
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_options(parser, metrics="lm-metrics.jsonl")
@@ -125,12 +136,6 @@ def main():
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps)
     model = wrap(net, opt, args)
     metrics = weft.Metrics(args.metrics, model)
-    clip = args.clip
-    if clip > 0 and args.strategy not in TORCH and weft.strategies()[model.strategy] != "ssgd":
-        clip = 0  # the optimizer steps inside weft, past any clipping of .grad
-        if model.rank == 0:
-            print(f"--clip {args.clip}: weft's {model.strategy} steps the optimizer inside weft, where no clipping "
-                  "reaches; training unclipped (an S-SGD strategy clips)", file=sys.stderr, flush=True)
     if model.rank == 0:
         print(f"language model: {sum(p.numel() for p in net.parameters())} parameters, {len(train)} characters "
               f"to train on, {len(test)} held out, strategy {model.strategy}", flush=True)
@@ -147,6 +152,8 @@ def main():
         opt.zero_grad()
         loss = cross_entropy(model, window)
         loss.backward()
+        if t == 0:
+            clip = clipping(args, model)  # strategy="auto" has chosen by now
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
         opt.step()
