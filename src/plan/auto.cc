@@ -72,7 +72,7 @@ std::string describe_recipe(std::string_view strategy, const StrategyOptions& op
 std::vector<Encoding> auto_encodings() {
   std::vector<Encoding> out;
   for (const Encoding& e : candidate_encodings()) {
-    if (e.rank != 1) out.push_back(e);
+    if (!low_rank(e)) out.push_back(e);
   }
   return out;
 }

@@ -15,16 +15,17 @@
 // only how fast, and the planner predicts only the speed; a user who did not
 // say they accept that gets an exact recipe (S-SGD, any schedule, flat or by
 // sites: sums by sites are the same sums). The default allows "ssgd" alone.
-// The lossy candidates are the codecs measured to learn within 0.5 points of
-// float32 (auto_encodings): not the low-rank ones at rank 1, which lost 1.3
-// points on cnn and, chosen by auto on the ViT (dreamddp + powersgd:1), never
-// reached the accuracy every other run reached (BENCHMARKS.md). A lossy row is
-// taken only where it is predicted more than kLossyMargin faster than the
-// fastest exact row: a codec learns less per step, and a gain within the
-// planner's own error (10-15% on these machines, BENCHMARKS.md) may not be one
-// at all. On the ViT at 20Mbit auto took dreamddp + powersgd:2 predicted 1.06x
-// the exact dreamddp; it needed 600 steps to 80%
-// where the exact flsgd (H = 5) needed 350.
+// The lossy candidates are the element-wise codecs (fp16, bf16, int8:
+// auto_encodings), each measured within 0.5 points of float32 on cnn; never a
+// low-rank one. Why: what a low-rank codec costs in learning depends on the
+// model, and the planner cannot see it: chosen by auto, dreamddp + powersgd:1
+// never reached the ViT's 80%, and dreamddp + acpsgd:2 left the LM at a held-out
+// loss of 3.18 after 400 steps where every other run reached 2.42-2.51 (BENCHMARKS.md
+// "Races"). They stay a user's choice, by name (--compression powersgd:2).
+// A lossy row is taken only where it is predicted more than kLossyMargin faster
+// than the fastest exact row: a codec learns less per step, and a gain within
+// the planner's own error (10-15% on these machines, BENCHMARKS.md) may not be
+// one at all.
 //
 // Note [How auto chooses H]
 // -------------------------
@@ -55,7 +56,7 @@ std::string_view family_name(Family family);
 // In `allow`: auto may choose a lossy codec too.
 inline constexpr std::string_view kAllowLossy = "lossy";
 // The encodings auto may choose where "lossy" is allowed (Note [What auto may
-// choose]): candidate_encodings() without rank 1.
+// choose]): candidate_encodings() without the low-rank ones.
 std::vector<Encoding> auto_encodings();
 // Every name `allow` accepts, in this order: the families, then kAllowLossy.
 std::vector<std::string> allow_names();
