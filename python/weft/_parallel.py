@@ -47,7 +47,7 @@ SCHEDULE_OPTIONS = {
 }
 # Options of the wrapper itself.
 WRAPPER_OPTIONS = {
-    "profile": None,                 # a profile file (`weft profile`); None = rank 0 measures
+    "profile": None,                 # a profile file (`weft profile`); None = the workers measure
     "layers": None,                  # the layers, as modules, in forward order; None = found
     "servers": None,                 # parameter servers among the ranks; None = $WEFT_SERVERS or 0
     "steps": None,                   # iterations the job trains (parameter servers need it)
