@@ -74,3 +74,18 @@ def test_local_sgd_ends_agreed_and_gives_the_agreed_model_mid_training(tmp_path)
     for r in range(2):
         assert models.max_difference(ranks[r]["agreed"], mean) < 1e-6
     assert models.max_difference(ranks[0]["final"], ranks[1]["final"]) == 0  # 22 steps, H = 5: agreed by finish()
+
+
+def test_profiling_leaves_the_random_numbers_of_the_first_forward_as_ddp_would():
+    """The first forward profiles a copy of the module (several passes, as many as the other
+    workers keep computing); a dropout in the user's first training forward must still draw
+    the mask it draws unwrapped, as under DDP."""
+    import copy
+    import weft
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 2))
+    unwrapped = copy.deepcopy(net)
+    x = torch.randn(4, 8)
+    torch.manual_seed(7)
+    wrapped = weft.DataParallel(net, torch.optim.SGD(net.parameters(), lr=0.1), strategy="wfbp", verbose=False)(x)
+    torch.manual_seed(7)
+    assert torch.equal(wrapped, unwrapped(x))

@@ -256,15 +256,19 @@ class DataParallel(nn.Module):
         return mirror_reason(self._optimizer) is None
 
     def _setup(self, args, kwargs):
-        """Rank 0 finds and measures the layers; every rank builds the same schedule and its engine."""
+        """The workers measure the layers, rank 0 keeps its own; every rank builds the same schedule."""
         job = self._job
         profile_text, error, extra, recipe = None, "", "", None
         if job.rank < self.workers and (job.rank == 0 or self._options["profile"] is None):
             try:
                 # Every worker measures (Note [Profiled as trained]); rank 0's is kept.
                 together = _C.ProfilingTogether(job, self.workers, "weft/python/profiled")
+                # The profiling passes draw from torch's RNG (dropout, a random op in the
+                # forward) as often as the other workers keep them computing; forked, the
+                # user's first forward draws what it would under DDP.
                 try:
-                    profile_text, called, why = self._measure(args, kwargs, together)
+                    with torch.random.fork_rng(devices=[]):
+                        profile_text, called, why = self._measure(args, kwargs, together)
                 finally:
                     together.leave()  # where this worker failed, the others go on without it
                 if job.rank == 0 and self._requested == "auto":
