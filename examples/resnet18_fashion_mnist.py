@@ -124,7 +124,16 @@ def wrap(net, opt, args, **options):
                                  compression=args.compression, update=args.update, **options)
     import torch.distributed as dist
     dist.init_process_group("gloo")  # the variables weft run (or torchrun) sets
-    model = torch.nn.parallel.DistributedDataParallel(net)
+    # One bucket for PowerSGD: torch 1.13's hook issues its P and Q all-reduces from future
+    # callbacks, and over Gloo, with several buckets, the ranks issued them in different
+    # orders (the LM and resnet18 aborted at the first compressed step: "enforce fail at
+    # gloo/transport/tcp/pair.cc: op.preamble.length <= op.nbytes").
+    # DDP's first bucket has a cap of its own, which torch's DDP says a user may set.
+    cap_mb = 25
+    if args.compression.startswith("powersgd:"):
+        cap_mb = 1 + sum(p.numel() * p.element_size() for p in net.parameters()) / 2**20
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(cap_mb * 2**20)
+    model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=cap_mb)
     model.rank, model.workers, model.strategy = dist.get_rank(), dist.get_world_size(), args.strategy
     model.agreed_state_dict = net.state_dict
     # No destroy_process_group(): torch 1.13's may spin for good once a peer has exited

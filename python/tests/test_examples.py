@@ -1,6 +1,7 @@
 """The examples a race runs (tools/python_bench.py race): their shared flags are checked,
 and transformer_lm.py trains a few steps on two processes under PyTorch's PostLocalSGD
-and under weft's local SGD and auto, writing the held-out evaluation's line."""
+and PowerSGD hook (compressing from its third step) and under weft's local SGD and auto,
+writing the held-out evaluation's line."""
 
 import json
 import os
@@ -32,9 +33,10 @@ def test_examples_refuse_what_they_cannot_do(example, flags, says):
 
 
 @pytest.mark.parametrize("flags", [["--strategy", "torch-postlocalsgd", "--H", "2"],
+                                   ["--strategy", "torch-ddp", "--compression", "powersgd:2"],
                                    ["--strategy", "flsgd", "--H", "2", "--outer-optimizer", "nesterov"],
                                    ["--strategy", "auto", "--allow", "ssgd,local_sgd,lossy"]],
-                         ids=["torch-postlocalsgd", "weft-flsgd", "weft-auto"])
+                         ids=["torch-postlocalsgd", "torch-powersgd-hook", "weft-flsgd", "weft-auto"])
 def test_lm_trains_and_evaluates_the_agreed_parameters(tmp_path, flags):
     text, metrics = tmp_path / "text", tmp_path / "m.jsonl"
     text.write_bytes(TEXT)
