@@ -21,7 +21,7 @@
 // model, and the planner cannot see it: chosen by auto, dreamddp + powersgd:1
 // never reached the ViT's 80%, and dreamddp + acpsgd:2 left the LM at a held-out
 // loss of 3.18 after 400 steps where every other run reached 2.42-2.51 (BENCHMARKS.md
-// "Races"). They stay a user's choice, by name (--compression powersgd:2).
+// "Races" at commit c118acc8). They stay a user's choice, by name (--compression powersgd:2).
 // A lossy row is taken only where it is predicted more than kLossyMargin faster
 // than the fastest exact row: a codec learns less per step, and a gain within
 // the planner's own error (10-15% on these machines, BENCHMARKS.md) may not be
@@ -33,9 +33,12 @@
 // kPeriods and keeps the smallest H whose predicted iteration is within
 // kPeriodSlack of that row's fastest. Why: a longer period only hides the
 // average's cost, which stops paying once the average is mostly hidden, while
-// every extra local step makes the workers drift further apart (the sweep in
-// BENCHMARKS.md, "A safe outer optimizer": H = 16 learns less per step than H = 4).
-// The periods end at 16, the longest measured to converge on every model family.
+// every extra local step makes the workers drift further apart. The periods end
+// at 8. Why: at H = 16 four of five families learnt less per step than at H = 4
+// (BENCHMARKS.md, "A safe outer optimizer"), and chosen by auto at 20Mbit, plsgd
+// with H = 16 did not reach the LM's loss of 2.7 in 300 steps, where H = 5 (torch's
+// PostLocalSGD) reached it in 200 and H = 8 in 200-250 (BENCHMARKS.md, "Races"):
+// the planner predicts speed per step, not the steps a period costs.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -75,7 +78,7 @@ std::string describe_recipe(std::string_view strategy, const StrategyOptions& op
 
 inline constexpr double kLossyMargin = 0.10;  // Note [What auto may choose]
 // Note [How auto chooses H]
-inline constexpr int kPeriods[] = {2, 4, 8, 16};
+inline constexpr int kPeriods[] = {2, 4, 8};
 inline constexpr double kPeriodSlack = 0.10;
 
 struct AutoOptions {
