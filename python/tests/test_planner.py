@@ -63,7 +63,7 @@ def test_auto_chooses_a_codec_only_where_lossy_is_allowed(tmp_path, allow, lossy
 
 def test_auto_chooses_local_sgds_period_and_keeps_the_plain_average_over_momentum_sgd(tmp_path):
     """Note [How auto chooses H] and Note [Auto's outer optimizer]: no H given, so auto picks one
-    of 2, 4, 8, 16 and says it; over momentum SGD it keeps the plain average; the state records both."""
+    of 2, 4, 8 and says it; over momentum SGD it keeps the plain average; the state records both."""
     results = run_job("one_job_worker.py", [tmp_path, 2, "strategy=auto", "allow=local_sgd", "bandwidth=1Mbit",
                                             "verbose=1"], nproc=2, timeout=300)
     check(results)
