@@ -128,7 +128,8 @@ def wrap(net, opt, args, **options):
     # callbacks, and over Gloo, with several buckets, the ranks issued them in different
     # orders (the LM and resnet18 aborted at the first compressed step: "enforce fail at
     # gloo/transport/tcp/pair.cc: op.preamble.length <= op.nbytes").
-    # DDP's first bucket has a cap of its own, which torch's DDP says a user may set.
+    # DDP's first bucket has a cap of its own, which torch's DDP says a user may set
+    # (tools/ddp_peer.py, weft bench's peer, does the same).
     cap_mb = 25
     if args.compression.startswith("powersgd:"):
         cap_mb = 1 + sum(p.numel() * p.element_size() for p in net.parameters()) / 2**20

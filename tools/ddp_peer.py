@@ -397,7 +397,14 @@ def train(args):
     if args.expect_parameters and total != args.expect_parameters:
         raise UsageError(f"--expect-parameters {args.expect_parameters}: this replica of weft's {args.model} has "
                          f"{total}; bench/ddp_peer.py no longer matches src/runtime/model/models.cc")
-    ddp = DistributedDataParallel(model)  # PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket
+    # PyTorch's defaults (25 MiB buckets, a 1 MiB first bucket), but one bucket under the
+    # PowerSGD hook: over Gloo, with several, the ranks issue its P and Q all-reduces in
+    # different orders and Gloo aborts (as examples/resnet18_fashion_mnist.py's wrap()).
+    cap_mb = 25
+    if args.remedy_kind == "powersgd":
+        cap_mb = 1 + sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(cap_mb * 2**20)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=cap_mb)
     averager = None
     if args.remedy_kind == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
