@@ -256,12 +256,12 @@ class DataParallel(nn.Module):
         return mirror_reason(self._optimizer) is None
 
     def _setup(self, args, kwargs):
-        """The workers measure the layers, rank 0 keeps its own; every rank builds the same schedule."""
+        """The workers measure the layers, rank 0 plans from their median; every rank builds the same schedule."""
         job = self._job
         profile_text, error, extra, recipe = None, "", "", None
         if job.rank < self.workers and (job.rank == 0 or self._options["profile"] is None):
             try:
-                # Every worker measures (Note [Profiled as trained]); rank 0's is kept.
+                # Every worker measures; rank 0 plans from their median (Note [Profiled as trained]).
                 together = _C.ProfilingTogether(job, self.workers, "weft/python/profiled")
                 # The profiling passes draw from torch's RNG (dropout, a random op in the
                 # forward) as often as the other workers keep them computing; forked, the
@@ -269,6 +269,8 @@ class DataParallel(nn.Module):
                 try:
                     with torch.random.fork_rng(devices=[]):
                         profile_text, called, why = self._measure(args, kwargs, together)
+                    if self._options["profile"] is None:
+                        profile_text = together.median(profile_text)
                 finally:
                     together.leave()  # where this worker failed, the others go on without it
                 if job.rank == 0 and self._requested == "auto":
@@ -297,8 +299,8 @@ class DataParallel(nn.Module):
         return plan, layers
 
     def _measure(self, args, kwargs, together):
-        """(profile JSON, module names in first-call order, what was measured): rank 0's is
-        kept, the other workers measure beside it (Note [Profiled as trained])."""
+        """(this worker's profile JSON, module names in first-call order, what was measured),
+        every worker measuring beside the others (Note [Profiled as trained])."""
         o = self._options
         try:
             twin = copy.deepcopy(self.module)  # profiling must leave the trained module untouched
@@ -320,7 +322,7 @@ class DataParallel(nn.Module):
         batch = next((t.shape[0] for t in tensors_in((args, kwargs)) if t.dim() > 0), 1)
         rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b, [list(p.shape) for p in params])
                 for (name, params), f, b in zip(layers, fp, bp)]
-        why = "rank 0's first batch, measured beside the other workers"
+        why = f"the median of the {self.workers} workers' first batches, measured together"
         return _C.profile_json(type(self.module).__name__, int(batch), rows), called, why
 
     def _choose(self, profile_text, why):

@@ -436,14 +436,25 @@ PYBIND11_MODULE(_C, m) {
         if (j.buffers) broadcast(*j.buffers, tensors);
       }, "Rank 0's values of `tensors` over the buffers' own group (open_buffer_group).");
   // Note [Profiled as trained] (runtime/measure/layer_profiler.h): the workers time
-  // their layers together; _layers.measure calls arrive and keep_computing.
+  // their layers together (_layers.measure calls arrive and keep_computing), and
+  // rank 0 plans from the median of their profiles.
   py::class_<runtime::ProfilingTogether>(m, "ProfilingTogether")
       .def(py::init([](const Job& j, int ranks, const std::string& name) {
              return std::make_unique<runtime::ProfilingTogether>(j.group, ranks, name);
            }), py::arg("job"), py::arg("ranks"), py::arg("name"))
       .def("arrive", &runtime::ProfilingTogether::arrive, py::call_guard<py::gil_scoped_release>())
       .def("keep_computing", &runtime::ProfilingTogether::keep_computing, py::call_guard<py::gil_scoped_release>())
-      .def("leave", &runtime::ProfilingTogether::leave, py::call_guard<py::gil_scoped_release>());
+      .def("leave", &runtime::ProfilingTogether::leave, py::call_guard<py::gil_scoped_release>())
+      .def("median", [](runtime::ProfilingTogether& t, const std::string& mine) -> std::optional<std::string> {
+        const Profile profile = parse_profile(mine, "this worker's profile");
+        std::optional<Profile> median;
+        {
+          py::gil_scoped_release release;
+          median = t.median(profile);
+        }
+        if (!median) return std::nullopt;
+        return to_json(*median);
+      }, py::arg("mine"), "Rank 0: the median of every worker's profile (JSON text); the others: None.");
   m.def("connect", &join_job, py::arg("timeout"),
         "Joins the job of the torchrun variables, or a job of one when none is set.");
 

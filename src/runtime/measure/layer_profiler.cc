@@ -473,7 +473,7 @@ bool in_a_job(std::optional<int> nproc) { return is_launched_worker() || (has_wo
 }  // namespace
 
 ProfilingTogether::ProfilingTogether(const Group& group, int ranks, std::string name)
-    : store_(group.store), ranks_(ranks), name_(std::move(name)) {}
+    : store_(group.store), rank_(group.rank), ranks_(ranks), name_(std::move(name)) {}
 
 void ProfilingTogether::count(const std::string& what, bool& counted) {
   if (counted) return;
@@ -494,6 +494,26 @@ bool ProfilingTogether::keep_computing() {
 void ProfilingTogether::leave() {
   count("/arrived", arrived_);
   count("/done", done_);
+  publish("");  // none: rank 0 goes on without it
+}
+
+void ProfilingTogether::publish(const std::string& profile_json) {
+  if (published_) return;
+  published_ = true;
+  store_->set(fmt::format("{}/profile/{}", name_, rank_),
+              std::vector<std::uint8_t>(profile_json.begin(), profile_json.end()));
+}
+
+std::optional<Profile> ProfilingTogether::median(const Profile& mine) {
+  publish(to_json(mine));
+  if (rank_ != 0) return std::nullopt;
+  std::vector<Profile> profiles;
+  for (int r = 0; r < ranks_; ++r) {
+    const std::vector<std::uint8_t> text = store_->get(fmt::format("{}/profile/{}", name_, r));
+    if (text.empty()) continue;
+    profiles.push_back(parse_profile(std::string(text.begin(), text.end()), fmt::format("rank {}'s profile", r)));
+  }
+  return median_profile(profiles);  // rank 0's own is among them
 }
 
 LayerProfilerOptions ProfilingTogether::hooked(LayerProfilerOptions options) {

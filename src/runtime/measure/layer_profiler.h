@@ -33,12 +33,14 @@
 // Note [Profiled as trained]
 // Rule: a job that measures its own profile (weft train, weft.DataParallel
 // without a profile file) has every worker profile together (Note [Profiling
-// together], ProfilingTogether below) and keeps rank 0's. Invariant: rank 0's
-// timed iterations run beside workers − 1 computing processes, as training's do.
-// Why: workers that share cores compute each layer slower than one alone; the
+// together], ProfilingTogether below) and plans from the median, layer by layer,
+// of every worker's profile (ProfilingTogether::median). Invariant: every timed
+// iteration runs beside workers − 1 computing processes, as training's do.
+// Why: workers that share cores compute each layer slower than one alone (the
 // ViT's four workers on two cores, profiled by rank 0 alone, were predicted at
-// 211 ms per iteration and ran at 412, and auto chose a codec for a link that
-// the shared cores, not the bytes, made look slow.
+// 211 ms per iteration and ran at 412); and they share them unevenly, so one
+// worker's profile is a draw (in one start two ran a pass in 260 ms, two in 430),
+// while a synchronous step waits for all of them.
 //
 // Note [Measuring the cores]
 // With ModelProfileJob::interference, on a Gloo group of its own, under the
@@ -111,20 +113,28 @@ class ProfilingTogether {
   void arrive();
   // Counts this rank done (once); true while another is not.
   bool keep_computing();
-  // arrive() and done, without waiting; idempotent.
+  // arrive() and done, without waiting, and no profile for median(); idempotent.
   void leave();
+  // Note [Profiled as trained]: every rank calls it once, after its profiling
+  // (or leave() instead); rank 0 gets the median of every rank's `mine` (of
+  // those that did not leave), the others nullopt. THROWS std::invalid_argument
+  // where ranks profiled different layers.
+  std::optional<Profile> median(const Profile& mine);
   // `options` with before_timing and keep_computing set to this meeting's; it
   // must outlive the profiling.
   LayerProfilerOptions hooked(LayerProfilerOptions options);
 
  private:
   void count(const std::string& what, bool& counted);
+  void publish(const std::string& profile_json);
 
   c10::intrusive_ptr<c10d::Store> store_;
+  int rank_;
   int ranks_;
   std::string name_;
   bool arrived_ = false;
   bool done_ = false;
+  bool published_ = false;
 };
 
 // `weft profile --model M [--nproc K]`: profile_model, or K local processes

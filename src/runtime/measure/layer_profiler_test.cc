@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -88,6 +89,38 @@ TEST(ProfilingTogether, TimesOnlyBesideEveryRankAndWaitsForNoneThatLeft) {
   }
   for (std::thread& t : ranks) t.join();
   EXPECT_GT(extra[0], 0);  // rank 0 kept computing while rank 1 timed
+}
+
+// Note [Profiled as trained]: rank 0 plans from the median of every profile
+// published, the others get none, and a rank that left is left out.
+TEST(ProfilingTogether, RankZeroGetsTheMedianOfEveryProfileButTheLeavers) {
+  const auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(std::chrono::seconds(30));
+  constexpr int kRanks = 4;
+  const std::vector<Seconds> fp = {1e-3, 3e-3, 0, 8e-3};  // rank 2 leaves
+  std::vector<std::optional<Profile>> got(kRanks);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      ProfilingTogether together(Group{.store = store, .rank = r, .world = kRanks}, kRanks, "test/median");
+      if (r == 2) {
+        together.leave();
+        return;
+      }
+      Profile mine = make_model("cnn")->layer_profile("cnn", 4);
+      for (Layer& layer : mine.layers) layer.fp = layer.bp = fp[r];
+      got[r] = together.median(mine);
+      together.leave();  // as the front ends do, after success too: no second profile
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  ASSERT_TRUE(got[0].has_value());
+  for (const Layer& layer : got[0]->layers) {
+    EXPECT_DOUBLE_EQ(layer.fp, 3e-3);
+    EXPECT_DOUBLE_EQ(layer.bp, 3e-3);
+  }
+  EXPECT_FALSE(got[1].has_value());
+  EXPECT_FALSE(got[3].has_value());
 }
 
 }  // namespace

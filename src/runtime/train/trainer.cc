@@ -98,27 +98,27 @@ void check_matches(const Profile& profile, const Profile& skeleton, const std::f
 }
 
 // Every worker, where no --profile is given: the workers profile together and
-// rank 0 returns its profile, the others nothing (Note [Profiled as trained],
-// runtime/measure/layer_profiler.h). A fresh model of the same seed, since
-// profiling runs forwards and backwards and must leave the trained model untouched.
+// rank 0 returns the median of their profiles, the others nothing (Note [Profiled
+// as trained], runtime/measure/layer_profiler.h). A fresh model of the same seed,
+// since profiling runs forwards and backwards and must leave the trained model untouched.
 std::optional<Profile> profiled_as_trained(const TrainOptions& options, const Group& group, int workers) {
   if (!options.profile.empty() || group.rank >= workers) return std::nullopt;
   ProfilingTogether together(group, workers, "weft/train/profiled");
-  Profile measured;
+  std::optional<Profile> measured;
   try {
-    measured = profile_model(together.hooked({.model = options.model,
-                                              .batch = options.batch,
-                                              .warmup = 1,
-                                              .iterations = TrainDefaults::kProfileIterations - 1,
-                                              .threads = 1,
-                                              .seed = options.seed}));
+    measured = together.median(profile_model(together.hooked({.model = options.model,
+                                                              .batch = options.batch,
+                                                              .warmup = 1,
+                                                              .iterations = TrainDefaults::kProfileIterations - 1,
+                                                              .threads = 1,
+                                                              .seed = options.seed})));
   } catch (...) {
     together.leave();  // the others go on; this rank's error ends the job
     throw;
   }
-  if (group.rank != 0) return std::nullopt;
+  if (!measured) return std::nullopt;
   auto model = make_model(options.model, options.seed);
-  check_matches(measured, model->layer_profile(options.model, options.batch), "(measured)");
+  check_matches(*measured, model->layer_profile(options.model, options.batch), "(measured)");
   return measured;
 }
 
@@ -172,7 +172,7 @@ TrainOptions resolved(const TrainOptions& given, const Group& group, int workers
       return job_identity(resumed, workers).dump();
     }
     const Profile profile = rank0_profile(given, measured);
-    const std::string source = given.profile.empty() ? "rank 0's layer times, measured beside the other workers"
+    const std::string source = given.profile.empty() ? "the median of the workers' layer times, measured together"
                                                      : fmt::format("--profile {}", given.profile.string());
     const JobChoice choice = choose_for_job(given.job, profile, workers, source);
     std::cerr << "weft: " << choice.reason << "\n" << std::flush;
@@ -580,7 +580,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
   torch::set_num_threads(1);
   Group group = connect(env, given.job.failure_timeout);
   const int workers = workers_of(given.job, group.world);
-  const std::optional<Profile> measured = profiled_as_trained(given, group, workers);  // rank 0's
+  const std::optional<Profile> measured = profiled_as_trained(given, group, workers);  // rank 0's median
   const TrainOptions options = resolved(given, group, workers, measured);  // Note [Auto resumes its recipe]
   if (group.rank >= workers) return serve(options, group, workers, group.rank - workers);
   const bool leader = group.rank == 0;
