@@ -70,6 +70,8 @@ def add_options(parser, metrics):
                         help="weft's gradient encoding: fp16, bf16, int8, powersgd:R, acpsgd:R; with torch-ddp: "
                              "fp16 or powersgd:R, PyTorch's hooks")
     parser.add_argument("--bandwidth", default="1Gbit", help="the link weft's planner plans for")
+    parser.add_argument("--host", help="a host description (weft profile --host FILE) weft's planner plans for: how "
+                                       "this machine's shared cores slow the messages")
     parser.add_argument("--update", default="auto", help="weft's update mode: auto, ddp, overlap (docs/python.md)")
     parser.add_argument("--H", type=int, help="local SGD's period (weft's default if not given); "
                                               "torch-postlocalsgd: its averaging period (required)")
@@ -91,7 +93,7 @@ def check_options(parser, args):
     if args.H is not None and args.H < 1:
         parser.error(f"--H {args.H}: expected an integer >= 1")
     if args.strategy in TORCH:
-        given = [f for f in ("outer_optimizer", "outer_lr", "outer_momentum", "allow") if getattr(args, f) is not None]
+        given = [f for f in ("outer_optimizer", "outer_lr", "outer_momentum", "allow", "host") if getattr(args, f) is not None]
         if given:
             parser.error(f"--{given[0].replace('_', '-')}: an option of weft's, not of --strategy {args.strategy}")
     if args.strategy == "torch-ddp" and args.H is not None:
@@ -120,6 +122,8 @@ def wrap(net, opt, args, **options):
                 options[name] = getattr(args, name)
         if getattr(args, "allow", None) is not None:
             options["allow"] = tuple(args.allow.split(","))
+        if getattr(args, "host", None) is not None:
+            options["host"] = args.host
         return weft.DataParallel(net, opt, strategy=args.strategy, bandwidth=args.bandwidth,
                                  compression=args.compression, update=args.update, **options)
     import torch.distributed as dist

@@ -20,7 +20,8 @@
         --run "powersgd=--strategy torch-ddp --compression powersgd:2" \
         --run "postlocalsgd=--strategy torch-postlocalsgd --H 8" \
         --run "weft-auto=--strategy auto --allow ssgd,local_sgd,lossy" \
-        --bandwidths 20Mbit,100Mbit --seeds 0,1,2 --steps 800 --eval-every 50 --target 0.82
+        --bandwidths 20Mbit,100Mbit --seeds 0,1,2 --steps 800 --eval-every 50 --target 0.82 \
+        --host 20Mbit=host-20Mbit.json --host 100Mbit=host-100Mbit.json  # weft's runs plan with them
 
 Runs go in rounds (every run once, then every run again; in a race, every run on
 every link, seed after seed) so that drift on a shared machine falls on all of them
@@ -150,8 +151,12 @@ def parse_runs(parser, specs):
 def race_command(a, link, flags, seed, metrics):
     """`weft run` of the family's example with a run's flags, behind `link` unless loopback."""
     shaped = [] if link == "loopback" else ["--bandwidth", link]
-    planned = [] if link == "loopback" or "--bandwidth" in (f.split("=")[0] for f in flags) \
+    given = [f.split("=")[0] for f in flags]
+    weft_run = not any(f.split("=")[-1].startswith("torch-") for f in flags)  # PyTorch's runs plan nothing
+    planned = [] if link == "loopback" or "--bandwidth" in given \
         else ["--bandwidth", link]  # weft's planner plans for the link it runs on
+    if weft_run and link in a.hosts and "--host" not in given:
+        planned += ["--host", a.hosts[link]]
     extra = []
     for flag, value in (("--batch", a.batch_given), ("--eval-samples", a.eval_samples)):
         if value is not None:
@@ -270,6 +275,9 @@ def main():
                         help="update, resnet18, vit, lm, race: emulated links (root); update and race also take "
                              "loopback")
     parser.add_argument("--seeds", default="0", help="race: the examples' --seed, one round each")
+    parser.add_argument("--host", action="append", default=[], metavar="LINK=FILE",
+                        help="race: the host description weft's runs on LINK plan for (weft profile --host FILE "
+                             "--interference, measured behind that link); repeat per link")
     parser.add_argument("--eval-every", type=int, default=50, help="race: steps between evaluations")
     parser.add_argument("--eval-samples", type=int, help="race: the example's --eval-samples (its default if not given)")
     parser.add_argument("--target", type=float,
@@ -296,6 +304,14 @@ def main():
             [int(s) for s in a.seeds.split(",")]
         except ValueError:
             parser.error(f"--seeds {a.seeds}: expected integers, comma-separated")
+        a.hosts = {}
+        for spec in a.host:
+            link, _, path = spec.partition("=")
+            if not path or link not in a.bandwidths.split(","):
+                parser.error(f"--host {spec}: expected LINK=FILE with LINK one of --bandwidths {a.bandwidths}")
+            if not os.path.isfile(path):
+                parser.error(f"--host {spec}: {path} is not a file; measure one with weft profile --host")
+            a.hosts[link] = os.path.abspath(path)
         if os.geteuid() != 0 and any(link != "loopback" for link in a.bandwidths.split(",")):
             parser.error(f"--bandwidths {a.bandwidths}: emulated links need root (or race over loopback)")
     elif a.family is not None:

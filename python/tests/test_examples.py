@@ -23,6 +23,7 @@ TEXT = ("The quick brown fox jumps over the lazy dog. " * 400).encode()
     (["--strategy", "torch-postlocalsgd"], "needs --H"),
     (["--strategy", "torch-ddp", "--H", "4"], "torch-postlocalsgd"),
     (["--strategy", "torch-ddp", "--outer-optimizer", "nesterov"], "--outer-optimizer"),
+    (["--strategy", "torch-ddp", "--host", "host.json"], "--host"),
     (["--strategy", "torch-postlocalsgd", "--H", "4", "--compression", "fp16"], "uncompressed"),
     (["--H", "0"], "--H 0"),
 ])

@@ -2,6 +2,7 @@
 strategy="auto" runs the planner's recommendation and says so."""
 
 import json
+import os
 import time
 
 import pytest
@@ -43,6 +44,23 @@ def test_auto_runs_the_recommended_strategy(capsys):
     model.finish()
     assert weft.strategies()[model.strategy] == "ssgd"
     assert f"strategy=auto chose {model.strategy}" in capsys.readouterr().err
+
+
+def test_auto_says_when_it_plans_shared_cores_without_a_host(tmp_path, monkeypatch, capsys):
+    """Note [Auto without a host]: more workers on this machine than cores and no host
+    description: auto's line says so; with one it does not."""
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(len(os.sched_getaffinity(0)) + 1))
+    host = tmp_path / "host.json"
+    host.write_text(json.dumps({"format": "weft-host/1", "processes": 4, "cores": 2, "comm_cores": 0.02}))
+    for given, hinted in ((None, True), (str(host), False)):
+        net = models.make_net()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        model = weft.DataParallel(net, opt, strategy="auto", bandwidth="100Mbit", host=given)
+        model(torch.randn(4, 1, 8, 8)).sum().backward()
+        opt.step()
+        model.finish()
+        said = [line for line in capsys.readouterr().err.splitlines() if "strategy=auto chose" in line]
+        assert len(said) == 1 and ("planned without a host description" in said[0]) == hinted, said
 
 
 @pytest.mark.parametrize("allow, lossy", [("ssgd", False), ("ssgd+lossy", True)])

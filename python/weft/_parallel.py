@@ -322,7 +322,8 @@ class DataParallel(nn.Module):
         batch = next((t.shape[0] for t in tensors_in((args, kwargs)) if t.dim() > 0), 1)
         rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b, [list(p.shape) for p in params])
                 for (name, params), f, b in zip(layers, fp, bp)]
-        why = f"the median of the {self.workers} workers' first batches, measured together"
+        why = (f"the median of the {self.workers} workers' first batches, measured together" if self.workers > 1
+               else "its first batch")
         return _C.profile_json(type(self.module).__name__, int(batch), rows), called, why
 
     def _choose(self, profile_text, why):

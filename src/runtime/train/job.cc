@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
+#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include "netem/shaping.h"
 #include "runtime/launch/launcher.h"
 #include "schedule/encoding.h"
+#include "units/cores.h"
 #include "units/ranges.h"
 
 namespace weft::runtime {
@@ -123,6 +126,38 @@ Cluster cluster_of(const JobOptions& job, int workers) {
 // (outer_defaults_help: plain SGD); else it keeps the plain average. Why: the
 // outer optimizer changes what is learnt, and only the sweep behind Note [Outer
 // defaults, measured] says when that change is a gain.
+//
+// Note [Auto without a host]
+// --------------------------
+// Rule: where the job has no host description and this machine's workers
+// (LOCAL_WORLD_SIZE, which weft's launcher and torchrun set) outnumber the cores
+// this process may use, auto's line says so and where to measure one. Why:
+// without one the planner counts no cores (docs/cost-model.md §7.3): no
+// collective waits for a core and none for the last worker, so the recipes of
+// many small messages look cheap; on four workers over two cores auto's choices
+// ran 10–50% slower than predicted without one (BENCHMARKS.md).
+namespace {
+
+std::string without_host_hint(const JobOptions& job) {
+  if (job.cluster.host.cores > 0) return "";
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  int processes = 0;
+  if (local == nullptr || std::from_chars(local, local + std::strlen(local), processes).ec != std::errc()) return "";
+  std::size_t cores = 0;
+  try {
+    cores = usable_cores().size();
+  } catch (const std::system_error&) {
+    return "";
+  }
+  if (cores == 0 || static_cast<std::size_t>(processes) <= cores) return "";
+  return fmt::format("; planned without a host description while {} workers share {} cores, so no message waits "
+                     "for a core or for the last worker: measure one (weft profile --host; docs/python.md, \"Workers "
+                     "that share cores\")",
+                     processes, cores);
+}
+
+}  // namespace
+
 JobChoice choose_for_job(const JobOptions& job, const Profile& profile, int workers, std::string_view source) {
   const AutoChoice choice = choose_auto(profile, cluster_of(job, workers),
                                         {.allow = job.allow.empty() ? std::vector<std::string>{"ssgd"} : job.allow,
@@ -144,6 +179,7 @@ JobChoice choose_for_job(const JobOptions& job, const Profile& profile, int work
                                 step.lr, step.momentum, job.outer.inner);
     }
   }
+  out.reason += without_host_hint(job);
   return out;
 }
 
