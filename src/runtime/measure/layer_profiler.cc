@@ -440,20 +440,18 @@ int profile_together(const ModelProfileJob& job, const WorkerEnv& env) {
     const std::vector<std::uint8_t> text = group.store->get(fmt::format("weft/{}/{}", key, r));
     return std::string(text.begin(), text.end());
   };
-  put("profile", to_json(mine));
   put("host", to_json(mine_host));
   const std::string name = host_name();
   put("hostname", name);
-  if (group.rank == 0) {
-    std::vector<Profile> profiles;
+  ProfilingTogether gathered(group, group.world, "weft/profiled/gathered");
+  if (std::optional<Profile> median = gathered.median(mine)) {  // rank 0
     std::vector<Host> hosts;
     int beside = 0;  // processes on rank 0's machine, itself included (Note [Shared cores], sim/simulator.cc)
     for (int r = 0; r < group.world; ++r) {
-      profiles.push_back(parse_profile(get("profile", r), fmt::format("rank {}'s profile", r)));
       hosts.push_back(parse_host(get("host", r), fmt::format("rank {}'s host", r)));
       if (!name.empty() && get("hostname", r) == name) ++beside;
     }
-    Profile merged = median_profile(profiles);
+    Profile merged = std::move(*median);
     merged.device = fmt::format("{}, {} processes profiling together{}", mine.device, group.world,
                                 job.interference ? ", then all-reducing" : "");
     Host host = median_host(hosts);

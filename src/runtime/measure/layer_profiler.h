@@ -141,7 +141,8 @@ class ProfilingTogether {
 // profiling together (Note [Profiling together]), launched and supervised like
 // `weft train --nproc K`; inside a job started otherwise (MASTER_ADDR, RANK, ...
 // set), this process is one of them. `report` gets the profile and the host —
-// on rank 0 the median of every rank's, field by field. Returns the exit status. THROWS
+// on rank 0 the median of every rank's, field by field (the profile's by
+// ProfilingTogether::median). Returns the exit status. THROWS
 // UsageError for interference in a job of one process.
 struct ModelProfileJob {
   LayerProfilerOptions profiler;
