@@ -268,5 +268,20 @@ TEST_F(LauncherTest, WorkerEnvironmentIsReadBackAndCheckedByName) {
   EXPECT_FALSE(has_worker_env());
 }
 
+TEST_F(LauncherTest, LocalWorldSizeIsOptionalAndCheckedByName) {
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_EQ(local_world_size(), std::nullopt);
+  ::setenv("LOCAL_WORLD_SIZE", "4", 1);
+  EXPECT_EQ(local_world_size(), 4);
+  ::setenv("LOCAL_WORLD_SIZE", "0", 1);
+  try {
+    local_world_size();
+    ADD_FAILURE() << "LOCAL_WORLD_SIZE=0 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("LOCAL_WORLD_SIZE='0'"), std::string::npos) << e.what();
+  }
+  ::unsetenv("LOCAL_WORLD_SIZE");
+}
+
 }  // namespace
 }  // namespace weft::runtime

@@ -68,6 +68,12 @@ WorkerEnv read_worker_env() {
   return env;
 }
 
+std::optional<int> local_world_size() {
+  const char* local = get("LOCAL_WORLD_SIZE");
+  if (local == nullptr) return std::nullopt;
+  return parse_int("LOCAL_WORLD_SIZE", local, 1, 1 << 20, "the number of workers on this host, an integer >= 1");
+}
+
 WorkerEnv local_worker_env(int port, int rank, int world) {
   return {.master_addr = "127.0.0.1", .master_port = port, .rank = rank, .world = world, .local_rank = rank};
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
-#include <cstring>
 #include <system_error>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "netem/netem.h"
 #include "netem/shaping.h"
 #include "runtime/launch/launcher.h"
+#include "runtime/launch/worker_env.h"
 #include "schedule/encoding.h"
 #include "units/cores.h"
 #include "units/ranges.h"
@@ -134,26 +134,24 @@ Cluster cluster_of(const JobOptions& job, int workers) {
 // this process may use, auto's line says so and where to measure one. Why:
 // without one the planner counts no cores (docs/cost-model.md §7.3): no
 // collective waits for a core and none for the last worker, so the recipes of
-// many small messages look cheap; on four workers over two cores auto's choices
-// ran 10–50% slower than predicted without one (BENCHMARKS.md).
+// many small messages look cheap, and their predictions run short (BENCHMARKS.md,
+// "Races on models weft was not tuned on").
 namespace {
 
 std::string without_host_hint(const JobOptions& job) {
   if (job.cluster.host.cores > 0) return "";
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  int processes = 0;
-  if (local == nullptr || std::from_chars(local, local + std::strlen(local), processes).ec != std::errc()) return "";
+  const std::optional<int> processes = local_world_size();
   std::size_t cores = 0;
   try {
     cores = usable_cores().size();
   } catch (const std::system_error&) {
     return "";
   }
-  if (cores == 0 || static_cast<std::size_t>(processes) <= cores) return "";
+  if (!processes || cores == 0 || static_cast<std::size_t>(*processes) <= cores) return "";
   return fmt::format("; planned without a host description while {} workers share {} cores, so no message waits "
                      "for a core or for the last worker: measure one (weft profile --host; docs/python.md, \"Workers "
                      "that share cores\")",
-                     processes, cores);
+                     *processes, cores);
 }
 
 }  // namespace
