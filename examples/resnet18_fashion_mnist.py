@@ -84,6 +84,8 @@ def add_options(parser, metrics):
                                                             "drawn from (seed, rank)")
     parser.add_argument("--metrics", default=metrics, help="weft's metrics JSON lines, every rank appending")
     parser.add_argument("--eval-every", type=int, default=0, help="rank 0 evaluates every N steps (0: only at the end)")
+    parser.add_argument("--trace", help="weft's measured timeline of every worker's first 50 steps (Chrome trace JSON, "
+                                        "docs/python.md)")
 
 
 def check_options(parser, args):
@@ -93,7 +95,8 @@ def check_options(parser, args):
     if args.H is not None and args.H < 1:
         parser.error(f"--H {args.H}: expected an integer >= 1")
     if args.strategy in TORCH:
-        given = [f for f in ("outer_optimizer", "outer_lr", "outer_momentum", "allow", "host") if getattr(args, f) is not None]
+        given = [f for f in ("outer_optimizer", "outer_lr", "outer_momentum", "allow", "host", "trace")
+                 if getattr(args, f) is not None]
         if given:
             parser.error(f"--{given[0].replace('_', '-')}: an option of weft's, not of --strategy {args.strategy}")
     if args.strategy == "torch-ddp" and args.H is not None:
@@ -122,8 +125,9 @@ def wrap(net, opt, args, **options):
                 options[name] = getattr(args, name)
         if getattr(args, "allow", None) is not None:
             options["allow"] = tuple(args.allow.split(","))
-        if getattr(args, "host", None) is not None:
-            options["host"] = args.host
+        for name in ("host", "trace"):
+            if getattr(args, name, None) is not None:
+                options[name] = getattr(args, name)
         return weft.DataParallel(net, opt, strategy=args.strategy, bandwidth=args.bandwidth,
                                  compression=args.compression, update=args.update, **options)
     import torch.distributed as dist

@@ -61,6 +61,8 @@ WRAPPER_OPTIONS = {
                                      # or strategy="auto"'s choice
     "outer_lr": None,                # None: the measured default for the optimizer (docs/local-sgd.md)
     "outer_momentum": None,
+    "trace": None,                   # a file: every worker's measured timeline, written by finish()
+    "trace_iterations": 50,          # the first iterations recorded in trace
 }
 ACCEPTED = sorted(SCHEDULE_OPTIONS) + sorted(WRAPPER_OPTIONS)
 FAMILIES = ("ssgd", "local_sgd", "ps")
@@ -155,6 +157,12 @@ class DataParallel(nn.Module):
                 _expect(name, o[name], (int, float), "a number")
         if o["outer_optimizer"] is not None:
             _expect("outer_optimizer", o["outer_optimizer"], str, "a string")
+        _expect("trace_iterations", o["trace_iterations"], int, "an integer")
+        if o["trace"] is not None:
+            _expect("trace", o["trace"], (str, os.PathLike), "a file name")
+            o["trace"] = os.fspath(o["trace"])
+            if _job_shape()[0] == 0:  # rank 0 writes it: a typo costs nothing yet
+                _C.check_trace(o["trace"], o["trace_iterations"])
         allow = (o["allow"],) if isinstance(o["allow"], str) else tuple(o["allow"])
         if not set(allow) <= set(FAMILIES + (LOSSY,)) or not set(allow) - {LOSSY}:
             raise ValueError(f"allow={o['allow']!r}: expected families among {', '.join(FAMILIES)}, and "
@@ -201,6 +209,7 @@ class DataParallel(nn.Module):
         self._finished = False
         self._in_backward = False
         self._handles = []
+        self.trace_summary = None  # rank 0, after finish() with trace=FILE: the timeline's summary
 
         where = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
         if where[1] is not None and where in _JOINED:
@@ -371,7 +380,8 @@ class DataParallel(nn.Module):
             first = self._loaded["iteration"]
         self._engine = _C.Engine(self._job, plan, self._job_options, params, [n or "(root)" for n, _ in layers],
                                  self._cpp_optimizer, self.workers,
-                                 bool(self._options["find_unused_parameters"]), first)
+                                 bool(self._options["find_unused_parameters"]), first,
+                                 self._options["trace_iterations"] if self._options["trace"] else 0)
         if self._loaded is not None:
             self._engine.load_state(self._loaded["tensors"])
             if not stepped and self._mirrored_optimizer() and any(k.startswith("opt/") for k in self._loaded["tensors"]):
@@ -547,8 +557,11 @@ class DataParallel(nn.Module):
         training = self.module.training and torch.is_grad_enabled()
         if training and self._sync_buffers:
             self._job.broadcast_buffers(self._module_buffers)
+        if training:
+            self._engine.begin_forward()  # Note [Python's timeline] (src/python/module.cc)
         output = self.module(*args, **kwargs)
         if training:
+            self._engine.end_forward()
             synced = self._sync
             for t in tensors_in(output):
                 if t.requires_grad:
@@ -663,6 +676,13 @@ class DataParallel(nn.Module):
             self._update.release()
         if self._engine is not None:
             self._engine.finish()
+            if self._options["trace"]:
+                summary = self._engine.write_trace(self._options["trace"], self.strategy,
+                                                   min(self._engine.iterations_done, self._options["trace_iterations"]))
+                if summary is not None:
+                    self.trace_summary = json.loads(summary)
+                    if self._options["verbose"]:
+                        _say(f"measured timeline written to {self._options['trace']} ({summary})")
             for h in self._handles:
                 h.remove()
             self._handles = []

@@ -43,9 +43,13 @@
 #include "runtime/model/outer_optimizer.h"
 #include "runtime/train/divergence.h"
 #include "runtime/train/job.h"
+#include "runtime/train/measured_trace.h"
 #include "runtime/train/worker.h"
 #include "schedule/encoding.h"
 #include "schedulers/strategies.h"
+#include "timeline/recorder.h"
+#include "timeline/timeline.h"
+#include "units/files.h"
 #include "units/ranges.h"
 #include "units/units.h"
 
@@ -293,11 +297,17 @@ std::unique_ptr<runtime::LayerOptimizer> make_optimizer(const Layers& layers, co
 
 class PyEngine {
  public:
+  // `trace_iterations` > 0: records the first ones (Note [Python's timeline]); every worker
+  // constructs its engine at once.
   PyEngine(std::shared_ptr<Job> job, std::shared_ptr<runtime::SharedPlan> plan, const runtime::JobOptions& options,
            Layers layers, std::vector<std::string> names, runtime::LayerOptimizer& optimizer, int workers,
-           bool zero_missing_gradients, int first_iteration)
-      : job_(std::move(job)), plan_(std::move(plan)), optimizer_(&optimizer) {
+           bool zero_missing_gradients, int first_iteration, int trace_iterations)
+      : job_(std::move(job)), plan_(std::move(plan)), optimizer_(&optimizer), names_(names), workers_(workers) {
     Job& j = *job_;
+    if (trace_iterations > 0) {
+      recorder_ = std::make_unique<runtime::Recorder>(j.group.rank, trace_iterations,
+                                                      runtime::common_origin(j.group, workers));
+    }
     outer_ = runtime::make_outer(options, layers, find_strategy(options.strategy).family == Family::kLocalSgd);
     const int engine_index = j.announcement_groups++;
     const std::string announcements = fmt::format("python-announcements-{}", engine_index);
@@ -315,6 +325,7 @@ class PyEngine {
         .open_announcements = [&j, announcements] { return runtime::open_subgroup(j.group, announcements, 1); },
         .workers = workers,
         .gather_below = plan_->gather_below,
+        .recorder = recorder_.get(),
         .stall_timeout = 2 * options.failure_timeout,
         .outer = outer_.get(),
         .sites = sites_.get(),
@@ -322,6 +333,43 @@ class PyEngine {
         .zero_missing_gradients = zero_missing_gradients});
   }
   runtime::Engine& operator*() { return *engine_; }
+
+  // Note [Python's timeline]
+  // ------------------------
+  // weft.DataParallel(trace=FILE) records what weft train --trace records (Note
+  // [Measured timeline], runtime/train/measured_trace.h): the engine's backward,
+  // messages and updates, and each layer's forward. The user's module runs its
+  // own forward, so a layer's "fp" is the time from its forward pre-hook (once the
+  // engine let it run) to the next layer's: the forward split at the layers'
+  // starts, waits left out, what a module does around its children counted in the
+  // layer that ran last. Only training forwards (begin_forward) are timed.
+  void begin_forward() {
+    timing_ = recorder_ && recorder_->records(engine_->iterations_done());
+    layer_ = -1;
+  }
+  void wait_for_forward(int layer) {
+    close_forward_segment();
+    engine_->wait_for_forward(layer);
+    if (timing_) {
+      layer_ = layer;
+      segment_start_ = recorder_->now();
+    }
+  }
+  void end_forward() {
+    close_forward_segment();
+    timing_ = false;
+  }
+  // Collective over the workers (after finish()): rank 0 writes the trace and
+  // returns its summary as JSON text; the others None. UsageError (ValueError) where
+  // `file` cannot be written.
+  std::optional<std::string> write_trace(const std::string& file, const std::string& strategy, int iterations) {
+    if (!recorder_) throw std::logic_error("write_trace: the engine records no timeline");
+    ranges::KeywordSpelling keywords;
+    const auto summary = runtime::write_measured_trace(job_->group, workers_, workers_, strategy, *recorder_,
+                                                       iterations, "--trace", file);
+    if (!summary) return std::nullopt;
+    return summary_json(*summary);
+  }
 
   // What a checkpoint of this worker holds besides the module's own tensors
   // (Note [A worker's state], runtime/train/worker.h). REQUIRES: drained.
@@ -351,7 +399,21 @@ class PyEngine {
   runtime::LayerOptimizer* optimizer_;    // kept alive by the Python engine object (keep_alive)
   std::unique_ptr<runtime::OuterOptimizer> outer_;  // declared before the engine, which uses it
   std::unique_ptr<runtime::SiteCollectives> sites_;  // likewise; null without sites
+  std::vector<std::string> names_;
+  int workers_;
+  std::unique_ptr<runtime::Recorder> recorder_;  // likewise; null without trace
   std::unique_ptr<runtime::Engine> engine_;
+  // The training forward being timed (Note [Python's timeline]): its layer now running, since when.
+  bool timing_ = false;
+  int layer_ = -1;
+  Seconds segment_start_ = 0;
+
+  void close_forward_segment() {
+    if (!timing_ || layer_ < 0) return;
+    recorder_->add({.lane = "compute", .name = "fp " + names_[static_cast<size_t>(layer_)], .start = segment_start_,
+                    .end = recorder_->now(), .iteration = engine_->iterations_done(), .layer = layer_});
+    layer_ = -1;
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -484,6 +546,12 @@ PYBIND11_MODULE(_C, m) {
       .def("identity", [](const runtime::JobOptions& j, int workers) {
         return runtime::job_identity(j, workers).dump();
       }, py::arg("workers"), "What a checkpoint records of the job (runtime/train/job.h), as JSON text.");
+  m.def("check_trace", [](const std::string& file, int iterations) {
+    ranges::KeywordSpelling keywords;
+    ranges::check(ranges::kTraceIterations, iterations);
+    check_output("--trace", file);
+  }, py::arg("file"), py::arg("iterations"),
+        "ValueError unless `file` could be written and `iterations` is in --trace-iterations' range.");
   m.def("job_options", &make_job, py::arg("strategy"), py::arg("schedule_options"), py::arg("servers"),
         py::arg("steps"), py::arg("failure_timeout"), py::arg("outer_optimizer"), py::arg("outer_lr"),
         py::arg("outer_momentum"), py::arg("inner_optimizer"), py::arg("choose_period"),
@@ -529,14 +597,18 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<std::shared_ptr<Job>, std::shared_ptr<runtime::SharedPlan>, const runtime::JobOptions&, Layers,
-                    std::vector<std::string>, runtime::LayerOptimizer&, int, bool, int>(),
+                    std::vector<std::string>, runtime::LayerOptimizer&, int, bool, int, int>(),
            py::arg("job"), py::arg("schedule"), py::arg("options"), py::arg("layers"), py::arg("names"),
            py::arg("optimizer"), py::arg("workers"), py::arg("zero_missing_gradients"), py::arg("first_iteration"),
-           py::keep_alive<1, 7>(), py::call_guard<py::gil_scoped_release>())
+           py::arg("trace_iterations"), py::keep_alive<1, 7>(), py::call_guard<py::gil_scoped_release>())
       .def("state", &PyEngine::state, "The worker's state besides the module's tensors (REQUIRES: drained).")
       .def("load_state", &PyEngine::load_state, py::arg("state"), "Sets state() before the first iteration.")
-      .def("wait_for_forward", [](PyEngine& e, int l) { (*e).wait_for_forward(l); },
-           py::call_guard<py::gil_scoped_release>())
+      .def("wait_for_forward", &PyEngine::wait_for_forward, py::call_guard<py::gil_scoped_release>())
+      .def("begin_forward", &PyEngine::begin_forward, "A training forward starts (Note [Python's timeline]).")
+      .def("end_forward", &PyEngine::end_forward, "The training forward returned.")
+      .def("write_trace", &PyEngine::write_trace, py::arg("file"), py::arg("strategy"), py::arg("iterations"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Collective, after finish(): rank 0 writes the measured timeline and returns its summary (JSON text).")
       .def("start_backward", [](PyEngine& e) { (*e).start_backward(); })
       .def("end_backward", [](PyEngine& e) { (*e).end_backward(); }, py::call_guard<py::gil_scoped_release>())
       .def("drain", [](PyEngine& e) { (*e).drain(); }, py::call_guard<py::gil_scoped_release>())

@@ -23,6 +23,8 @@
 
 #include <fmt/format.h>
 
+#include "units/ranges.h"
+
 namespace weft {
 namespace {
 
@@ -355,14 +357,14 @@ void check_output(std::string_view flag, const std::filesystem::path& file) {
       why = target.refusal;
       break;
   }
-  if (!why.empty()) throw UsageError(fmt::format("{} {}: cannot write it ({})", flag, file.string(), why));
+  if (!why.empty()) throw UsageError(fmt::format("{}: cannot write it ({})", ranges::given(flag, file.string()), why));
 }
 
 void write_output(std::string_view flag, const std::filesystem::path& file, std::string_view text) {
   try {
     write_file_atomically(file, text);
   } catch (const std::runtime_error& e) {
-    throw UsageError(fmt::format("{} {}", flag, e.what()));
+    throw UsageError(ranges::given(flag, e.what()));  // e.what() begins with the file
   }
 }
 

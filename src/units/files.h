@@ -63,7 +63,8 @@ void write_file_atomically(const std::filesystem::path& file, std::string_view t
 
 // write_file_atomically for a file the user named with `flag`: a path that cannot
 // be written is bad input.
-// THROWS UsageError "FLAG FILE: cannot write it (STEP failed: REASON)".
+// THROWS UsageError "FLAG FILE: cannot write it (STEP failed: REASON)" ("flag=FILE: ..."
+// under ranges::KeywordSpelling).
 void write_output(std::string_view flag, const std::filesystem::path& file, std::string_view text);
 
 // Checks, before long work whose result goes to `file`, that write_output could
@@ -71,7 +72,7 @@ void write_output(std::string_view flag, const std::filesystem::path& file, std:
 // files in it; a device or FIFO may be written by this process; a descriptor
 // (/dev/stdout) is open for writing; it is not a directory. A typo in an output
 // path then costs nothing instead of the whole run. Creates and opens nothing.
-// THROWS UsageError "FLAG FILE: cannot write it (REASON)".
+// THROWS UsageError "FLAG FILE: cannot write it (REASON)", spelled as write_output's.
 void check_output(std::string_view flag, const std::filesystem::path& file);
 
 }  // namespace weft

@@ -44,11 +44,11 @@ std::chrono::steady_clock::time_point common_origin(c10d::Store& store, int rank
   return latest;
 }
 
-std::chrono::steady_clock::time_point common_origin(const Group& group) {
+std::chrono::steady_clock::time_point common_origin(const Group& group, int ranks) {
   const auto left = std::chrono::steady_clock::now();
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return common_origin(*group.store, group.rank, group.world, boot, left);
+  return common_origin(*group.store, group.rank, ranks, boot, left);
 }
 
 std::string local_address_towards(const std::string& host) {

@@ -150,9 +150,9 @@ std::chrono::steady_clock::time_point common_origin(c10d::Store& store, int rank
                                                     const std::string& machine,
                                                     std::chrono::steady_clock::time_point left);
 
-// The same for `group`, its rank leaving the barrier now, on this boot of this
-// machine.
-std::chrono::steady_clock::time_point common_origin(const Group& group);
+// The same for ranks [0, ranks) of `group` (every one calls it), its rank leaving
+// the barrier now, on this boot of this machine.
+std::chrono::steady_clock::time_point common_origin(const Group& group, int ranks);
 
 // The local IPv4 address used to reach `host` (no packet is sent). THROWS
 // std::runtime_error naming the host if it does not resolve or is unreachable.

@@ -5,7 +5,7 @@
 //
 // Each case runs `weft netem --workers 2 --bandwidth 10Mbit -- weft train ...` and
 // reads the Chrome trace that `weft train --trace` writes (every rank's "compute"
-// and "comm" events; Note [Measured timeline] in runtime/train/trainer.h).
+// and "comm" events; Note [Measured timeline] in runtime/train/measured_trace.h).
 //
 // Note [Why the overlap is not luck]
 // ----------------------------------

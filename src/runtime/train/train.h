@@ -12,7 +12,7 @@
 //
 // Outputs (all optional; docs/formats.md §6): metrics JSON lines from every rank appended to
 // one file; one Chrome trace holding every rank's measured timeline (rank 0 gathers
-// them, Note [Measured timeline] in runtime/train/trainer.h); the final parameters of
+// them, Note [Measured timeline] in runtime/train/measured_trace.h); the final parameters of
 // each rank as raw float32 (`<save_params>.rank<r>`, layers in order, each tensor
 // flattened), which is what the equivalence tests compare.
 //

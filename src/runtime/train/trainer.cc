@@ -39,6 +39,7 @@
 #include "runtime/train/divergence.h"
 #include "runtime/train/error_text.h"
 #include "runtime/train/iteration.h"
+#include "runtime/train/measured_trace.h"
 #include "runtime/train/worker.h"
 #include "schedulers/strategies.h"
 #include "timeline/recorder.h"
@@ -244,114 +245,13 @@ void save_parameters(LayeredModel& model, const std::filesystem::path& base, int
   write_output("--save-params", file, bytes);
 }
 
-json events_json(const std::vector<Event>& events) {
-  json out = json::array();
-  for (const Event& e : events) {
-    out.push_back({{"lane", e.lane}, {"name", e.name}, {"start", e.start}, {"end", e.end},
-                   {"iteration", e.iteration}, {"layer", e.layer}, {"bytes", e.bytes}});
-  }
-  return out;
-}
-
-std::vector<Event> events_from(const json& array, int worker) {
-  std::vector<Event> out;
-  for (const json& e : array) {
-    out.push_back({.worker = worker, .lane = e["lane"], .name = e["name"], .start = e["start"], .end = e["end"],
-                   .iteration = e["iteration"], .layer = e["layer"], .bytes = e["bytes"]});
-  }
-  return out;
-}
-
-// Busy time of the union of `intervals` clipped to [from, to], and the most that
-// overlap at one instant.
-std::pair<Seconds, int> busy_and_peak(std::vector<std::pair<Seconds, Seconds>> intervals, Seconds from, Seconds to) {
-  std::sort(intervals.begin(), intervals.end());
-  Seconds busy = 0, covered_until = from;
-  std::vector<std::pair<Seconds, int>> edges;
-  for (auto [start, end] : intervals) {
-    if (end <= from || start >= to) continue;
-    edges.push_back({start, +1});
-    edges.push_back({end, -1});
-    start = std::max(start, covered_until);
-    end = std::min(end, to);
-    if (end > start) {
-      busy += end - start;
-      covered_until = end;
-    }
-  }
-  std::sort(edges.begin(), edges.end());  // at equal times, ends (−1) first
-  int open = 0, peak = 0;
-  for (const auto& [time, change] : edges) peak = std::max(peak, open += change);
-  return {busy, peak};
-}
-
-// The summary of a measured timeline (timeline.h) from the recorded events.
-// Iteration t lasts from the start of rank 0's first forward to the start of its
-// next iteration's; iteration 0 (warm-up) and the last recorded one (no successor)
-// are left out. compute = fp + bp; link utilisation = busy fraction of rank 0's
-// "comm" lane. With parameter servers, a server's link is busy while any worker's
-// exchange with it is in flight, and its incast is how many are at once (every
-// worker's exchange events, kExchangeEventPrefix and the server). The collective
-// skew is over every worker's other "comm" events past the warm-up.
-Summary summarise(const std::vector<Event>& events, int iterations) {
-  Summary s;
-  if (iterations < 2) return s;
-  std::vector<Seconds> begin(static_cast<size_t>(iterations), 1e300), compute(static_cast<size_t>(iterations), 0);
-  std::vector<std::pair<Seconds, Seconds>> comm;
-  std::map<int, std::vector<std::pair<Seconds, Seconds>>> exchanges;  // server -> intervals
-  std::vector<Event> collectives;  // every worker's, past the warm-up
-  for (const Event& e : events) {
-    if (e.lane == "comm" && e.iteration >= 0 && e.iteration < iterations) {
-      if (e.name.starts_with(kExchangeEventPrefix)) {
-        exchanges[std::atoi(e.name.c_str() + kExchangeEventPrefix.size())].emplace_back(e.start, e.end);
-      } else if (e.iteration >= 1) {
-        collectives.push_back(e);
-      }
-    }
-    if (e.worker != 0 || e.iteration < 0 || e.iteration >= iterations) continue;
-    if (e.lane == "compute") {
-      begin[static_cast<size_t>(e.iteration)] = std::min(begin[static_cast<size_t>(e.iteration)], e.start);
-      compute[static_cast<size_t>(e.iteration)] += e.end - e.start;
-    } else if (e.lane == "comm") {
-      comm.emplace_back(e.start, e.end);
-    }
-  }
-  // Iteration t (t >= 1) lasts from its first forward to the next one's.
-  const int measured = iterations - 2;
-  if (measured < 1) return s;
-  const Seconds span = begin[static_cast<size_t>(iterations - 1)] - begin[1];
-  s.iterations = measured;
-  s.iteration = span / measured;
-  for (int t = 1; t < iterations - 1; ++t) s.compute += compute[static_cast<size_t>(t)];
-  s.compute /= measured;
-  s.exposed_comm = s.iteration - s.compute;
-  const Seconds end = begin[static_cast<size_t>(iterations - 1)];
-  s.link_utilisation = span > 0 ? busy_and_peak(comm, begin[1], end).first / span : 0;
-  s.collective_skew = collective_skew(collectives);
-  for (const auto& [server, intervals] : exchanges) {
-    const auto [busy, peak] = busy_and_peak(intervals, begin[1], end);
-    s.peak_server_incast = std::max(s.peak_server_incast, peak);
-    if (span > 0) s.server_busy = std::max(s.server_busy, busy / span);
-  }
-  return s;
-}
-
 void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, int iterations) {
-  const int workers = group.world - options.job.servers;
-  const std::string prefix = "weft/timeline/";
-  group.store->set(prefix + std::to_string(group.rank), bytes_of(events_json(recorder.take()).dump()));
-  if (group.rank != 0) return;
-  Timeline timeline{.source = "measured", .strategy = options.job.strategy};
-  for (int r = 0; r < group.world; ++r) {
-    timeline.process_names.push_back(r < workers ? fmt::format("rank {}", r)
-                                                 : fmt::format("server {} (rank {})", r - workers, r));
-    auto events = events_from(json::parse(string_of(group.store->get(prefix + std::to_string(r)))), r);
-    timeline.events.insert(timeline.events.end(), events.begin(), events.end());
+  const std::optional<Summary> summary =
+      write_measured_trace(group, group.world, group.world - options.job.servers, options.job.strategy, recorder,
+                           std::min(iterations, options.trace_iterations), "--trace", options.trace);
+  if (summary) {
+    std::cerr << fmt::format("measured timeline written to {} ({})\n", options.trace.string(), summary_json(*summary));
   }
-  timeline.summary = summarise(timeline.events, std::min(iterations, options.trace_iterations));
-  write_output("--trace", options.trace, chrome_trace_json({&timeline}));
-  std::cerr << fmt::format("measured timeline written to {} ({})\n", options.trace.string(),
-                           summary_json(timeline.summary));
 }
 
 // ---------------------------------------------------------------------------
@@ -539,7 +439,7 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   }
 
   group.collectives->barrier()->wait();  // the workers' common time origin
-  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
+  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group, group.world));
   const std::int64_t steps = std::stoll(string_of(group.store->get(kStepsKey)));
   std::int64_t previous_checkpoint = first;
   try {
@@ -635,7 +535,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
   MetricsFile metrics;
   if (leader) metrics = MetricsFile(options.metrics, /*truncate=*/!options.resume);
   group.collectives->barrier()->wait();  // the common time origin, and the metrics file exists
-  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group));
+  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group, group.world));
   if (!leader) metrics = MetricsFile(options.metrics, /*truncate=*/false);
 
   const std::int64_t steps = total_steps(options, *data);

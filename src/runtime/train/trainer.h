@@ -3,15 +3,8 @@
 // then forward layer by layer (each layer waiting for what the schedule says it
 // needs), loss, backward, and the outputs of `weft train`.
 //
-// Note [Measured timeline]
-// ------------------------
-// Each rank records its own events — "compute" (fp/bp per layer, training thread),
-// "comm" (one event per message, from issue to completion) and "update" (the
-// layer-wise optimizer steps, on the engine's thread) — with times measured from
-// the start barrier all ranks leave together. Rank 0 gathers them through the
-// TCPStore and writes ONE Chrome trace with a process per rank, so a run opens
-// like the simulator's prediction, side by side with it. Only the first
-// `trace_iterations` iterations are recorded.
+// --trace: the first --trace-iterations iterations' events of every rank, in one
+// Chrome trace (Note [Measured timeline], runtime/train/measured_trace.h).
 //
 // Metrics: every rank appends one JSON line per iteration, {"rank", "iter",
 // "time_s", "iteration_s", "loss", "strategy"}, to the same file (O_APPEND, one
