@@ -125,7 +125,8 @@ def example_runs(a):
                 a.weft, "run", "--nproc", str(a.nproc), "--bandwidth", link, "--", PYTHON,
                 os.path.join(ROOT, "examples", EXAMPLES[a.what]), "--strategy", strategy,
                 "--compression", codec or "none", "--bandwidth", link, "--steps", str(a.steps),
-                "--batch", str(a.batch), "--eval-samples", "0", "--metrics", m]))
+                "--batch", str(a.batch), "--eval-samples", "0", "--metrics", m]
+                + (["--host", a.hosts[link]] if link in a.hosts and not strategy.startswith("torch") else [])))
         links.append((link, runs))
     return links
 
@@ -276,7 +277,7 @@ def main():
                              "loopback")
     parser.add_argument("--seeds", default="0", help="race: the examples' --seed, one round each")
     parser.add_argument("--host", action="append", default=[], metavar="LINK=FILE",
-                        help="race: the host description weft's runs on LINK plan for (weft profile --host FILE "
+                        help="the host description weft's runs on LINK plan for (weft profile --host FILE "
                              "--interference, measured behind that link); repeat per link")
     parser.add_argument("--eval-every", type=int, default=50, help="race: steps between evaluations")
     parser.add_argument("--eval-samples", type=int, help="race: the example's --eval-samples (its default if not given)")
@@ -295,6 +296,14 @@ def main():
         parser.error(f"--steps {a.steps} --warmup {a.warmup}: expected steps > warmup >= 0")
     if not os.access(a.weft, os.X_OK):
         parser.error(f"--weft {a.weft}: not an executable; build weft first (make build)")
+    a.hosts = {}
+    for spec in a.host:
+        link, _, path = spec.partition("=")
+        if not path or link not in a.bandwidths.split(","):
+            parser.error(f"--host {spec}: expected LINK=FILE with LINK one of --bandwidths {a.bandwidths}")
+        if not os.path.isfile(path):
+            parser.error(f"--host {spec}: {path} is not a file; measure one with weft profile --host")
+        a.hosts[link] = os.path.abspath(path)
     if a.what == "race":
         if a.family is None or not a.run:
             parser.error("race: expected a family (" + ", ".join(EXAMPLES) + ") and at least one --run NAME=FLAGS")
@@ -304,14 +313,6 @@ def main():
             [int(s) for s in a.seeds.split(",")]
         except ValueError:
             parser.error(f"--seeds {a.seeds}: expected integers, comma-separated")
-        a.hosts = {}
-        for spec in a.host:
-            link, _, path = spec.partition("=")
-            if not path or link not in a.bandwidths.split(","):
-                parser.error(f"--host {spec}: expected LINK=FILE with LINK one of --bandwidths {a.bandwidths}")
-            if not os.path.isfile(path):
-                parser.error(f"--host {spec}: {path} is not a file; measure one with weft profile --host")
-            a.hosts[link] = os.path.abspath(path)
         if os.geteuid() != 0 and any(link != "loopback" for link in a.bandwidths.split(",")):
             parser.error(f"--bandwidths {a.bandwidths}: emulated links need root (or race over loopback)")
     elif a.family is not None:
