@@ -296,6 +296,8 @@ def main():
         parser.error(f"--steps {a.steps} --warmup {a.warmup}: expected steps > warmup >= 0")
     if not os.access(a.weft, os.X_OK):
         parser.error(f"--weft {a.weft}: not an executable; build weft first (make build)")
+    if a.host and a.what in ("overhead", "update"):
+        parser.error(f"--host: {a.what} plans no run for a link; the example modes and race take it")
     a.hosts = {}
     for spec in a.host:
         link, _, path = spec.partition("=")

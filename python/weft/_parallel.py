@@ -559,9 +559,12 @@ class DataParallel(nn.Module):
             self._job.broadcast_buffers(self._module_buffers)
         if training:
             self._engine.begin_forward()  # Note [Python's timeline] (src/python/module.cc)
-        output = self.module(*args, **kwargs)
+        try:
+            output = self.module(*args, **kwargs)
+        finally:
+            if training:
+                self._engine.end_forward()  # a forward that raised times nothing after it
         if training:
-            self._engine.end_forward()
             synced = self._sync
             for t in tensors_in(output):
                 if t.requires_grad:
@@ -677,8 +680,7 @@ class DataParallel(nn.Module):
         if self._engine is not None:
             self._engine.finish()
             if self._options["trace"]:
-                summary = self._engine.write_trace(self._options["trace"], self.strategy,
-                                                   min(self._engine.iterations_done, self._options["trace_iterations"]))
+                summary = self._engine.write_trace(self._options["trace"], self.strategy)
                 if summary is not None:
                     self.trace_summary = json.loads(summary)
                     if self._options["verbose"]:

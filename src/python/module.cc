@@ -362,11 +362,11 @@ class PyEngine {
   // Collective over the workers (after finish()): rank 0 writes the trace and
   // returns its summary as JSON text; the others None. UsageError (ValueError) where
   // `file` cannot be written.
-  std::optional<std::string> write_trace(const std::string& file, const std::string& strategy, int iterations) {
+  std::optional<std::string> write_trace(const std::string& file, const std::string& strategy) {
     if (!recorder_) throw std::logic_error("write_trace: the engine records no timeline");
     ranges::KeywordSpelling keywords;
     const auto summary = runtime::write_measured_trace(job_->group, workers_, workers_, strategy, *recorder_,
-                                                       iterations, "--trace", file);
+                                                       engine_->iterations_done(), "--trace", file);
     if (!summary) return std::nullopt;
     return summary_json(*summary);
   }
@@ -606,7 +606,7 @@ PYBIND11_MODULE(_C, m) {
       .def("wait_for_forward", &PyEngine::wait_for_forward, py::call_guard<py::gil_scoped_release>())
       .def("begin_forward", &PyEngine::begin_forward, "A training forward starts (Note [Python's timeline]).")
       .def("end_forward", &PyEngine::end_forward, "The training forward returned.")
-      .def("write_trace", &PyEngine::write_trace, py::arg("file"), py::arg("strategy"), py::arg("iterations"),
+      .def("write_trace", &PyEngine::write_trace, py::arg("file"), py::arg("strategy"),
            py::call_guard<py::gil_scoped_release>(),
            "Collective, after finish(): rank 0 writes the measured timeline and returns its summary (JSON text).")
       .def("start_backward", [](PyEngine& e) { (*e).start_backward(); })

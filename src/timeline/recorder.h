@@ -25,6 +25,7 @@ class Recorder {
 
   Seconds now() const { return std::chrono::duration<double>(Clock::now() - origin_).count(); }
   bool records(int iteration) const { return iteration >= 0 && iteration < iterations_; }
+  int iterations() const { return iterations_; }
   int worker() const { return worker_; }
 
   // Sets event.worker; drops events of iterations not recorded.

@@ -105,7 +105,7 @@ Summary summarise_measured(const std::vector<Event>& events, int iterations) {
 }
 
 std::optional<Summary> write_measured_trace(const Group& group, int ranks, int workers, const std::string& strategy,
-                                            Recorder& recorder, int iterations, std::string_view flag,
+                                            Recorder& recorder, std::int64_t trained, std::string_view flag,
                                             const std::filesystem::path& file) {
   const auto key = [](int r) { return "weft/timeline/" + std::to_string(r); };
   const std::string mine = events_json(recorder.take()).dump();
@@ -119,7 +119,8 @@ std::optional<Summary> write_measured_trace(const Group& group, int ranks, int w
     auto events = events_from(json::parse(std::string(theirs.begin(), theirs.end())), r);
     timeline.events.insert(timeline.events.end(), events.begin(), events.end());
   }
-  timeline.summary = summarise_measured(timeline.events, iterations);
+  timeline.summary =
+      summarise_measured(timeline.events, static_cast<int>(std::min<std::int64_t>(trained, recorder.iterations())));
   write_output(flag, file, chrome_trace_json({&timeline}));
   return timeline.summary;
 }

@@ -17,6 +17,7 @@
 // Thread-safety: one call per rank, from one thread.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -40,12 +41,13 @@ namespace weft::runtime {
 Summary summarise_measured(const std::vector<Event>& events, int iterations);
 
 // Collective: ranks [0, ranks) of `group` each call it once with their recorder
-// (the last `ranks - workers` being servers). Rank 0 gathers every rank's events
-// through the store, writes the trace to `file` (named `flag` in errors) and
-// returns its summary over the first `iterations`; the others return nullopt.
+// (the last `ranks - workers` being servers), after `trained` iterations. Rank 0
+// gathers every rank's events through the store, writes the trace to `file`
+// (named `flag` in errors) and returns its summary over the iterations both
+// trained and recorded; the others return nullopt.
 // THROWS UsageError (rank 0) where `file` cannot be written.
 std::optional<Summary> write_measured_trace(const Group& group, int ranks, int workers, const std::string& strategy,
-                                            Recorder& recorder, int iterations, std::string_view flag,
+                                            Recorder& recorder, std::int64_t trained, std::string_view flag,
                                             const std::filesystem::path& file);
 
 }  // namespace weft::runtime

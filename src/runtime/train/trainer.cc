@@ -245,10 +245,10 @@ void save_parameters(LayeredModel& model, const std::filesystem::path& base, int
   write_output("--save-params", file, bytes);
 }
 
-void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, int iterations) {
+void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, std::int64_t trained) {
   const std::optional<Summary> summary =
       write_measured_trace(group, group.world, group.world - options.job.servers, options.job.strategy, recorder,
-                           std::min(iterations, options.trace_iterations), "--trace", options.trace);
+                           trained, "--trace", options.trace);
   if (summary) {
     std::cerr << fmt::format("measured timeline written to {} ({})\n", options.trace.string(), summary_json(*summary));
   }
@@ -456,7 +456,7 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   } catch (const std::invalid_argument& e) {  // run_server's only one: a checkpoint's state does not fit
     throw UsageError(fmt::format("--resume {}: {}", options.checkpoint.string(), e.what()));
   }
-  if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
+  if (!options.trace.empty()) write_trace(options, group, recorder, steps);
   return 0;
 }
 
@@ -625,7 +625,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
     if (options.eval_every > 0) eval_line(steps - 1, engine);
   }
   if (!options.save_params.empty()) save_parameters(*model, options.save_params, group.rank);
-  if (!options.trace.empty()) write_trace(options, group, recorder, static_cast<int>(steps));
+  if (!options.trace.empty()) write_trace(options, group, recorder, steps);
   return 0;
 }
 
