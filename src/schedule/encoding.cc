@@ -64,8 +64,8 @@ Bytes elementwise_wire_bytes(const Encoding& encoding, Bytes values) {
     case Encoding::Codec::kNone: return 4 * values;
     case Encoding::Codec::kFp16:
     case Encoding::Codec::kBf16:
-    case Encoding::Codec::kPowerSgd: return 2 * values;
-    case Encoding::Codec::kAcpSgd: return 4 * values;
+    case Encoding::Codec::kPowerSgd:
+    case Encoding::Codec::kAcpSgd: return 2 * values;
     case Encoding::Codec::kInt8: return values + 4 * ((values + kInt8Block - 1) / kInt8Block);
   }
   return 4 * values;

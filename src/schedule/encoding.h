@@ -24,7 +24,7 @@ struct Encoding {
     kBf16,      // bfloat16 bit patterns on a ring of our own, summed in float32
     kInt8,      // int8 with a float32 scale per block, on a requantising ring; error feedback
     kPowerSgd,  // rank-`rank` factors of each matrix, fp16 for the rest; error feedback
-    kAcpSgd,    // PowerSGD's P and Q factors in alternate messages, float32 for the rest; error feedback
+    kAcpSgd,    // PowerSGD's P and Q factors in alternate messages, with the rest in one fp16 sum; error feedback
   };
   Codec codec = Codec::kNone;
   int rank = 0;  // low_rank codecs: the rank R of the factors, >= 1; 0 otherwise

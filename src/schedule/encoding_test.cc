@@ -68,16 +68,17 @@ TEST(Encoding, PowerSgdIsTwoExchangesWhereItFactorsAMatrix) {
   }
 }
 
-// acpsgd sends P or Q in turn (a 64 x 64 matrix at rank 2: 64·2 floats either
-// way) and its vectors in float32, in one sum; PowerSGD both factors, vectors in fp16.
-TEST(Encoding, AcpSgdSendsHalfTheFactorsAndTheRestInFloat32) {
+// acpsgd sends P or Q in turn (a 64 x 64 matrix at rank 2: 64·2 values either
+// way) and its vectors, in one fp16 sum; PowerSGD both factors in float32, vectors in fp16.
+TEST(Encoding, AcpSgdSendsHalfTheFactorsAndTheRestInOneFp16Sum) {
   Profile profile{.model = "m", .batch = 1};
   profile.layers = {{.name = "fc", .params = 64 * 64 + 64, .shapes = {{64, 64}, {64}}}};
   const std::vector<Chunk> fc{{.layer = 0, .offset = 0, .length = (64 * 64 + 64) * 4}};
   EXPECT_EQ(wire_cost(parse_encoding("powersgd:2", "x"), fc, profile, Host{}).bytes, 4 * 128 * 2 + 2 * 64);
-  EXPECT_EQ(wire_cost(parse_encoding("acpsgd:2", "x"), fc, profile, Host{}).bytes, 4 * 64 * 2 + 4 * 64);
-  const Host host{.codec_cost = {{"acpsgd", 1e-9}, {"powersgd", 3e-9}}};
-  EXPECT_DOUBLE_EQ(wire_cost(parse_encoding("acpsgd:2", "x"), fc, profile, host).compute, 1e-9 * 64 * 64 * 2);
+  EXPECT_EQ(wire_cost(parse_encoding("acpsgd:2", "x"), fc, profile, Host{}).bytes, 2 * 64 * 2 + 2 * 64);
+  const Host host{.codec_cost = {{"acpsgd", 1e-9}, {"powersgd", 3e-9}, {"fp16", 5e-9}}};
+  EXPECT_DOUBLE_EQ(wire_cost(parse_encoding("acpsgd:2", "x"), fc, profile, host).compute,
+                   1e-9 * 64 * 64 * 2 + 5e-9 * 64);
 }
 
 // A message's wire cost is its chunks' payloads summed (what the planners price

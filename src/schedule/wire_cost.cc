@@ -31,8 +31,9 @@ void add_chunk(const Encoding& encoding, const Chunk& c, const Profile& profile,
       const MatrixShape m = matrix_shape(n, shape.size(), shape.empty() ? n : shape[0]);
       if (a == t_begin && b == t_end && factorised(m, encoding.rank)) {
         const Bytes factors = powersgd_wire_bytes(m.rows, m.cols, encoding.rank);
-        // acpsgd sends P and Q in alternate messages: half the factors on average.
-        sum.factor_bytes += alternate ? factors / 2 : factors;
+        // acpsgd sends P and Q in alternate messages, in fp16: a quarter of
+        // PowerSGD's float32 factors on average.
+        sum.factor_bytes += alternate ? factors / 4 : factors;
         sum.matrix_work += static_cast<double>(n) * std::min<Bytes>(encoding.rank, std::min(m.rows, m.cols));
         ++sum.matrices;
       } else {
@@ -68,12 +69,11 @@ WireCost wire_cost(const Encoding& encoding, const Payload& payload, const Host&
   }
   const bool alternate = encoding.codec == Encoding::Codec::kAcpSgd;
   // PowerSGD's Q sum waits for its P sum (its fp16 rest runs beside P); acpsgd
-  // sends P or Q, and the rest, in one sum.
+  // sends P or Q, and the rest, in one fp16 sum.
   return {.bytes = payload.factor_bytes + elementwise_wire_bytes(encoding, payload.whole_values),
-          // The factors' arithmetic per rows·cols·R; powersgd's rest is cast to fp16 and back.
-          .compute = alternate ? cost_of(host, "acpsgd") * payload.matrix_work
-                               : cost_of(host, "powersgd") * payload.matrix_work +
-                                     cost_of(host, "fp16") * static_cast<double>(payload.whole_values),
+          // The factors' arithmetic per rows·cols·R; the rest is cast to fp16 and back.
+          .compute = cost_of(host, alternate ? "acpsgd" : "powersgd") * payload.matrix_work +
+                     cost_of(host, "fp16") * static_cast<double>(payload.whole_values),
           .exchanges = payload.matrices > 0 && !alternate ? 2 : 1};
 }
 

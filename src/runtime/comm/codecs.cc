@@ -424,7 +424,11 @@ class LeadersRingCodec : public Codec {
 // matrix is the mean M̄ projected on a rank-R space every rank holds alike, so
 // error feedback keeps what the projection missed, as in PowerSGD. Why: one sum per
 // message instead of two in turn, half the factors' bytes on average, and the
-// rest of the message (vectors) fits in the same sum in float32.
+// rest of the message (vectors) fits in the same sum.
+//
+// That sum is in fp16, values / P, as the fp16 codec's: on small models the
+// vectors are most of the bytes. A factor's rounding is part of the decoded
+// matrix, so error feedback keeps it; the rest's is lost, as with fp16.
 class LowRankCodec : public Codec {
  public:
   LowRankCodec(const CodecContext& c, const Encoding& encoding)
@@ -594,7 +598,7 @@ class LowRankCodec : public Codec {
     }
   }
 
-  // Note [Alternating factors]: one float32 sum of this message's factors and rest.
+  // Note [Alternating factors]: one fp16 sum of this message's factors and rest.
   void average_alternating(const std::vector<Chunk>& chunks, const torch::Tensor& packed, torch::Tensor& result) {
     torch::NoGradGuard no_grad;
     std::vector<Matrix> matrices;
@@ -613,7 +617,8 @@ class LowRankCodec : public Codec {
     for (const auto& f : sent) parts.push_back(f.reshape({-1}));
     for (auto [at, n] : rest) parts.push_back(packed.narrow(0, at, n));
     if (parts.empty()) return;
-    const torch::Tensor mean = sum(torch::cat(parts)).div_(static_cast<double>(c_.workers));
+    const double p = c_.workers;
+    const torch::Tensor mean = sum(torch::cat(parts).div_(p).to(torch::kFloat16)).to(torch::kFloat32);
     unflat(mean, sent);
     for (std::size_t i = 0; i < matrices.size(); ++i) {
       Factor& k = kept(matrices[i]);

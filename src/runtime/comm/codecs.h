@@ -10,7 +10,7 @@
 //             into one all-reduce for P and one for Q, error feedback and warm
 //             start; the other values in float16
 //   acpsgd    the same factors, P and Q in alternate messages (Note [Alternating
-//             factors]), in one float32 all-reduce with the other values
+//             factors]), in one fp16 all-reduce with the other values
 //
 // Every codec leaves bit-identical means on every rank: what a rank decodes is
 // the same bytes every other rank decodes, and any arithmetic after that is the

@@ -236,14 +236,20 @@ TEST(AcpSgdCodec, RecoversAMeanOfRankAtMostRInTwoMessages) {
   for (int r = 0; r < world; ++r) mean += input(r, 0) / world;
   const torch::Tensor expected = mean.narrow(0, at, 24 * 18);
   const torch::Tensor first = results[0][0].narrow(0, at, 24 * 18), second = results[0][1].narrow(0, at, 24 * 18);
-  EXPECT_GT((first - expected).abs().max().item<double>(), 1e-2 * expected.abs().max().item<double>())
+  EXPECT_GT((first - expected).abs().max().item<double>(), 0.2 * expected.abs().max().item<double>())
       << "a random space should miss some of the mean";
-  EXPECT_LE((first + second - 2 * expected).abs().max().item<double>(), 1e-4 * expected.abs().max().item<double>());
-  // The vectors travel in float32, in the same sum: layer 2, layer 1's bias, layer 0's.
+  // Up to the second message's fp16 rounding of Q̄ (the first's is fed back), whose
+  // values, sums over 24 rows, are several times the mean's.
+  EXPECT_LE((first + second - 2 * expected).abs().max().item<double>(), 5e-3 * expected.abs().max().item<double>());
+  // The vectors travel in fp16, in the same sum: layer 2, layer 1's bias, layer 0's.
   for (auto [begin, count] : {std::pair<std::int64_t, std::int64_t>{0, 700}, {700 + 384, 16}, {at + 24 * 18, 24}}) {
     for (int t = 0; t < 2; ++t) {
       const torch::Tensor got = results[0][static_cast<size_t>(t)].narrow(0, begin, count);
-      EXPECT_TRUE(torch::allclose(got, mean.narrow(0, begin, count), 1e-6, 1e-6)) << "values at " << begin;
+      double m = 0;
+      for (int r = 0; r < world; ++r) m = std::max(m, input(r, t).narrow(0, begin, count).abs().max().item<double>());
+      EXPECT_LE((got - mean.narrow(0, begin, count)).abs().max().item<double>(),
+                bound({.codec = Encoding::Codec::kFp16}, world, m))
+          << "values at " << begin;
     }
   }
 }
