@@ -241,7 +241,8 @@ TEST(AcpSgdCodec, RecoversAMeanOfRankAtMostRInTwoMessages) {
   // Up to the second message's fp16 rounding of Q̄ (the first's is fed back), whose
   // values, sums over 24 rows, are several times the mean's.
   EXPECT_LE((first + second - 2 * expected).abs().max().item<double>(), 5e-3 * expected.abs().max().item<double>());
-  // The vectors travel in fp16, in the same sum: layer 2, layer 1's bias, layer 0's.
+  // The vectors travel in fp16, in the same sum, their rounding fed back: layer 2,
+  // layer 1's bias, layer 0's.
   for (auto [begin, count] : {std::pair<std::int64_t, std::int64_t>{0, 700}, {700 + 384, 16}, {at + 24 * 18, 24}}) {
     for (int t = 0; t < 2; ++t) {
       const torch::Tensor got = results[0][static_cast<size_t>(t)].narrow(0, begin, count);
