@@ -496,11 +496,11 @@ class LowRankCodec : public Codec {
     std::int64_t at;  // first value in the packed message
     std::int64_t rows, cols, layer_at;
   };
-  // A run of values of one layer that travels whole.
+  // A run of values of one layer that travels whole: `chunk` of its layer, at
+  // value `at` of the packed message.
   struct Piece {
-    std::int64_t at, n;  // in the packed message
-    int layer;
-    std::int64_t layer_at;
+    std::int64_t at;
+    Chunk chunk;
   };
   // The summed factor a matrix's next message reuses: Q (powersgd's warm start;
   // acpsgd after a P message) or P (acpsgd after a Q message).
@@ -527,7 +527,7 @@ class LowRankCodec : public Codec {
           if (a == t_begin && b == t_end && factorised(m, rank_)) {
             matrices.push_back({c.layer, static_cast<int>(i), position + (a - begin), m.rows, m.cols, t_begin});
           } else {
-            rest.push_back({position + (a - begin), b - a, c.layer, a});
+            rest.push_back({position + (a - begin), {.layer = c.layer, .offset = 4 * a, .length = 4 * (b - a)}});
           }
         }
         t_begin = t_end;
@@ -578,7 +578,7 @@ class LowRankCodec : public Codec {
     Summing rest_sum;
     if (!rest.empty()) {
       std::vector<torch::Tensor> parts;
-      for (const Piece& r : rest) parts.push_back(packed.narrow(0, r.at, r.n));
+      for (const Piece& r : rest) parts.push_back(packed.narrow(0, r.at, values_of(r.chunk)));
       rest_sum = start_workers_sum(c_, torch::cat(parts).div_(p).to(torch::kFloat16));
     }
     std::vector<torch::Tensor> ms, ps;
@@ -626,18 +626,21 @@ class LowRankCodec : public Codec {
     for (const auto& f : sent) parts.push_back(f.reshape({-1}));
     std::int64_t factors = 0;
     for (const auto& f : sent) factors += f.numel();
-    for (const Piece& r : rest) parts.push_back(packed.narrow(0, r.at, r.n) + feedback_.of(r.layer).narrow(0, r.layer_at, r.n));
+    std::vector<Chunk> rest_chunks;
+    for (const Piece& r : rest) {
+      parts.push_back(packed.narrow(0, r.at, values_of(r.chunk)));
+      rest_chunks.push_back(r.chunk);
+    }
     if (parts.empty()) return;
     const double p = c_.workers;
-    const torch::Tensor x = torch::cat(parts);
+    torch::Tensor x = torch::cat(parts);
+    const std::int64_t whole = x.numel() - factors;
+    if (whole > 0) x.narrow(0, factors, whole).add_(feedback_.gather(rest_chunks));
     const torch::Tensor wire = (x / p).to(torch::kFloat16);
     // The rest's own rounding, fed back (the factors' is part of the decoded matrix).
-    const torch::Tensor lost = x.narrow(0, factors, x.numel() - factors) -
-                               wire.narrow(0, factors, x.numel() - factors).to(torch::kFloat32) * p;
-    std::int64_t k = 0;
-    for (const Piece& r : rest) {
-      feedback_.of(r.layer).narrow(0, r.layer_at, r.n).copy_(lost.narrow(0, k, r.n));
-      k += r.n;
+    if (whole > 0) {
+      feedback_.scatter(rest_chunks,
+                        x.narrow(0, factors, whole) - wire.narrow(0, factors, whole).to(torch::kFloat32) * p);
     }
     const torch::Tensor mean = sum(wire).to(torch::kFloat32);
     unflat(mean, sent);
@@ -654,8 +657,8 @@ class LowRankCodec : public Codec {
                         torch::Tensor& result) {
     std::int64_t k = 0;
     for (const Piece& r : rest) {
-      result.narrow(0, r.at, r.n).copy_(values.narrow(0, k, r.n));
-      k += r.n;
+      result.narrow(0, r.at, values_of(r.chunk)).copy_(values.narrow(0, k, values_of(r.chunk)));
+      k += values_of(r.chunk);
     }
   }
 
