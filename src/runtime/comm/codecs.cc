@@ -413,7 +413,8 @@ class LeadersRingCodec : public Codec {
 // tensor as rows = its first dimension, cols = the rest) plus its error, P = MQ
 // summed, orthonormalised, Q = MᵀP summed and divided by the workers; the mean is
 // PQᵀ and the error M − PQᵀ. Q is kept for the next step (warm start), starting
-// from the same seeded random matrix on every rank.
+// from the same seeded random matrix on every rank. The rest of the message
+// (vectors) is summed beside, in fp16 with its rounding fed back (to_wire).
 
 // Note [Alternating factors]
 // ---------------------------
@@ -429,9 +430,9 @@ class LeadersRingCodec : public Codec {
 // That sum is in fp16, values / P, as the fp16 codec's: on small models the
 // vectors are most of the bytes. A factor's rounding is part of the decoded
 // matrix, so error feedback keeps it; the rest sends its value plus its error
-// and keeps what this rank's own rounding lost, as int8 does. Without that, the
-// fp16 sum learnt less than the float32 one (cnn, ten seeds: loss after 60
-// steps +2.3%); with it, as much.
+// and keeps what this rank's own rounding lost, as int8 does (PowerSGD's rest
+// too). Without that, the fp16 sum learnt less than the float32 one (cnn, ten
+// seeds: loss after 60 steps +2.3%); with it, as much.
 class LowRankCodec : public Codec {
  public:
   LowRankCodec(const CodecContext& c, const Encoding& encoding)
@@ -579,7 +580,7 @@ class LowRankCodec : public Codec {
     if (!rest.empty()) {
       std::vector<torch::Tensor> parts;
       for (const Piece& r : rest) parts.push_back(packed.narrow(0, r.at, values_of(r.chunk)));
-      rest_sum = start_workers_sum(c_, torch::cat(parts).div_(p).to(torch::kFloat16));
+      rest_sum = start_workers_sum(c_, to_wire(torch::cat(parts), 0, rest));
     }
     std::vector<torch::Tensor> ms, ps;
     for (const Matrix& m : matrices) {
@@ -626,23 +627,9 @@ class LowRankCodec : public Codec {
     for (const auto& f : sent) parts.push_back(f.reshape({-1}));
     std::int64_t factors = 0;
     for (const auto& f : sent) factors += f.numel();
-    std::vector<Chunk> rest_chunks;
-    for (const Piece& r : rest) {
-      parts.push_back(packed.narrow(0, r.at, values_of(r.chunk)));
-      rest_chunks.push_back(r.chunk);
-    }
+    for (const Piece& r : rest) parts.push_back(packed.narrow(0, r.at, values_of(r.chunk)));
     if (parts.empty()) return;
-    const double p = c_.workers;
-    torch::Tensor x = torch::cat(parts);
-    const std::int64_t whole = x.numel() - factors;
-    if (whole > 0) x.narrow(0, factors, whole).add_(feedback_.gather(rest_chunks));
-    const torch::Tensor wire = (x / p).to(torch::kFloat16);
-    // The rest's own rounding, fed back (the factors' is part of the decoded matrix).
-    if (whole > 0) {
-      feedback_.scatter(rest_chunks,
-                        x.narrow(0, factors, whole) - wire.narrow(0, factors, whole).to(torch::kFloat32) * p);
-    }
-    const torch::Tensor mean = sum(wire).to(torch::kFloat32);
+    const torch::Tensor mean = sum(to_wire(torch::cat(parts), factors, rest)).to(torch::kFloat32);
     unflat(mean, sent);
     for (std::size_t i = 0; i < matrices.size(); ++i) {
       Factor& k = kept(matrices[i]);
@@ -651,6 +638,20 @@ class LowRankCodec : public Codec {
       decoded(matrices[i], ms[i], approx, result);
     }
     copy_rest(mean.narrow(0, factors, mean.numel() - factors), rest, result);
+  }
+
+  // `x` / P in fp16, to be summed; its values from `from` on are `rest`'s, which
+  // send their value plus their error and keep what this rank's rounding lost (a
+  // factor's rounding is part of its decoded matrix: Note [Alternating factors]).
+  torch::Tensor to_wire(torch::Tensor x, std::int64_t from, const std::vector<Piece>& rest) {
+    const double p = c_.workers;
+    std::vector<Chunk> chunks;
+    for (const Piece& r : rest) chunks.push_back(r.chunk);
+    torch::Tensor values = x.narrow(0, from, x.numel() - from);
+    if (!chunks.empty()) values.add_(feedback_.gather(chunks));
+    torch::Tensor wire = (x / p).to(torch::kFloat16);
+    if (!chunks.empty()) feedback_.scatter(chunks, values - wire.narrow(0, from, values.numel()).to(torch::kFloat32) * p);
+    return wire;
   }
 
   static void copy_rest(const torch::Tensor& values, const std::vector<Piece>& rest,

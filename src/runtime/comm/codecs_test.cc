@@ -274,6 +274,24 @@ TEST_P(LowRankCodec, ErrorFeedbackMakesTheSumOverStepsConverge) {
   EXPECT_LT(last, 0.7 * half) << "first " << first;
 }
 
+// The rest (here layer 2: 700 values that are no matrix) travels in fp16 with each
+// rank's rounding fed back, so over steps that rounding cancels. One worker: with
+// more, the sum's own fp16 rounding, which no rank can see, comes on top.
+TEST_P(LowRankCodec, TheRestsRoundingIsFedBack) {
+  const int world = 1, steps = 40;
+  const auto chunks = whole_layers(model());
+  const std::int64_t n = values(chunks);
+  const auto results = run(parse_encoding(GetParam(), "test"), world, steps, chunks,
+                           [&](int r, int) { return random_input(r, 0, n); });
+  std::vector<torch::Tensor> rest;
+  for (const auto& m : results[0]) rest.push_back(m.narrow(0, 0, 700));
+  const torch::Tensor mean = mean_of(world, 0, n).narrow(0, 0, 700);
+  const double first = relative_error_of_sum(rest, mean, 1);
+  EXPECT_GT(first, 0) << "fp16 should round some of these values";
+  // Without feedback the same rounding would repeat: the relative error would stay `first`.
+  EXPECT_LT(relative_error_of_sum(rest, mean, steps), first / 10);
+}
+
 INSTANTIATE_TEST_SUITE_P(Codecs, LowRankCodec, testing::Values("powersgd:1", "acpsgd:1"));
 
 // A codec's state (error feedback, PowerSGD's Q) is all it carries between
