@@ -181,3 +181,10 @@ def test_one_site_trains_as_the_flat_job():
     model(torch.randn(4, 1, 8, 8)).sum().backward()
     model.finish()
     assert weft.strategies()[model.strategy] == "ssgd"
+
+
+@pytest.mark.parametrize("value, error", [("sometimes", ValueError), (1, TypeError), (None, TypeError)])
+def test_broadcast_buffers_is_true_false_or_always(value, error):
+    net = models.make_net()
+    with pytest.raises(error, match=rf"^broadcast_buffers={value!r}: expected True, False or 'always'"):
+        weft.DataParallel(net, sgd(net), broadcast_buffers=value)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from . import _C
+from ._buffers import Buffers, forward_changed_buffers
 from ._layers import assign, first_calls, measure, surrogate_loss, tensors_in
 from ._optim import Mirror, inner_kind, mirror_reason
 from ._update import UPDATES, Update
@@ -52,7 +53,7 @@ WRAPPER_OPTIONS = {
     "servers": None,                 # parameter servers among the ranks; None = $WEFT_SERVERS or 0
     "steps": None,                   # iterations the job trains (parameter servers need it)
     "find_unused_parameters": False, # a parameter without gradient: error (False) or zero gradient (True)
-    "broadcast_buffers": True,       # rank 0's buffers at the start of every training forward
+    "broadcast_buffers": True,       # rank 0's buffers at every training forward; "always": DDP's own
     "failure_timeout": 60.0,         # seconds; as `weft train --failure-timeout`
     "allow": ("ssgd",),              # strategy="auto": the families it may choose from, and "lossy" (codecs)
     "verbose": True,                 # rank 0 says what it runs, on stderr
@@ -158,6 +159,9 @@ class DataParallel(nn.Module):
         if o["outer_optimizer"] is not None:
             _expect("outer_optimizer", o["outer_optimizer"], str, "a string")
         _expect("trace_iterations", o["trace_iterations"], int, "an integer")
+        if not (isinstance(o["broadcast_buffers"], bool) or o["broadcast_buffers"] == "always"):
+            raise (ValueError if isinstance(o["broadcast_buffers"], str) else TypeError)(
+                f"broadcast_buffers={o['broadcast_buffers']!r}: expected True, False or 'always'")
         if o["trace"] is not None:
             _expect("trace", o["trace"], (str, os.PathLike), "a file name")
             o["trace"] = os.fspath(o["trace"])
@@ -239,6 +243,7 @@ class DataParallel(nn.Module):
         self._sync = True  # False inside no_sync()
         self._said = set()
         self._update = None  # _update.py, from the first forward
+        self._buffer_sync = None  # _buffers.py, from the first forward where they are broadcast
         self._diverging = None  # rank 0's DivergenceWatch, from the first forward
         _WRAPPED.add(module)
         _WRAPPED.add(optimizer)
@@ -277,14 +282,14 @@ class DataParallel(nn.Module):
                 # user's first forward draws what it would under DDP.
                 try:
                     with torch.random.fork_rng(devices=[]):
-                        profile_text, called, why = self._measure(args, kwargs, together)
+                        profile_text, called, changed, why = self._measure(args, kwargs, together)
                     if self._options["profile"] is None:
                         profile_text = together.median(profile_text)
                 finally:
                     together.leave()  # where this worker failed, the others go on without it
                 if job.rank == 0 and self._requested == "auto":
                     recipe = self._choose(profile_text, why)
-                extra = json.dumps({"called": called})
+                extra = json.dumps({"called": called, "changed_buffers": changed})
             except (ValueError, TypeError, RuntimeError) as e:
                 if job.rank != 0:
                     raise
@@ -305,11 +310,12 @@ class DataParallel(nn.Module):
         shared = json.loads(plan.extra)
         layers = assign(self.module, shared["called"], self._user_layers)
         self._check_profile(plan.profile_json, layers)
-        return plan, layers
+        return plan, layers, shared["changed_buffers"]
 
     def _measure(self, args, kwargs, together):
-        """(this worker's profile JSON, module names in first-call order, what was measured),
-        every worker measuring beside the others (Note [Profiled as trained])."""
+        """(this worker's profile JSON, module names in first-call order, the buffers a training
+        forward changes, what was measured), every worker measuring beside the others (Note
+        [Profiled as trained])."""
         o = self._options
         try:
             twin = copy.deepcopy(self.module)  # profiling must leave the trained module untouched
@@ -320,20 +326,21 @@ class DataParallel(nn.Module):
         with torch.enable_grad():
             called = first_calls(twin, run)
             layers = assign(twin, called, self._user_layers)
+            changed = forward_changed_buffers(twin, run)  # Note [Buffers no forward changes]
             if o["profile"] is not None:
                 try:
                     with open(o["profile"]) as f:
                         text = f.read()
                 except OSError as e:
                     raise ValueError(f"profile={o['profile']!r}: {e.strerror}") from None
-                return text, called, f"the profile {o['profile']}"
+                return text, called, changed, f"the profile {o['profile']}"
             fp, bp = measure(twin, layers, run, surrogate_loss, together=together)
         batch = next((t.shape[0] for t in tensors_in((args, kwargs)) if t.dim() > 0), 1)
         rows = [(name or "(root)", sum(p.numel() for p in params), 4, f, b, [list(p.shape) for p in params])
                 for (name, params), f, b in zip(layers, fp, bp)]
         why = (f"the median of the {self.workers} workers' first batches, measured together" if self.workers > 1
                else "its first batch")
-        return _C.profile_json(type(self.module).__name__, int(batch), rows), called, why
+        return _C.profile_json(type(self.module).__name__, int(batch), rows), called, changed, why
 
     def _choose(self, profile_text, why):
         """strategy="auto", rank 0: the recipe (JSON text for JobOptions.with_recipe) — the C++
@@ -361,7 +368,7 @@ class DataParallel(nn.Module):
                              "module with the same layers (weft.profile)")
 
     def _start(self, args, kwargs):
-        plan, layers = self._setup(args, kwargs)
+        plan, layers, changed_buffers = self._setup(args, kwargs)
         self._layers = layers
         params = [ps for _, ps in layers]
         family = strategies()[self.strategy]
@@ -404,9 +411,10 @@ class DataParallel(nn.Module):
         # directly (p.data) are not seen: model.drain() is for those.
         for sub in modules.values():
             self._handles.append(sub._register_state_dict_hook(lambda *_: self.drain()))
-        self._sync_buffers = (bool(self._options["broadcast_buffers"]) and bool(self._module_buffers)
-                              and self.world > 1 and not self._servers)
-        if self._sync_buffers:
+        broadcast = self._options["broadcast_buffers"]
+        if broadcast and self._module_buffers and self.world > 1 and not self._servers:
+            self._buffer_sync = Buffers(self._job, self.module, None if broadcast == "always" else changed_buffers,
+                                    self.rank)
             self._job.open_buffer_group()
         if self.rank == 0 and self._options["verbose"]:
             extra = "" if plan.options_json == "{}" else " " + plan.options_json
@@ -452,7 +460,7 @@ class DataParallel(nn.Module):
 
     def _serve(self):
         """A parameter-server rank: serves `steps` iterations, then ends the process (status 0)."""
-        plan, layers = self._setup(None, None)
+        plan, layers, _ = self._setup(None, None)
         params = [ps for _, ps in layers]
         optimizer = _C.LayerOptimizer(params, Mirror(self._optimizer, params).options(stepped=True))
         _C.serve(self._job, plan, self._job_options, params, optimizer, self.workers)
@@ -555,8 +563,8 @@ class DataParallel(nn.Module):
         if self._engine is None:
             self._start(args, kwargs)
         training = self.module.training and torch.is_grad_enabled()
-        if training and self._sync_buffers:
-            self._job.broadcast_buffers(self._module_buffers)
+        if training and self._buffer_sync is not None:
+            self._buffer_sync.before_training_forward()
         if training:
             self._engine.begin_forward()  # Note [Python's timeline] (src/python/module.cc)
         try:
