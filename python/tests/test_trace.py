@@ -15,18 +15,19 @@ from jobs import check, free_port, run_job
 LAYERS = ["conv", "norm", "fc"]
 
 
-def events_by_rank(trace_file):
-    """{rank: [(lane, name, start_s, end_s, iteration)]} from the Chrome trace."""
+def events_by_rank(trace_file, source="measured"):
+    """{rank: [(lane, name, start_s, end_s, iteration)]} of `source` (measured, or the
+    simulated prediction beside it) from the Chrome trace."""
     trace = json.load(open(trace_file))["traceEvents"]
     lanes, ranks = {}, {}
     for e in trace:
         if e["ph"] == "M" and e["name"] == "thread_name":
             lanes[(e["pid"], e["tid"])] = e["args"]["name"]
-        if e["ph"] == "M" and e["name"] == "process_name":
+        if e["ph"] == "M" and e["name"] == "process_name" and e["args"]["name"].startswith(source):
             ranks[e["pid"]] = int(e["args"]["name"].rsplit(" ", 1)[1])
     out = {}
     for e in trace:
-        if e["ph"] == "X":
+        if e["ph"] == "X" and e["pid"] in ranks:
             start = e["ts"] * 1e-6
             out.setdefault(ranks[e["pid"]], []).append(
                 (lanes[(e["pid"], e["tid"])], e["name"], start, start + e["dur"] * 1e-6, e["args"]["iteration"]))
@@ -55,6 +56,10 @@ def test_two_workers_trace_every_layer_and_message_and_train_the_same(tmp_path):
             assert any(lane == "comm" and it == t for lane, *_, it in events), (rank, t)
         fp = sorted((s, e) for lane, name, s, e, _ in events if name.startswith("fp "))
         assert all(s <= e for s, e in fp) and all(a[1] <= b[0] + 1e-6 for a, b in zip(fp, fp[1:])), rank
+    # Beside it, the simulator's prediction of the same schedule, layer by layer.
+    predicted = events_by_rank(trace, "simulated")
+    assert sorted(predicted) == [0, 1]
+    assert {name for _, name, *_ in predicted[0]} >= {f"fp {layer}" for layer in LAYERS}
 
 
 def test_rank_0_keeps_the_summary(tmp_path):
@@ -73,6 +78,7 @@ def test_rank_0_keeps_the_summary(tmp_path):
     model.finish()
     summary = model.trace_summary
     assert summary["iterations"] == 2 and 0 < summary["compute_s"] <= summary["iteration_s"], summary
+    assert summary["predicted_iteration_s"] > 0, summary
     assert trace.exists()
 
 

@@ -692,7 +692,8 @@ class DataParallel(nn.Module):
                 if summary is not None:
                     self.trace_summary = json.loads(summary)
                     if self._options["verbose"]:
-                        _say(f"measured timeline written to {self._options['trace']} ({summary})")
+                        _say(f"measured timeline written to {self._options['trace']} beside the prediction "
+                             f"({summary})")
             for h in self._handles:
                 h.remove()
             self._handles = []

@@ -302,7 +302,12 @@ class PyEngine {
   PyEngine(std::shared_ptr<Job> job, std::shared_ptr<runtime::SharedPlan> plan, const runtime::JobOptions& options,
            Layers layers, std::vector<std::string> names, runtime::LayerOptimizer& optimizer, int workers,
            bool zero_missing_gradients, int first_iteration, int trace_iterations)
-      : job_(std::move(job)), plan_(std::move(plan)), optimizer_(&optimizer), names_(names), workers_(workers) {
+      : job_(std::move(job)),
+        plan_(std::move(plan)),
+        options_(options),
+        optimizer_(&optimizer),
+        names_(names),
+        workers_(workers) {
     Job& j = *job_;
     if (trace_iterations > 0) {
       recorder_ = std::make_unique<runtime::Recorder>(j.group.rank, trace_iterations,
@@ -359,16 +364,22 @@ class PyEngine {
     close_forward_segment();
     timing_ = false;
   }
-  // Collective over the workers (after finish()): rank 0 writes the trace and
-  // returns its summary as JSON text; the others None. UsageError (ValueError) where
+  // Collective over the workers (after finish()): rank 0 writes the trace beside
+  // the prediction and returns its summary as JSON text (with
+  // "predicted_iteration_s"); the others None. UsageError (ValueError) where
   // `file` cannot be written.
   std::optional<std::string> write_trace(const std::string& file, const std::string& strategy) {
     if (!recorder_) throw std::logic_error("write_trace: the engine records no timeline");
     ranges::KeywordSpelling keywords;
+    std::optional<Timeline> predicted;
+    if (job_->group.rank == 0) {
+      predicted = runtime::predicted_timeline(*plan_, options_, workers_, recorder_->iterations());
+    }
     const auto summary = runtime::write_measured_trace(job_->group, workers_, workers_, strategy, *recorder_,
-                                                       engine_->iterations_done(), "--trace", file);
+                                                       engine_->iterations_done(), "--trace", file,
+                                                       predicted ? &*predicted : nullptr);
     if (!summary) return std::nullopt;
-    return summary_json(*summary);
+    return runtime::summary_json(*summary, predicted->summary);
   }
 
   // What a checkpoint of this worker holds besides the module's own tensors
@@ -396,6 +407,7 @@ class PyEngine {
  private:
   std::shared_ptr<Job> job_;
   std::shared_ptr<runtime::SharedPlan> plan_;  // the engine reads the schedule throughout
+  runtime::JobOptions options_;                 // what the plan was planned for (write_trace's prediction)
   runtime::LayerOptimizer* optimizer_;    // kept alive by the Python engine object (keep_alive)
   std::unique_ptr<runtime::OuterOptimizer> outer_;  // declared before the engine, which uses it
   std::unique_ptr<runtime::SiteCollectives> sites_;  // likewise; null without sites

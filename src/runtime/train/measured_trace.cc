@@ -106,7 +106,7 @@ Summary summarise_measured(const std::vector<Event>& events, int iterations) {
 
 std::optional<Summary> write_measured_trace(const Group& group, int ranks, int workers, const std::string& strategy,
                                             Recorder& recorder, std::int64_t trained, std::string_view flag,
-                                            const std::filesystem::path& file) {
+                                            const std::filesystem::path& file, const Timeline* predicted) {
   const auto key = [](int r) { return "weft/timeline/" + std::to_string(r); };
   const std::string mine = events_json(recorder.take()).dump();
   group.store->set(key(group.rank), std::vector<std::uint8_t>(mine.begin(), mine.end()));
@@ -121,8 +121,16 @@ std::optional<Summary> write_measured_trace(const Group& group, int ranks, int w
   }
   timeline.summary =
       summarise_measured(timeline.events, static_cast<int>(std::min<std::int64_t>(trained, recorder.iterations())));
-  write_output(flag, file, chrome_trace_json({&timeline}));
+  std::vector<const Timeline*> timelines{&timeline};
+  if (predicted != nullptr) timelines.push_back(predicted);
+  write_output(flag, file, chrome_trace_json(timelines));
   return timeline.summary;
+}
+
+std::string summary_json(const Summary& measured, const Summary& predicted) {
+  json j = json::parse(weft::summary_json(measured));
+  j["predicted_iteration_s"] = predicted.iteration;
+  return j.dump();
 }
 
 }  // namespace weft::runtime

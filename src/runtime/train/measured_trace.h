@@ -8,8 +8,9 @@
 // "comm" (one event per message, from issue to completion) and "update" (the
 // layer-wise optimizer steps, on the engine's thread) — with times measured from
 // the start barrier all ranks leave together (common_origin). Rank 0 gathers them
-// through the store and writes ONE Chrome trace with a process per rank, so a run
-// opens like the simulator's prediction, side by side with it. Only the first
+// through the store and writes ONE Chrome trace with a process per rank, beside
+// the simulator's prediction of the same schedule (predicted_timeline in
+// runtime/train/worker.h), so that a step longer than planned shows where. Only the first
 // iterations are recorded (Recorder). The summary's iteration runs from rank 0's
 // first forward to its next: whatever the loop does between layers' compute
 // (loss, data, an optimizer step outside the engine, waits) is exposed time.
@@ -43,11 +44,16 @@ Summary summarise_measured(const std::vector<Event>& events, int iterations);
 // Collective: ranks [0, ranks) of `group` each call it once with their recorder
 // (the last `ranks - workers` being servers), after `trained` iterations. Rank 0
 // gathers every rank's events through the store, writes the trace to `file`
-// (named `flag` in errors) and returns its summary over the iterations both
-// trained and recorded; the others return nullopt.
+// (named `flag` in errors), with `predicted` beside them where given, and
+// returns its summary over the iterations both trained and recorded; the others
+// return nullopt.
 // THROWS UsageError (rank 0) where `file` cannot be written.
 std::optional<Summary> write_measured_trace(const Group& group, int ranks, int workers, const std::string& strategy,
                                             Recorder& recorder, std::int64_t trained, std::string_view flag,
-                                            const std::filesystem::path& file);
+                                            const std::filesystem::path& file, const Timeline* predicted = nullptr);
+
+// The measured summary's JSON (summary_json) with the prediction's iteration
+// beside it as "predicted_iteration_s".
+std::string summary_json(const Summary& measured, const Summary& predicted);
 
 }  // namespace weft::runtime

@@ -41,6 +41,7 @@
 // before the forward it overlaps starts.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -60,19 +61,24 @@ struct RankTimes {
   std::map<int, double> last_message_end;     // iteration -> latest end of its comm events
 };
 
-// Per rank (= pid: a measured trace holds one timeline), from the trace's
-// "thread_name" metadata (lane names) and complete ("X") events.
+// Per rank (= pid of a "measured" process; the prediction beside them is left
+// out), from the trace's metadata (process and lane names) and complete ("X") events.
 std::map<int, RankTimes> read_trace(const fs::path& file) {
   const json trace = json::parse(read_text(file));
   std::map<std::pair<int, int>, std::string> lane;  // (pid, tid) -> lane name
+  std::set<int> measured;
   for (const json& e : trace.at("traceEvents")) {
     if (e.at("ph") == "M" && e.at("name") == "thread_name") {
       lane[{e.at("pid").get<int>(), e.at("tid").get<int>()}] = e.at("args").at("name").get<std::string>();
     }
+    if (e.at("ph") == "M" && e.at("name") == "process_name" &&
+        e.at("args").at("name").get<std::string>().starts_with("measured")) {
+      measured.insert(e.at("pid").get<int>());
+    }
   }
   std::map<int, RankTimes> out;
   for (const json& e : trace.at("traceEvents")) {
-    if (e.at("ph") != "X") continue;
+    if (e.at("ph") != "X" || !measured.contains(e.at("pid").get<int>())) continue;
     const int pid = e.at("pid").get<int>();
     const std::string& name = lane.at({pid, e.at("tid").get<int>()});
     const int t = e.at("args").at("iteration").get<int>();

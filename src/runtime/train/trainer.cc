@@ -245,12 +245,18 @@ void save_parameters(LayeredModel& model, const std::filesystem::path& base, int
   write_output("--save-params", file, bytes);
 }
 
-void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, std::int64_t trained) {
+// Collective: every rank (`plan`: null on a server, never rank 0).
+void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, std::int64_t trained,
+                 const SharedPlan* plan) {
+  const int workers = group.world - options.job.servers;
+  std::optional<Timeline> predicted;
+  if (group.rank == 0) predicted = predicted_timeline(*plan, options.job, workers, recorder.iterations());
   const std::optional<Summary> summary =
-      write_measured_trace(group, group.world, group.world - options.job.servers, options.job.strategy, recorder,
-                           trained, "--trace", options.trace);
+      write_measured_trace(group, group.world, workers, options.job.strategy, recorder, trained, "--trace",
+                           options.trace, predicted ? &*predicted : nullptr);
   if (summary) {
-    std::cerr << fmt::format("measured timeline written to {} ({})\n", options.trace.string(), summary_json(*summary));
+    std::cerr << fmt::format("measured timeline written to {} beside the prediction ({})\n", options.trace.string(),
+                             summary_json(*summary, predicted->summary));
   }
 }
 
@@ -456,7 +462,7 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   } catch (const std::invalid_argument& e) {  // run_server's only one: a checkpoint's state does not fit
     throw UsageError(fmt::format("--resume {}: {}", options.checkpoint.string(), e.what()));
   }
-  if (!options.trace.empty()) write_trace(options, group, recorder, steps);
+  if (!options.trace.empty()) write_trace(options, group, recorder, steps, nullptr);
   return 0;
 }
 
@@ -625,7 +631,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
     if (options.eval_every > 0) eval_line(steps - 1, engine);
   }
   if (!options.save_params.empty()) save_parameters(*model, options.save_params, group.rank);
-  if (!options.trace.empty()) write_trace(options, group, recorder, steps);
+  if (!options.trace.empty()) write_trace(options, group, recorder, steps, &plan);
   return 0;
 }
 

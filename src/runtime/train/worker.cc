@@ -10,6 +10,7 @@
 #include "runtime/comm/engine.h"
 #include "runtime/model/optimizer.h"
 #include "schedulers/strategies.h"
+#include "sim/simulator.h"
 
 namespace weft::runtime {
 
@@ -34,6 +35,10 @@ SharedPlan share_plan(const Group& group, const JobOptions& job, int workers, co
   validate(plan.schedule, plan.profile, workers);
   plan.gather_below = cluster.fitted ? cluster.fitted->gather_below : 0;
   return plan;
+}
+
+Timeline predicted_timeline(const SharedPlan& plan, const JobOptions& job, int workers, int record_iterations) {
+  return simulate(plan.schedule, plan.profile, cluster_of(job, workers), {.record_iterations = record_iterations});
 }
 
 std::unique_ptr<OuterOptimizer> make_outer(const JobOptions& job,

@@ -43,6 +43,7 @@
 #include "runtime/model/outer_optimizer.h"
 #include "runtime/train/job.h"
 #include "schedule/schedule.h"
+#include "timeline/timeline.h"
 
 namespace weft::runtime {
 
@@ -67,6 +68,12 @@ using Rank0Plan = std::function<std::pair<Profile, std::string>()>;
 // schedule of `job` on `workers` workers. THROWS UsageError with rank 0's
 // message if rank 0 failed, or what the strategy's scheduler throws.
 SharedPlan share_plan(const Group& group, const JobOptions& job, int workers, const Rank0Plan& rank0);
+
+// The simulator's timeline of `plan`'s schedule on the cluster it was planned
+// for (cluster_of(job, workers)), its first `record_iterations` recorded: what a
+// measured trace is written beside (Note [Measured timeline] in
+// runtime/train/measured_trace.h).
+Timeline predicted_timeline(const SharedPlan& plan, const JobOptions& job, int workers, int record_iterations);
 
 // The outer optimizer a rank steps with: the job's where it is enabled() and
 // this rank `steps` (local SGD's workers, EASGD's servers); else none.
