@@ -141,7 +141,7 @@ TEST(Auto, ChoosesTheShortestPeriodThatHidesTheAverage) {
   const auto local_at = [&](const Cluster& cluster, int H) {
     return choose_auto(profile, cluster, {.allow = {"local_sgd"}, .strategy = {.H = H}});
   };
-  for (const Cluster cluster : {Cluster{.workers = 4, .bandwidth = 20_Mbit, .latency = 1_ms},
+  for (const Cluster& cluster : {Cluster{.workers = 4, .bandwidth = 20_Mbit, .latency = 1_ms},
                                 Cluster{.workers = 4, .bandwidth = 10_Gbit, .latency = 10_us}}) {
     const AutoChoice c = choose_auto(profile, cluster, {.allow = {"local_sgd"}, .choose_period = true});
     const int H = c.options.H;
@@ -153,7 +153,9 @@ TEST(Auto, ChoosesTheShortestPeriodThatHidesTheAverage) {
       const Seconds t = at.plan.best()->timeline.summary.iteration;
       EXPECT_LE(chosen, (1 + kPeriodSlack) * t + 1e-12) << "H " << other << ": " << c.reason;
       // A shorter period than the chosen one is more than kPeriodSlack slower than the fastest.
-      if (other < H && at.strategy == c.strategy) EXPECT_GT(t, chosen) << "H " << other;
+      if (other < H && at.strategy == c.strategy) {
+        EXPECT_GT(t, chosen) << "H " << other;
+      }
     }
   }
   // A slower link needs a longer period to hide its average.
