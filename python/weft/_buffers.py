@@ -67,6 +67,8 @@ class Buffers:
             self._job.broadcast_buffers(self._every_forward)
 
     def _check(self):
+        if not self._watched:
+            return
         now = dict(self._module.named_buffers())
         for (name, b), value in zip(self._watched, self._values):
             if now.get(name) is not b or not _same(b, value):
