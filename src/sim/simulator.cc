@@ -55,10 +55,7 @@ namespace weft {
 // beyond an iteration's a worker did since the workers were last held together
 // (local SGD's periods), and a collective launched while its cores are all
 // taken (cores_taken, cost/host.h) starts `core_wait` later still: the
-// scheduler wakes its steps late. One run one at a time (serial(): a codec's
-// thread decodes and encodes between its sums, on shared cores) that waited for
-// the one before it to end, held by its dispatcher or by the transport (Note
-// [Collectives in flight]), meets the workers `back_to_back_skew` apart again. The push that completes a parameter server's exchange
+// scheduler wakes its steps late. The push that completes a parameter server's exchange
 // leaves `skew` after its launch (no drift: the workers meet at every exchange).
 // The wait uses no bytes and no cores; the trace shows it inside the
 // collective, as a measured trace does. Why: the simulated workers are in step
@@ -295,7 +292,7 @@ class Simulation {
 
   void launch_collective(int w, Message message, Seconds now);
   Seconds skew_due(int seq, Collective& c, Seconds launched);
-  void start_collective(int seq, Seconds now, bool held = false);
+  void start_collective(int seq, Seconds now);
   Flow encoded_flow(const Message& message) const;
   Flow encoded_ps_flow(const Part& part, bool push) const;
   void on_collective_done(int seq, Seconds now);
@@ -708,7 +705,7 @@ void Simulation::start_held_collectives(Seconds now) {
   while (!collectives_held_.empty() && room_for_collective(collectives_held_.front())) {
     const int next = collectives_held_.front();
     collectives_held_.pop_front();
-    start_collective(next, now, /*held=*/true);
+    start_collective(next, now);
   }
 }
 
@@ -811,7 +808,6 @@ void Simulation::launch_collective(int wi, Message message, Seconds now) {
 Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
   if (!skewed_) return 0;
   Seconds due = launched + (announced_ ? host_.back_to_back_skew : 0);
-  Seconds latest_ready = 0;
   for (int v = 0; v < sim_workers_; ++v) {
     auto& ready_at = workers_state_[static_cast<size_t>(v)].ready_at;
     for (OpRef op : c.messages[static_cast<size_t>(v)].ops) {
@@ -819,12 +815,9 @@ Seconds Simulation::skew_due(int seq, Collective& c, Seconds launched) {
       if (it == ready_at.end()) throw std::logic_error("simulator: a collective launched an op never made ready");
       const auto [ready, apart] = it->second;
       due = std::max(due, ready + host_.skew + host_.drift * std::max(0.0, apart - iteration_compute_));
-      latest_ready = std::max(latest_ready, ready);
       ready_at.erase(it);
     }
   }
-  // One that waited on its worker for the one before it (its dispatcher held it).
-  if (launched > latest_ready && serial(seq)) due = std::max(due, launched + host_.back_to_back_skew);
   if (std::any_of(machines_.begin(), machines_.end(),
                   [&](const Machine& m) { return cores_taken(host_, m.computing, m.messages); })) {
     due += host_.core_wait;
@@ -848,8 +841,7 @@ Flow Simulation::encoded_flow(const Message& message) const {
   return encoded_allreduce_flow(cluster_, wire_cost(first.encoding, chunks, profile_, host_), first.reach);
 }
 
-// `held`: it waited for another to end (Note [Collectives in flight]).
-void Simulation::start_collective(int seq, Seconds now, bool held) {
+void Simulation::start_collective(int seq, Seconds now) {
   if (!room_for_collective(seq)) {
     collectives_held_.push_back(seq);  // Note [Collectives in flight]
     return;
@@ -858,10 +850,7 @@ void Simulation::start_collective(int seq, Seconds now, bool held) {
   serial_moving_ += serial(seq) ? 1 : 0;
   Collective& c = collectives_[static_cast<size_t>(seq - collective_base_)];
   for (int v = 0; v < sim_workers_; ++v) count_in_flight(v, +1, now);
-  Flow flow = encoded_flow(c.messages[0]);
-  // Note [Skew]: the workers meet again at a serial one, back_to_back_skew apart.
-  if (held && skewed_ && serial(seq)) flow.startup += host_.back_to_back_skew;
-  c.flow = network_.start(std::move(flow), now, collective_stretch());
+  c.flow = network_.start(encoded_flow(c.messages[0]), now, collective_stretch());
   tag_flow(c.flow, {FlowTag::Kind::kCollective, seq});
 }
 

@@ -411,23 +411,6 @@ TEST(Simulate, BackToBackSkewSeparatesAnnouncedCollectivesSentInARow) {
               first_end + allreduce_time(c, p.layers[0].bytes()), 1e-12);
 }
 
-// Note [Skew]: a codec's message that waited for the one before it (run one at a
-// time, Note [Collectives in flight]) meets the workers back_to_back_skew apart
-// again, announced or not: its codec's thread decoded and encoded in between.
-TEST(Simulate, BackToBackSkewSeparatesACodecsMessagesSentInARow) {
-  Profile p = make_profile({{1e-3, 1e-4, 10'000}, {1e-3, 1e-4, 2'500'000}});
-  Cluster c = ring(4, 1_Gbit, 50_us);
-  c.host.skew = 4e-3;
-  c.host.back_to_back_skew = 3e-3;
-  std::vector<CommOp> ops = per_layer_backward_order(p, false);  // layer 1's, then layer 0's
-  for (CommOp& op : ops) op.encoding = parse_encoding("int8", "test");
-  const auto alone = [&](const CommOp& op) { return allreduce_time(c, wire_cost(op.encoding, op.chunks, p, c.host).bytes); };
-  const Seconds first_end = compute_of(p) - p.layers[0].bp + c.host.skew + alone(ops[0]);
-  ASSERT_GT(first_end, compute_of(p) + c.host.skew);  // the second message's data was ready long before
-  EXPECT_NEAR(simulate(one_period(ops), p, c, {.iterations = 4}).summary.iteration,
-              first_end + c.host.back_to_back_skew + alone(ops[1]), 1e-12);
-}
-
 // A message in a codec moves its wire bytes (schedule/wire_cost.h); PowerSGD's Q
 // sum is a second exchange, launched by the codec's thread: one more start-up and
 // the host's core_wait. ACP-SGD sums once. Nothing computes beside it here, so no
