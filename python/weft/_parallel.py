@@ -413,8 +413,8 @@ class DataParallel(nn.Module):
             self._handles.append(sub._register_state_dict_hook(lambda *_: self.drain()))
         broadcast = self._options["broadcast_buffers"]
         if broadcast and self._module_buffers and self.world > 1 and not self._servers:
-            self._buffer_sync = Buffers(self._job, self.module, None if broadcast == "always" else changed_buffers,
-                                    self.rank)
+            self._buffer_sync = Buffers(self._job, self.module,
+                                        None if broadcast == "always" else changed_buffers, self.rank)
             self._job.open_buffer_group()
         if self.rank == 0 and self._options["verbose"]:
             extra = "" if plan.options_json == "{}" else " " + plan.options_json

@@ -185,6 +185,10 @@ class Supervisor {
         fail(rank, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
       } else if (interrupted_signal_ == 0 && rank != first_failure_) {
         say(fmt::format("weft: {} failed ({}) after {}", name(rank), describe(status), name(first_failure_)));
+        // A rank that refused bad input (2) is why the others failed as it left
+        // (a broken pipe), even where one of them was reaped first: the job's
+        // status is its 2.
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 2) first_status_ = 2;
       }
     }
   }

@@ -117,6 +117,15 @@ TEST_F(LauncherTest, AFailedRankIsNamedAndTheOthersAreStopped) {
   for (pid_t pid : pids()) EXPECT_FALSE(alive(pid)) << "child " << pid << " survived";
 }
 
+// Rank 0 refuses its input (2) as rank 1 fails on its leaving, reaped first: the
+// job's status is still 2 (bad input), whichever failure was seen first.
+TEST_F(LauncherTest, BadInputOnAnyRankIsTheJobsStatus) {
+  const auto [status, err] = run(2, "if [ $RANK = 0 ]; then sleep 0.3; exit 2; fi; exit 1", /*failure_timeout=*/5);
+  EXPECT_EQ(status, 2) << err;
+  EXPECT_NE(err.find("rank 1 failed (exit status 1)"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 0 failed (exit status 2) after rank 1"), std::string::npos) << err;
+}
+
 TEST_F(LauncherTest, ARankKilledBySignalIsReportedSo) {
   const auto [status, err] = run(2, "if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 60", /*failure_timeout=*/0.5);
   EXPECT_NE(status, 0);
