@@ -5,7 +5,9 @@ final parameters and buffers, or {"error": text}.
     buffers_worker.py OUT RUN:PORT ...
 
 RUN is "ddp" or BROADCAST (True or always), with "+tamper" where rank 1 changes the
-constant buffer before step 5, as a user's code outside the forward may.
+constant buffer before step 5, as a user's code outside the forward may, or "+accumulate"
+where each step is two half batches, the first inside no_sync(), and every third step
+ends with an evaluation forward.
 """
 
 import os
@@ -42,7 +44,7 @@ def train(run, port, rank, workers):
     torch.manual_seed(0)
     net = Net()
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    broadcast, _, tamper = run.partition("+")
+    broadcast, _, habit = run.partition("+")
     if broadcast == "ddp":
         dist.init_process_group("gloo", rank=rank, world_size=workers)
         model = nn.parallel.DistributedDataParallel(net)
@@ -52,12 +54,22 @@ def train(run, port, rank, workers):
     x, y = models.shard(*models.data(workers, steps=STEPS), rank)
     try:
         for t in range(STEPS):
-            if tamper and t == 5 and rank == 1:
+            if habit == "tamper" and t == 5 and rank == 1:
                 with torch.no_grad():
                     net.scale.fill_(2.0)
             opt.zero_grad()
-            F.cross_entropy(model(x[t]), y[t]).backward()
+            if habit == "accumulate":
+                with model.no_sync():
+                    F.cross_entropy(model(x[t][::2]), y[t][::2]).div(2).backward()
+                F.cross_entropy(model(x[t][1::2]), y[t][1::2]).div(2).backward()
+            else:
+                F.cross_entropy(model(x[t]), y[t]).backward()
             opt.step()
+            if habit == "accumulate" and t % 3 == 2:
+                net.eval()
+                with torch.no_grad():
+                    model(x[t])
+                net.train()
         result = [p.detach().clone() for p in net.parameters()] + [b.clone() for b in net.buffers()]
     except (ValueError, RuntimeError) as e:
         result = {"error": str(e)}

@@ -2,7 +2,8 @@
 DDP's broadcast_buffers, with a meeting only for those a forward changes (Note [Buffers
 no forward changes] in python/weft/_buffers.py). Under DDP and weft, on two processes
 with their own data, a model with BatchNorm and a constant buffer ends with DDP's
-parameters and buffers; a constant buffer changed on one rank is DDP's with
+parameters and buffers, with no_sync() and evaluation forwards too (DDP broadcasts at a
+forward only after one outside no_sync() with gradients); a constant buffer changed on one rank is DDP's with
 broadcast_buffers="always", and raises naming it otherwise."""
 
 import os
@@ -27,7 +28,8 @@ def test_a_training_forward_changes_the_statistics_and_not_the_constant():
 
 
 def test_buffers_are_ddps_or_a_changed_constant_is_named(tmp_path):
-    runs = ["ddp", "True", "always", "ddp+tamper", "always+tamper"]
+    runs = ["ddp", "True", "always", "ddp+tamper", "always+tamper", "ddp+accumulate", "True+accumulate",
+            "always+accumulate"]
     ports = free_ports(len(runs) + 1)
     check(run_job("buffers_worker.py", [tmp_path, *[f"{r}:{p}" for r, p in zip(runs, ports)]], nproc=2,
                   timeout=300))
@@ -39,7 +41,8 @@ def test_buffers_are_ddps_or_a_changed_constant_is_named(tmp_path):
         return torch.load(os.path.join(tmp_path, f"{run}.rank{rank}.pt"))
 
     for rank in range(2):
-        for run, like in [("True", "ddp"), ("always", "ddp"), ("always+tamper", "ddp+tamper")]:
+        for run, like in [("True", "ddp"), ("always", "ddp"), ("always+tamper", "ddp+tamper"),
+                          ("True+accumulate", "ddp+accumulate"), ("always+accumulate", "ddp+accumulate")]:
             got, ddp = load(run, rank), load(like, rank)
             assert not isinstance(got, dict), (run, rank, got)
             assert models.max_difference(got, ddp) < 1e-5, (run, rank, models.max_difference(got, ddp))

@@ -18,6 +18,16 @@ import torch
 # buffer. Why: a broadcast is a meeting of every rank at every forward, a wait for the
 # slowest; the language model's constant mask cost its local SGD 8% of each step.
 # broadcast_buffers="always" is DDP's own: every buffer at every training forward.
+#
+# Note [When DDP broadcasts buffers]
+# ----------------------------------
+# Rule: as DDP, a forward broadcasts where the forward before it ran with gradients
+# and outside no_sync() (the first always); one that is not a training forward (rank 0
+# may evaluate alone) leaves its broadcast to the next training forward. Invariant:
+# gradient accumulation in no_sync() and evaluations between steps keep each rank's
+# buffers as DDP keeps them. Why: DDP broadcasts only after a synchronised forward, so
+# inside no_sync() every rank's BatchNorm accumulates its own statistics; broadcasting
+# at every training forward gave another model (test_buffers, "+accumulate").
 
 
 def _same(tensor, value):
@@ -56,15 +66,24 @@ class Buffers:
         self._every_forward = self._all if changed is None else [b for n, b in named if n in changed]
         self._watched = [] if changed is None else [(n, b) for n, b in named if n not in changed]
         self._values = None  # the watched buffers' values after the first training forward's broadcast
+        self._due = True  # Note [When DDP broadcasts buffers]
 
-    def before_training_forward(self):
+    def before_forward(self, training):
+        """Before each forward of the wrapper; `training`: in training mode with gradients."""
+        if not training:
+            return  # a broadcast due stays due for the next training forward
         if self._values is None:
             self._job.broadcast_buffers(self._all)
             self._values = [b.detach().clone() for _, b in self._watched]
-            return
-        self._check()
-        if self._every_forward:
-            self._job.broadcast_buffers(self._every_forward)
+        else:
+            self._check()
+            if self._due and self._every_forward:
+                self._job.broadcast_buffers(self._every_forward)
+        self._due = False
+
+    def after_forward(self, synced):
+        """After each forward; `synced`: it ran with gradients, outside no_sync()."""
+        self._due = self._due or synced
 
     def _check(self):
         if not self._watched:

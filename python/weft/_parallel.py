@@ -563,8 +563,8 @@ class DataParallel(nn.Module):
         if self._engine is None:
             self._start(args, kwargs)
         training = self.module.training and torch.is_grad_enabled()
-        if training and self._buffer_sync is not None:
-            self._buffer_sync.before_training_forward()
+        if self._buffer_sync is not None:
+            self._buffer_sync.before_forward(training)
         if training:
             self._engine.begin_forward()  # Note [Python's timeline] (src/python/module.cc)
         try:
@@ -572,6 +572,8 @@ class DataParallel(nn.Module):
         finally:
             if training:
                 self._engine.end_forward()  # a forward that raised times nothing after it
+        if self._buffer_sync is not None:
+            self._buffer_sync.after_forward(torch.is_grad_enabled() and self._sync)
         if training:
             synced = self._sync
             for t in tensors_in(output):
