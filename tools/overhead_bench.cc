@@ -111,7 +111,7 @@ class WeftLoop {
  public:
   // Records the timeline of its first `recorded` iterations (the warm-up run).
   WeftLoop(const std::string& model, const std::string& strategy, int batch, double lr, int recorded)
-      : model_(make_model(model, /*seed=*/1)), recorder_(/*worker=*/0, recorded) {
+      : model_(make_model(model, /*seed=*/1)), recorder_(/*worker=*/0, /*first=*/0, recorded) {
     const Profile profile = model_->layer_profile(model, batch);
     // `weft train`'s defaults; with one worker they only shape mgwfbp/dcredit choices.
     const Cluster cluster{.workers = 1, .bandwidth = 1_Gbit, .latency = 50_us};

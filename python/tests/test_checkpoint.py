@@ -1,7 +1,8 @@
 """weft.DataParallel's state_dict() and load_state_dict() checkpoint a user's own
 loop: two real processes stopped after half the iterations and resumed from their
 state dicts end bit-identical to two never stopped, the codecs' error feedback,
-PowerSGD's factors and the momentum included (docs/checkpoints.md)."""
+PowerSGD's factors and the momentum included (docs/checkpoints.md), and trace what
+they train after the checkpoint."""
 
 import os
 
@@ -12,19 +13,25 @@ import torch.nn.functional as F
 import models
 import weft
 from jobs import check, free_ports, run_job
+from test_trace import events_by_rank
 
 HALF = models.STEPS // 2
 SPECS = [("wfbp", "compression=powersgd:1,as=wfbp"), ("flsgd", "H=3,compression=int8,as=flsgd")]
 
 
 def test_a_resumed_job_ends_bit_identical_to_one_never_stopped(tmp_path):
-    def job(name, first, last):
+    def job(name, first, last, wfbp_options=""):
         specs = [f"{s}:{p}:{o}" for (s, o), p in zip(SPECS, free_ports(len(SPECS)))]
+        specs[0] += wfbp_options
         check(run_job("resume_worker.py", [tmp_path, name, first, last, *specs], nproc=2, timeout=300))
 
     job("straight", 0, models.STEPS)
     job("half", 0, HALF)
-    job("half", HALF, models.STEPS)
+    trace = tmp_path / "resumed.json"
+    job("half", HALF, models.STEPS, f",trace={trace}")
+    # The resumed wrapper traces the iterations it trains, from the checkpoint's on.
+    for rank, events in events_by_rank(trace).items():
+        assert {e[4] for e in events} == set(range(HALF, models.STEPS)), rank
     for tag in ("wfbp", "flsgd"):
         for r in range(2):
             straight = torch.load(tmp_path / f"straight-{tag}.rank{r}.pt")

@@ -690,7 +690,7 @@ class DataParallel(nn.Module):
         if self._engine is not None:
             self._engine.finish()
             if self._options["trace"]:
-                summary = self._engine.write_trace(self._options["trace"], self.strategy)
+                summary = self._engine.write_trace(self._options["trace"])
                 if summary is not None:
                     self.trace_summary = json.loads(summary)
                     if self._options["verbose"]:

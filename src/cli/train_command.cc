@@ -139,7 +139,7 @@ void add_train(CLI::App& app, int& exit_status) {
       ->check(in_range(ranges::kEvalEvery));
   cmd->add_option("--metrics", flags->metrics, "append per-iteration metrics of every rank (JSON lines, docs/formats.md §6)");
   cmd->add_option("--trace", flags->trace, "write the measured timeline of every rank (Chrome trace JSON)");
-  cmd->add_option("--trace-iterations", o.trace_iterations, "iterations recorded in --trace (the first ones)")
+  cmd->add_option("--trace-iterations", o.trace_iterations, "iterations recorded in --trace (the first this run trains: a resumed job's from its checkpoint on)")
       ->capture_default_str()
       ->check(in_range(ranges::kTraceIterations));
   cmd->add_option("--save-params", flags->save_params,

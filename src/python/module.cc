@@ -310,7 +310,7 @@ class PyEngine {
         workers_(workers) {
     Job& j = *job_;
     if (trace_iterations > 0) {
-      recorder_ = std::make_unique<runtime::Recorder>(j.group.rank, trace_iterations,
+      recorder_ = std::make_unique<runtime::Recorder>(j.group.rank, first_iteration, trace_iterations,
                                                       runtime::common_origin(j.group, workers));
     }
     outer_ = runtime::make_outer(options, layers, find_strategy(options.strategy).family == Family::kLocalSgd);
@@ -368,18 +368,11 @@ class PyEngine {
   // the prediction and returns its summary as JSON text (with
   // "predicted_iteration_s"); the others None. UsageError (ValueError) where
   // `file` cannot be written.
-  std::optional<std::string> write_trace(const std::string& file, const std::string& strategy) {
+  std::optional<std::string> write_trace(const std::string& file) {
     if (!recorder_) throw std::logic_error("write_trace: the engine records no timeline");
     ranges::KeywordSpelling keywords;
-    std::optional<Timeline> predicted;
-    if (job_->group.rank == 0) {
-      predicted = runtime::predicted_timeline(*plan_, options_, workers_, recorder_->iterations());
-    }
-    const auto summary = runtime::write_measured_trace(job_->group, workers_, workers_, strategy, *recorder_,
-                                                       engine_->iterations_done(), "--trace", file,
-                                                       predicted ? &*predicted : nullptr);
-    if (!summary) return std::nullopt;
-    return runtime::summary_json(*summary, predicted->summary);
+    return runtime::write_trace(job_->group, workers_, workers_, plan_.get(), options_, *recorder_,
+                                engine_->iterations_done(), "--trace", file);
   }
 
   // What a checkpoint of this worker holds besides the module's own tensors
@@ -618,7 +611,7 @@ PYBIND11_MODULE(_C, m) {
       .def("wait_for_forward", &PyEngine::wait_for_forward, py::call_guard<py::gil_scoped_release>())
       .def("begin_forward", &PyEngine::begin_forward, "A training forward starts (Note [Python's timeline]).")
       .def("end_forward", &PyEngine::end_forward, "The training forward returned.")
-      .def("write_trace", &PyEngine::write_trace, py::arg("file"), py::arg("strategy"),
+      .def("write_trace", &PyEngine::write_trace, py::arg("file"),
            py::call_guard<py::gil_scoped_release>(),
            "Collective, after finish(): rank 0 writes the measured timeline and returns its summary (JSON text).")
       .def("start_backward", [](PyEngine& e) { (*e).start_backward(); })

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -19,12 +20,14 @@ class Recorder {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Keeps events of iterations [0, iterations); iterations = 0 records nothing.
-  Recorder(int worker, int iterations, Clock::time_point origin = Clock::now())
-      : worker_(worker), iterations_(iterations), origin_(origin) {}
+  // Keeps events of the `iterations` iterations from `first` on (a resumed
+  // job's first is the checkpoint's iteration); iterations = 0 records nothing.
+  Recorder(int worker, std::int64_t first, int iterations, Clock::time_point origin = Clock::now())
+      : worker_(worker), first_(first), iterations_(iterations), origin_(origin) {}
 
   Seconds now() const { return std::chrono::duration<double>(Clock::now() - origin_).count(); }
-  bool records(int iteration) const { return iteration >= 0 && iteration < iterations_; }
+  bool records(std::int64_t iteration) const { return iteration >= first_ && iteration < first_ + iterations_; }
+  std::int64_t first() const { return first_; }
   int iterations() const { return iterations_; }
   int worker() const { return worker_; }
 
@@ -35,6 +38,7 @@ class Recorder {
 
  private:
   const int worker_;
+  const std::int64_t first_;
   const int iterations_;
   const Clock::time_point origin_;
   std::mutex mutex_;

@@ -1,8 +1,12 @@
 // Checkpoints of `weft train` as real processes (WEFT_BINARY; docs/checkpoints.md):
 // a job stopped and resumed ends bit-identical to one never interrupted — stopped
-// at its end, and SIGKILLed mid-run; compressed too, parameter servers too — and a
-// checkpoint of another job is refused.
+// at its end, and SIGKILLed mid-run; compressed too, parameter servers too — the
+// resumed job traces the iterations it trains, and a checkpoint of another job is
+// refused.
 #include <signal.h>
+
+#include <map>
+#include <set>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +30,19 @@ std::vector<std::string> train_args(const std::string& strategy, std::int64_t st
 
 class Checkpoints : public TrainTest {
  protected:
+  // Every one of `ranks` processes measured events of iterations [from, to) exactly.
+  static void expect_traced(const fs::path& trace, int from, int to, int ranks) {
+    std::map<int, std::set<int>> iterations;  // pid -> iterations
+    const json events = json::parse(read_text(trace))["traceEvents"];
+    for (const json& e : events) {
+      if (e["ph"] == "X" && e["pid"].get<int>() < ranks) iterations[e["pid"]].insert(e["args"]["iteration"].get<int>());
+    }
+    std::set<int> expected;
+    for (int t = from; t < to; ++t) expected.insert(t);
+    ASSERT_EQ(iterations.size(), static_cast<std::size_t>(ranks));
+    for (const auto& [pid, seen] : iterations) EXPECT_EQ(seen, expected) << "process " << pid;
+  }
+
   // Runs `strategy` for `steps` straight, and for `steps / 2` then resumed to
   // `steps`; both workers' final parameters must be equal bit for bit. `ranks`:
   // the job's processes, parameter servers included.
@@ -43,8 +60,12 @@ class Checkpoints : public TrainTest {
     ASSERT_EQ(status, 0) << err;
     EXPECT_EQ(json::parse(read_text(ckpt / "latest.json"))["iteration"], steps / 2);
     with_ckpt.push_back("--resume");
+    const fs::path trace = dir_ / (strategy + "-trace.json");
+    with_ckpt.insert(with_ckpt.end(), {"--trace", trace.string()});
     std::tie(status, err) = weft(strategy + "-second", train_args(strategy, steps, resumed, with_ckpt));
     ASSERT_EQ(status, 0) << err;
+    expect_traced(trace, steps / 2, steps, ranks);
+    EXPECT_NE(err.find("\"iterations\":" + std::to_string(steps / 2 - 2) + ","), std::string::npos) << err;
     for (int r = 0; r < 2; ++r) {
       const auto a = read_floats(fmt::format("{}.rank{}", straight.string(), r));
       const auto b = read_floats(fmt::format("{}.rank{}", resumed.string(), r));

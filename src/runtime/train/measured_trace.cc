@@ -61,25 +61,28 @@ std::pair<Seconds, int> busy_and_peak(std::vector<std::pair<Seconds, Seconds>> i
 }  // namespace
 
 // A server's exchange events are named kExchangeEventPrefix and the server.
-Summary summarise_measured(const std::vector<Event>& events, int iterations) {
+Summary summarise_measured(const std::vector<Event>& events, std::int64_t first, int iterations) {
   Summary s;
   if (iterations < 2) return s;
+  const auto index = [&](const Event& e) { return e.iteration - first; };  // within the recorded ones
   std::vector<Seconds> begin(static_cast<size_t>(iterations), 1e300), compute(static_cast<size_t>(iterations), 0);
   std::vector<std::pair<Seconds, Seconds>> comm;
   std::map<int, std::vector<std::pair<Seconds, Seconds>>> exchanges;  // server -> intervals
   std::vector<Event> collectives;  // every worker's, past the warm-up
   for (const Event& e : events) {
-    if (e.lane == "comm" && e.iteration >= 0 && e.iteration < iterations) {
+    const std::int64_t t = index(e);
+    if (t < 0 || t >= iterations) continue;
+    if (e.lane == "comm") {
       if (e.name.starts_with(kExchangeEventPrefix)) {
         exchanges[std::atoi(e.name.c_str() + kExchangeEventPrefix.size())].emplace_back(e.start, e.end);
-      } else if (e.iteration >= 1) {
+      } else if (t >= 1) {
         collectives.push_back(e);
       }
     }
-    if (e.worker != 0 || e.iteration < 0 || e.iteration >= iterations) continue;
+    if (e.worker != 0) continue;
     if (e.lane == "compute") {
-      begin[static_cast<size_t>(e.iteration)] = std::min(begin[static_cast<size_t>(e.iteration)], e.start);
-      compute[static_cast<size_t>(e.iteration)] += e.end - e.start;
+      begin[static_cast<size_t>(t)] = std::min(begin[static_cast<size_t>(t)], e.start);
+      compute[static_cast<size_t>(t)] += e.end - e.start;
     } else if (e.lane == "comm") {
       comm.emplace_back(e.start, e.end);
     }
@@ -119,8 +122,9 @@ std::optional<Summary> write_measured_trace(const Group& group, int ranks, int w
     auto events = events_from(json::parse(std::string(theirs.begin(), theirs.end())), r);
     timeline.events.insert(timeline.events.end(), events.begin(), events.end());
   }
-  timeline.summary =
-      summarise_measured(timeline.events, static_cast<int>(std::min<std::int64_t>(trained, recorder.iterations())));
+  timeline.summary = summarise_measured(
+      timeline.events, recorder.first(),
+      static_cast<int>(std::clamp<std::int64_t>(trained - recorder.first(), 0, recorder.iterations())));
   std::vector<const Timeline*> timelines{&timeline};
   if (predicted != nullptr) timelines.push_back(predicted);
   write_output(flag, file, chrome_trace_json(timelines));

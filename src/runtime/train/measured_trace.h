@@ -32,14 +32,14 @@
 namespace weft::runtime {
 
 // The summary of a measured timeline (timeline.h) from the recorded events of
-// its first `iterations`: iteration t lasts from the start of rank 0's first
-// compute event to the start of its next iteration's; iteration 0 (warm-up) and
-// the last recorded one (no successor) are left out. compute = fp + bp; link
+// the `iterations` iterations from `first` on: iteration t lasts from the start
+// of rank 0's first compute event to the start of its next iteration's; the
+// first (warm-up) and the last recorded one (no successor) are left out. compute = fp + bp; link
 // utilisation = busy fraction of rank 0's "comm" lane. With parameter servers, a
 // server's link is busy while any worker's exchange with it is in flight, and its
 // incast is how many are at once. The collective skew is over every worker's
 // other "comm" events past the warm-up.
-Summary summarise_measured(const std::vector<Event>& events, int iterations);
+Summary summarise_measured(const std::vector<Event>& events, std::int64_t first, int iterations);
 
 // Collective: ranks [0, ranks) of `group` each call it once with their recorder
 // (the last `ranks - workers` being servers), after `trained` iterations. Rank 0

@@ -246,17 +246,14 @@ void save_parameters(LayeredModel& model, const std::filesystem::path& base, int
 }
 
 // Collective: every rank (`plan`: null on a server, never rank 0).
-void write_trace(const TrainOptions& options, const Group& group, Recorder& recorder, std::int64_t trained,
-                 const SharedPlan* plan) {
-  const int workers = group.world - options.job.servers;
-  std::optional<Timeline> predicted;
-  if (group.rank == 0) predicted = predicted_timeline(*plan, options.job, workers, recorder.iterations());
-  const std::optional<Summary> summary =
-      write_measured_trace(group, group.world, workers, options.job.strategy, recorder, trained, "--trace",
-                           options.trace, predicted ? &*predicted : nullptr);
+void write_trace_and_say(const TrainOptions& options, const Group& group, Recorder& recorder, std::int64_t trained,
+                         const SharedPlan* plan) {
+  const std::optional<std::string> summary =
+      write_trace(group, group.world, group.world - options.job.servers, plan, options.job, recorder, trained,
+                  "--trace", options.trace);
   if (summary) {
     std::cerr << fmt::format("measured timeline written to {} beside the prediction ({})\n", options.trace.string(),
-                             summary_json(*summary, predicted->summary));
+                             *summary);
   }
 }
 
@@ -445,7 +442,8 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   }
 
   group.collectives->barrier()->wait();  // the workers' common time origin
-  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group, group.world));
+  Recorder recorder(group.rank, first, options.trace.empty() ? 0 : options.trace_iterations,
+                    common_origin(group, group.world));
   const std::int64_t steps = std::stoll(string_of(group.store->get(kStepsKey)));
   std::int64_t previous_checkpoint = first;
   try {
@@ -462,7 +460,7 @@ int serve(const TrainOptions& options, const Group& group, int workers, int serv
   } catch (const std::invalid_argument& e) {  // run_server's only one: a checkpoint's state does not fit
     throw UsageError(fmt::format("--resume {}: {}", options.checkpoint.string(), e.what()));
   }
-  if (!options.trace.empty()) write_trace(options, group, recorder, steps, nullptr);
+  if (!options.trace.empty()) write_trace_and_say(options, group, recorder, steps, nullptr);
   return 0;
 }
 
@@ -541,7 +539,8 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
   MetricsFile metrics;
   if (leader) metrics = MetricsFile(options.metrics, /*truncate=*/!options.resume);
   group.collectives->barrier()->wait();  // the common time origin, and the metrics file exists
-  Recorder recorder(group.rank, options.trace.empty() ? 0 : options.trace_iterations, common_origin(group, group.world));
+  Recorder recorder(group.rank, first, options.trace.empty() ? 0 : options.trace_iterations,
+                    common_origin(group, group.world));
   if (!leader) metrics = MetricsFile(options.metrics, /*truncate=*/false);
 
   const std::int64_t steps = total_steps(options, *data);
@@ -631,7 +630,7 @@ int train(const TrainOptions& given, const WorkerEnv& env) {
     if (options.eval_every > 0) eval_line(steps - 1, engine);
   }
   if (!options.save_params.empty()) save_parameters(*model, options.save_params, group.rank);
-  if (!options.trace.empty()) write_trace(options, group, recorder, steps, &plan);
+  if (!options.trace.empty()) write_trace_and_say(options, group, recorder, steps, &plan);
   return 0;
 }
 

@@ -3,8 +3,9 @@
 // then forward layer by layer (each layer waiting for what the schedule says it
 // needs), loss, backward, and the outputs of `weft train`.
 //
-// --trace: the first --trace-iterations iterations' events of every rank, in one
-// Chrome trace (Note [Measured timeline], runtime/train/measured_trace.h).
+// --trace: the events of every rank's first --trace-iterations iterations (a
+// resumed job's: from its checkpoint on), in one Chrome trace (Note [Measured
+// timeline], runtime/train/measured_trace.h).
 //
 // Metrics: every rank appends one JSON line per iteration, {"rank", "iter",
 // "time_s", "iteration_s", "loss", "strategy"}, to the same file (O_APPEND, one

@@ -9,6 +9,7 @@
 #include "plan/tuning.h"
 #include "runtime/comm/engine.h"
 #include "runtime/model/optimizer.h"
+#include "runtime/train/measured_trace.h"
 #include "schedulers/strategies.h"
 #include "sim/simulator.h"
 
@@ -37,8 +38,18 @@ SharedPlan share_plan(const Group& group, const JobOptions& job, int workers, co
   return plan;
 }
 
-Timeline predicted_timeline(const SharedPlan& plan, const JobOptions& job, int workers, int record_iterations) {
-  return simulate(plan.schedule, plan.profile, cluster_of(job, workers), {.record_iterations = record_iterations});
+std::optional<std::string> write_trace(const Group& group, int ranks, int workers, const SharedPlan* plan,
+                                       const JobOptions& job, Recorder& recorder, std::int64_t trained,
+                                       std::string_view flag, const std::filesystem::path& file) {
+  std::optional<Timeline> predicted;
+  if (group.rank == 0) {
+    predicted = simulate(plan->schedule, plan->profile, cluster_of(job, workers),
+                         {.record_iterations = recorder.iterations()});
+  }
+  const std::optional<Summary> summary = write_measured_trace(group, ranks, workers, job.strategy, recorder, trained,
+                                                              flag, file, predicted ? &*predicted : nullptr);
+  if (!summary) return std::nullopt;
+  return summary_json(*summary, predicted->summary);
 }
 
 std::unique_ptr<OuterOptimizer> make_outer(const JobOptions& job,

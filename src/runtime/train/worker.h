@@ -30,10 +30,14 @@
 // Thread-safety: one worker per process.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <torch/torch.h>
@@ -43,6 +47,7 @@
 #include "runtime/model/outer_optimizer.h"
 #include "runtime/train/job.h"
 #include "schedule/schedule.h"
+#include "timeline/recorder.h"
 #include "timeline/timeline.h"
 
 namespace weft::runtime {
@@ -69,11 +74,16 @@ using Rank0Plan = std::function<std::pair<Profile, std::string>()>;
 // message if rank 0 failed, or what the strategy's scheduler throws.
 SharedPlan share_plan(const Group& group, const JobOptions& job, int workers, const Rank0Plan& rank0);
 
-// The simulator's timeline of `plan`'s schedule on the cluster it was planned
-// for (cluster_of(job, workers)), its first `record_iterations` recorded: what a
-// measured trace is written beside (Note [Measured timeline] in
-// runtime/train/measured_trace.h).
-Timeline predicted_timeline(const SharedPlan& plan, const JobOptions& job, int workers, int record_iterations);
+// Collective over ranks [0, ranks) of `group`, the last `ranks - workers` being
+// servers (every rank once, after `trained` iterations; `plan`: rank 0's, null
+// elsewhere allowed): writes the measured trace of `recorder`'s iterations to
+// `file` beside the simulator's timeline of the same schedule on the cluster it
+// was planned for (Note [Measured timeline] in runtime/train/measured_trace.h).
+// Rank 0 returns the summary's JSON with "predicted_iteration_s"; the others
+// nullopt. THROWS UsageError (rank 0) naming `flag` where `file` cannot be written.
+std::optional<std::string> write_trace(const Group& group, int ranks, int workers, const SharedPlan* plan,
+                                       const JobOptions& job, Recorder& recorder, std::int64_t trained,
+                                       std::string_view flag, const std::filesystem::path& file);
 
 // The outer optimizer a rank steps with: the job's where it is enabled() and
 // this rank `steps` (local SGD's workers, EASGD's servers); else none.
