@@ -13,8 +13,9 @@ The text: --text FILE, or Debian's fortunes (apt-get install fortunes); its last
 is held out. The output embedding is tied to the input one (one layer,
 docs/python.md); AdamW with a cosine schedule; the gradient clipped to --clip by
 its global norm, between backward and step (DDP's semantics: the averaged
-gradient). weft's local SGD and parameter servers step the optimizer inside weft,
-where no clipping reaches: they train unclipped, and rank 0 says so. Each rank
+gradient; local SGD's, as PostLocalSGD's: the local one, weft then keeping DDP's
+update mode). weft's parameter servers step the optimizer on the servers, where no
+clipping reaches: they train unclipped, and rank 0 says so. Each rank
 samples its own windows of the first 95%, drawn from (--seed, rank); rank 0 prints
 progress and evaluates the parameters the workers agree on (every --eval-every
 steps, and at the end): the mean cross-entropy over --eval-samples held-out
@@ -99,12 +100,12 @@ def held_out(test, context, samples):
 
 
 def clipping(args, model):
-    """--clip, or 0 where weft's strategy steps the optimizer inside weft, past any clipping
-    of .grad (local SGD, parameter servers); rank 0 says so."""
-    if args.clip > 0 and args.strategy not in TORCH and weft.strategies()[model.strategy] != "ssgd":
+    """--clip, or 0 where weft's strategy steps the optimizer on its servers, past any clipping
+    of .grad; rank 0 says so."""
+    if args.clip > 0 and args.strategy not in TORCH and weft.strategies()[model.strategy] == "ps":
         if model.rank == 0:
-            print(f"--clip {args.clip}: weft's {model.strategy} steps the optimizer inside weft, where no clipping "
-                  "reaches; training unclipped (an S-SGD strategy clips)", file=sys.stderr, flush=True)
+            print(f"--clip {args.clip}: weft's {model.strategy} steps the optimizer on the servers, where no "
+                  "clipping reaches; training unclipped", file=sys.stderr, flush=True)
         return 0
     return args.clip
 

@@ -1,10 +1,13 @@
-"""One rank of the DDP parity jobs (test_parity.py): a user's training loop with one
-habit, run under PyTorch DDP or under weft.DataParallel, each run a job on its own
-port(s); saves OUT/<habit>.<run>.rank<r>.pt: the final parameters, or {"error": text}.
+"""One rank of the DDP parity jobs (test_parity.py, test_local_parity.py): a user's
+training loop with one habit, run under PyTorch DDP or PostLocalSGD or under
+weft.DataParallel, each run a job on its own port(s); saves
+OUT/<habit>.<run>.rank<r>.pt: the final parameters, or {"error": text}.
 
     parity_worker.py OUT HABIT:RUN:PORT[,PORT] ...
 
-RUN is "ddp" or STRATEGY/UPDATE (e.g. "wfbp/overlap").
+RUN is "ddp", "postlocalsgd" (DDP's local steps, the parameters averaged after every
+LOCAL_H-th step) or STRATEGY/UPDATE (e.g. "wfbp/overlap"; a local SGD strategy with
+H = LOCAL_H).
 """
 
 import os
@@ -21,6 +24,7 @@ import weft
 torch.set_num_threads(1)
 STEPS = 30
 CHECKPOINT_AT = 15
+LOCAL_H = 3  # CHECKPOINT_AT a multiple: every rank holds the average when rank 0 saves
 
 
 def make_optimizer(habit, params):
@@ -52,20 +56,42 @@ class Run:
         self.opt = make_optimizer(habit, params[:-2] if habit == "add_group" else params)
         if opt_state is not None:
             self.opt.load_state_dict(opt_state)
-        if run == "ddp":
+        if run in ("ddp", "postlocalsgd"):
             dist.init_process_group("gloo", rank=rank, world_size=workers)
             self.model = torch.nn.parallel.DistributedDataParallel(self.net)
+            if run == "postlocalsgd":
+                self._post_local_sgd()
         else:
             strategy, update = run.split("/")
+            local = {"H": LOCAL_H} if weft.strategies()[strategy] == "local_sgd" else {}
             self.model = weft.DataParallel(self.net, self.opt, strategy=strategy, update=update,
-                                           failure_timeout=30, verbose=False)
+                                           failure_timeout=30, verbose=False, **local)
         self.scheduler = make_scheduler(habit, self.opt)
+
+    def _post_local_sgd(self):
+        """PyTorch's PostLocalSGD as examples/resnet18_fashion_mnist.py runs it: every backward
+        local, the averager after every step(); warmup_steps puts its averages after steps
+        LOCAL_H - 1, 2 LOCAL_H - 1, ..., where weft's local SGD makes them."""
+        from torch.distributed.algorithms.model_averaging import averagers
+        self.model.require_backward_grad_sync = False
+        averager = averagers.PeriodicModelAverager(period=LOCAL_H, warmup_steps=LOCAL_H - 1)
+        step, net = self.opt.step, self.net
+
+        def step_and_average(_optimizer, *a, **k):
+            result = step(*a, **k)
+            averager.average_parameters(net.parameters())
+            return result
+
+        self.opt.step = step_and_average.__get__(self.opt)  # a method, as an lr_scheduler wraps it
 
     def no_sync(self):
         return self.model.no_sync()
 
     def close(self):
-        if self.run == "ddp":
+        if self.run == "postlocalsgd":  # ends on the workers' average, as weft's finish() does
+            from torch.distributed.algorithms.model_averaging import utils
+            utils.average_parameters(iter(self.net.parameters()), dist.group.WORLD)
+        if self.run in ("ddp", "postlocalsgd"):
             dist.destroy_process_group()
         else:
             self.model.finish()
@@ -109,12 +135,12 @@ def wait_for(path):
 
 
 def agreed(run, port, rank, workers):
-    """Local SGD: the agreed model after 12 steps and this rank's own, then the final parameters."""
+    """Local SGD: the agreed model after 10 steps and this rank's own, then the final parameters."""
     x, y = models.shard(*models.data(workers, steps=STEPS), rank)
     r = Run(run, "agreed", rank, workers, port)
-    for t in range(STEPS - 8):  # 22: not a multiple of H = 5
+    for t in range(STEPS - 8):  # 22: not a multiple of H = LOCAL_H
         iteration(r, x, y, t)
-        if t == 11:  # 12 iterations: 2 since the last average
+        if t == 9:  # 10 iterations: 1 since the last average
             mid = {"agreed": [v.clone() for v in r.model.agreed_state_dict().values()],  # Net has no buffers
                    "own": [p.detach().clone() for p in r.net.parameters()]}
     r.close()

@@ -212,9 +212,9 @@ def test_misuse_is_named(tmp_path):
         weft.DataParallel(net, sgd(net))
     with pytest.raises(ValueError, match=r"update='sometimes': expected one of auto, ddp, overlap"):
         weft.DataParallel(models.make_net(), sgd(net), update="sometimes")
-    with pytest.raises(ValueError, match=r"update='ddp' with strategy='flsgd'"):
+    with pytest.raises(ValueError, match=r"update='overlap' steps each layer.*RMSprop"):
         other = models.make_net()
-        weft.DataParallel(other, sgd(other), strategy="flsgd", update="ddp")
+        weft.DataParallel(other, torch.optim.RMSprop(other.parameters()), strategy="flsgd", update="overlap")
     with pytest.raises(ValueError, match=r"update='overlap' steps each layer.*RMSprop"):
         other = models.make_net()
         weft.DataParallel(other, torch.optim.RMSprop(other.parameters()), update="overlap")
@@ -222,13 +222,14 @@ def test_misuse_is_named(tmp_path):
     weft.DataParallel(net, opt, verbose=False).finish()  # finished: it may be wrapped again
 
 
-def test_any_optimizer_steps_with_ddp_semantics():
+@pytest.mark.parametrize("strategy", ["wfbp", "flsgd"])
+def test_any_optimizer_steps_with_ddp_semantics(strategy):
     x, y = models.data(workers=1, steps=STEPS)
     results = []
     for wrap in (False, True):
         net = models.make_net()
         opt = torch.optim.RMSprop(net.parameters(), lr=1e-3)
-        model = weft.DataParallel(net, opt, verbose=False) if wrap else net
+        model = weft.DataParallel(net, opt, strategy=strategy, verbose=False) if wrap else net
         for t in range(STEPS):
             loop(model, opt, x, y, t, "clip")
         if wrap:

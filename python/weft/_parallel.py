@@ -253,14 +253,13 @@ class DataParallel(nn.Module):
     def _check_family(self, strategy):
         """What the strategy's family asks of the optimizer and the update mode (Python objects)."""
         family = strategies()[strategy]
-        if family != "ssgd" and not self._mirrored_optimizer():
-            raise ValueError(f"strategy={strategy!r} steps the optimizer inside weft: use torch.optim.SGD, "
+        if family == "ps" and not self._mirrored_optimizer():
+            raise ValueError(f"strategy={strategy!r} steps the optimizer on the servers: use torch.optim.SGD, "
                              f"Adam or AdamW ({mirror_reason(self._optimizer)})")
         update = self._options["update"]
-        if family != "ssgd" and update == "ddp":
-            raise ValueError(f"update='ddp' with strategy={strategy!r}: local SGD and parameter servers step "
-                             "the optimizer inside weft (between averages, or on the servers); DDP's semantics "
-                             "are those of the S-SGD strategies")
+        if family == "ps" and update == "ddp":
+            raise ValueError(f"update='ddp' with strategy={strategy!r}: parameter servers step the optimizer "
+                             "on the servers; DDP's semantics are those of the S-SGD and local SGD strategies")
         if update == "overlap" and not self._mirrored_optimizer():
             raise ValueError(f"update='overlap' steps each layer with weft's mirror of the optimizer: use "
                              f"torch.optim.SGD, Adam or AdamW ({mirror_reason(self._optimizer)}), or "
@@ -596,14 +595,15 @@ class DataParallel(nn.Module):
         if not self._in_backward:
             self._update.before_backward(synced)
             self._in_backward = True
-            if synced:
+            engaged = synced and self._update.engine_sees_backward()
+            if engaged:
                 self._engine.start_backward()
-            torch.autograd.Variable._execution_engine.queue_callback(lambda: self._end_backward(synced))
+            torch.autograd.Variable._execution_engine.queue_callback(lambda: self._end_backward(synced, engaged))
         return grad
 
-    def _end_backward(self, synced):
+    def _end_backward(self, synced, engaged):
         self._in_backward = False
-        if synced:
+        if engaged:
             try:
                 self._engine.end_backward()
             except RuntimeError as e:

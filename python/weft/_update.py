@@ -3,7 +3,9 @@
 - "ddp": PyTorch DDP's semantics. backward() returns with every .grad holding the
   averaged gradient (the engine runs the schedule's messages, then waits for the
   last), and the user's own optimizer.step() runs: any optimizer, clipping,
-  accumulation, any scheduler, optimizer.state_dict().
+  accumulation, any scheduler, optimizer.state_dict(). Under local SGD, PyTorch
+  PostLocalSGD's: every backward is local, the user's step() steps, and the
+  averages the schedule makes in that iteration start after it.
 - "overlap": the engine steps each layer with weft's C++ mirror of the optimizer
   as soon as the layer's gradient is averaged, inside backward(), so that the
   next forward overlaps the messages; optimizer.step() marks the iteration. What
@@ -86,7 +88,10 @@ class Update:
         self.optimizer = optimizer
         self.params = params  # the module's trainable parameters
         self.requested = requested
-        if family != "ssgd" or requested == "overlap":
+        # Local SGD under "ddp": the user steps, then weft averages (Note [Local SGD
+        # under the user's step], src/runtime/comm/engine.h). Servers always step.
+        self.local = family == "local_sgd"
+        if family == "ps" or requested == "overlap":
             self.mode = "overlap"
         else:
             self.mode = "ddp"
@@ -139,11 +144,18 @@ class Update:
         """torch.nn.utils.NAME was given this wrapper's parameters (guard_clipping)."""
         self._habit(f"a .grad was changed between backward() and optimizer.step() ({name})", DDP_HINT)
 
+    def engine_sees_backward(self):
+        """Whether a synchronised backward drives the engine; under local SGD with DDP's
+        semantics the user's step() does (stepped_outside), once per step."""
+        return not (self.local and self.mode == "ddp")
+
     def step(self, original, closure):
         if self.mode == "ddp":
             if self.watching:
                 self._watch(closure)
             result = original(closure) if closure is not None else original()
+            if self.local and self.w._engine is not None:
+                self.w._engine.stepped_outside()
             self._stepped()
             if self.watching:
                 self._decide()
@@ -216,8 +228,10 @@ class Update:
         seen = [job.get(f"weft/python/update/{r}").decode() for r in range(self.w.workers)]
         why = next((s for s in seen if s), None)
         if why is not None:
-            self.w._say_once(f"update: DDP semantics (your optimizer steps after the messages): the first "
-                             f"iteration had {why}, which the overlapped update cannot honour")
+            semantics = ("PostLocalSGD's semantics (your optimizer steps, then the averages start)" if self.local
+                         else "DDP semantics (your optimizer steps after the messages)")
+            self.w._say_once(f"update: {semantics}: the first iteration had {why}, which the overlapped update "
+                             "cannot honour")
             return
         self.w._overlap_from_now()
         self.marks = _marks(self.params)

@@ -616,6 +616,9 @@ PYBIND11_MODULE(_C, m) {
            "Collective, after finish(): rank 0 writes the measured timeline and returns its summary (JSON text).")
       .def("start_backward", [](PyEngine& e) { (*e).start_backward(); })
       .def("end_backward", [](PyEngine& e) { (*e).end_backward(); }, py::call_guard<py::gil_scoped_release>())
+      .def("stepped_outside", [](PyEngine& e) { (*e).stepped_outside(); },
+           py::call_guard<py::gil_scoped_release>(),
+           "The user's optimizer stepped an iteration the engine did not see (update='ddp' under local SGD).")
       .def("drain", [](PyEngine& e) { (*e).drain(); }, py::call_guard<py::gil_scoped_release>())
       .def("finish", [](PyEngine& e) { (*e).finish(); }, py::call_guard<py::gil_scoped_release>())
       .def("agreed_parameters", [](PyEngine& e) { return (*e).agreed_parameters(); },

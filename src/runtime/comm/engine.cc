@@ -419,6 +419,20 @@ void Engine::end_backward() {
   if (error_) std::rethrow_exception(error_);
 }
 
+void Engine::stepped_outside() {
+  // start_backward forgets the previous iteration, whose every layer a forward
+  // has waited for; a step() with no forward since the last one must wait here.
+  for (int l = 0; l < static_cast<int>(gradients_missing_.size()); ++l) wait_for_forward(l);
+  start_backward();
+  in_backward_ = false;  // a backward of the caller's now counts towards nothing
+  for (int l = static_cast<int>(gradients_missing_.size()) - 1; l >= 0; --l) {
+    if (options_.layers[static_cast<size_t>(l)].empty()) continue;  // end_backward readies those
+    gradients_missing_[static_cast<size_t>(l)] = 0;
+    post({.kind = Event::Kind::kLayerReady, .iteration = iteration_, .layer = l});
+  }
+  end_backward();
+}
+
 void Engine::drain() {
   std::unique_lock lock(mutex_);
   wait_until(lock, "every operation to complete", [&] { return progress_->all_done(); });

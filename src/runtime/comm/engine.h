@@ -77,6 +77,18 @@
 // simulator does — a message's successor starts at its end, whatever the updates
 // cost — so measured and predicted timelines agree on when the next message goes.
 //
+// Note [Local SGD under the user's step]
+// --------------------------------------
+// Local SGD averages parameters after a layer's local step, and the engine
+// takes that step itself inside the backward. A user's own optimizer.step()
+// (weft.DataParallel's update="ddp": any optimizer, clipping, accumulation)
+// runs after the backward instead, so there the engine sees no backward at all
+// and learns of the step from stepped_outside(): the layers become ready then,
+// in the backward's order, with nothing left for the engine to step, and the
+// averages start from the stepped parameters — PyTorch's PostLocalSGD (step,
+// then average every H) for flsgd, the same rule per layer set for the others.
+// The plan still prices the averages as starting inside the backward.
+//
 // Note [Gradient hooks]
 // ---------------------
 // Readiness comes from a post-hook on each parameter's gradient accumulator (the
@@ -145,6 +157,14 @@ class Engine {
   // and rethrows a communication failure.
   void start_backward();
   void end_backward();
+
+  // An iteration whose backward the engine did not see, and whose layers the
+  // caller's own optimizer has just stepped (Note [Local SGD under the user's
+  // step]): every layer is ready now, L-1 down to 0 as a backward makes them,
+  // so the parameter averages the schedule starts after a layer's update
+  // average the stepped parameters. The engine's optimizer must not step (its
+  // layers' options "none"). THROWS as end_backward.
+  void stepped_outside();
 
   // Blocks until every operation started so far has completed and every layer
   // is updated (e.g. before an evaluation). THROWS as wait_for_forward.
