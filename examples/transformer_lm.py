@@ -13,8 +13,9 @@ The text: --text FILE, or Debian's fortunes (apt-get install fortunes); its last
 is held out. The output embedding is tied to the input one (one layer,
 docs/python.md); AdamW with a cosine schedule; the gradient clipped to --clip by
 its global norm, between backward and step (DDP's semantics: the averaged
-gradient; local SGD's, as PostLocalSGD's: the local one, weft then keeping DDP's
-update mode). weft's parameter servers step the optimizer on the servers, where no
+gradient; local SGD's, as PostLocalSGD's: the local one), so weft is given
+update="ddp" unless --update says otherwise (its overlapped update cannot clip).
+weft's parameter servers step the optimizer on the servers, where no
 clipping reaches: they train unclipped, and rank 0 says so. Each rank
 samples its own windows of the first 95%, drawn from (--seed, rank); rank 0 prints
 progress and evaluates the parameters the workers agree on (every --eval-every
@@ -135,6 +136,8 @@ def main():
     net = LanguageModel(context=args.context)
     opt = torch.optim.AdamW(net.parameters(), lr=args.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps)
+    if args.clip > 0 and args.update == "auto" and weft.strategies().get(args.strategy) != "ps":
+        args.update = "ddp"  # the loop clips, which weft's overlapped update cannot: plan the update it keeps
     model = wrap(net, opt, args)
     metrics = weft.Metrics(args.metrics, model)
     if model.rank == 0:

@@ -175,7 +175,8 @@ class DataParallel(nn.Module):
         self._job_options = _C.job_options(strategy, schedule_options, self._servers, o["steps"],
                                            float(o["failure_timeout"]), o["outer_optimizer"] or "",
                                            _float_or_none(o["outer_lr"]), _float_or_none(o["outer_momentum"]),
-                                           inner_kind(optimizer), "H" not in options, list(dict.fromkeys(allow)))
+                                           inner_kind(optimizer), "H" not in options, list(dict.fromkeys(allow)),
+                                           averages_after_step=o["update"] == "ddp")
 
         trainable = [p for p in module.parameters() if p.requires_grad]
         if not trainable:
@@ -690,7 +691,7 @@ class DataParallel(nn.Module):
         if self._engine is not None:
             self._engine.finish()
             if self._options["trace"]:
-                summary = self._engine.write_trace(self._options["trace"])
+                summary = self._engine.write_trace(self._options["trace"], self._update.mode == "ddp")
                 if summary is not None:
                     self.trace_summary = json.loads(summary)
                     if self._options["verbose"]:

@@ -161,6 +161,16 @@ ScheduleIndex validated_index(const Schedule& schedule, const Profile& profile, 
 // its own (limits.h) allows products that would run for days, so the product is
 // bounded too, before anything is allocated: a minute or so of work at most.
 
+// Whether the schedule averages parameters (local SGD; Note [Averages after the step]).
+bool averages_parameters(const Schedule& schedule) {
+  for (int t = 0; t < schedule.period; ++t) {
+    for (const CommOp& op : schedule.ops(t)) {
+      if (op.kind == OpKind::kAverageParameters) return true;
+    }
+  }
+  return false;
+}
+
 int default_iterations(int period) { return period * (1 + std::max(2, (10 + period - 1) / period)); }
 
 class Simulation {
@@ -360,6 +370,7 @@ class Simulation {
   int collective_base_ = 0;
   Seconds last_due_ = 0;  // Note [Skew]
   bool announced_ = false;  // Note [Skew]: rank 0 announces each collective
+  bool averages_after_step_ = false;  // Note [Averages after the step]
   // Note [Collectives in flight]
   int transport_limit_ = 0;  // collectives the transport runs at once; 0 = any number
   int collectives_moving_ = 0;
@@ -404,6 +415,7 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       network_(links_of(validated(cluster))) {
   if (cluster.fitted) transport_limit_ = cluster.fitted->concurrent;
   announced_ = decided_by_timing(schedule.dispatch);
+  averages_after_step_ = cluster.averages_after_step && averages_parameters(schedule);
   if (options.iterations < 0 || options.record_iterations < 0) {
     throw UsageError(fmt::format("--iterations {} / record {}: need >= 0", options.iterations,
                                  options.record_iterations));
@@ -622,7 +634,20 @@ void Simulation::layer_done(int wi, int t, int layer, bool forward, Seconds star
                        .name = (forward ? "fp " : "bp ") + profile_.layers[static_cast<size_t>(layer)].name,
                        .start = start, .end = end, .iteration = t, .layer = layer, .bytes = 0});
   }
-  if (!forward) schedule_releases(wi, t, layer, end);
+  if (forward) return;
+  // Note [Averages after the step]
+  // ------------------------------
+  // Rule: with cluster.averages_after_step, a schedule of parameter averages has
+  // every layer's operations released when layer 0's backward ends, the whole
+  // backward done, in the backward's order. Why: there the workers' own
+  // optimizer steps after the backward, and the runtime makes every layer ready
+  // once it has (Engine::stepped_outside); gradients (S-SGD) are still averaged
+  // during the backward, so only parameter averages wait.
+  if (!averages_after_step_) {
+    schedule_releases(wi, t, layer, end);
+  } else if (layer == 0) {
+    for (int l = layers_ - 1; l >= 0; --l) schedule_releases(wi, t, l, end);
+  }
 }
 
 // A layer in progress whose rate changes from 1/before to 1/after of its profiled

@@ -187,6 +187,41 @@ TEST(Simulate, LayerWiseDependencyOverlapsTheNextForward) {
   EXPECT_NEAR(start_of(lw, "fp layer2", 1), bp_done + 3 * m, 1e-12);
 }
 
+// Note [Averages after the step]: under the workers' own step, layer-wise
+// parameter averages leave together when the whole backward has ended; S-SGD's
+// gradients still leave as each layer's backward ends.
+TEST(Simulate, AveragesAfterTheStepLeaveWhenTheBackwardEnds) {
+  const Profile p = make_profile({{1e-3, 2e-3, 1'000'000}, {1e-3, 2e-3, 1'000'000}, {1e-3, 2e-3, 1'000'000}});
+  Cluster c = ring(4, 1_Gbit, 10_us);
+  const auto first_comm = [](const Timeline& t) {
+    Seconds first = 1e300;
+    for (const Event& e : t.events) {
+      if (e.worker == 0 && e.lane.starts_with("comm") && e.iteration == 0) first = std::min(first, e.start);
+    }
+    return first;
+  };
+  for (const OpKind kind : {OpKind::kAverageParameters, OpKind::kAverageGradients}) {
+    std::vector<CommOp> ops;
+    for (int l = p.size() - 1; l >= 0; --l) {
+      ops.push_back(whole_layers(p, {l}, l));
+      ops.back().kind = kind;
+    }
+    c.averages_after_step = false;
+    const Timeline in_backward = simulate(one_period(ops), p, c, {.iterations = 4, .record_iterations = 1});
+    c.averages_after_step = true;
+    const Timeline after = simulate(one_period(ops), p, c, {.iterations = 4, .record_iterations = 1});
+    const Seconds layer2_done = p.forward_time() + p.layers[2].bp;
+    EXPECT_NEAR(first_comm(in_backward), layer2_done, 1e-12);
+    if (kind == OpKind::kAverageParameters) {
+      EXPECT_NEAR(first_comm(after), compute_of(p), 1e-12);
+      EXPECT_GT(after.summary.iteration, in_backward.summary.iteration + 1e-6);
+    } else {
+      EXPECT_NEAR(first_comm(after), layer2_done, 1e-12);
+      EXPECT_EQ(after.summary.iteration, in_backward.summary.iteration);
+    }
+  }
+}
+
 // (d) A credit large enough for two ops lets both fly at once: they share the fabric
 // (each at half rate) and overlap their startups, saving one startup over in-order.
 TEST(Simulate, CreditSharesBandwidthBetweenConcurrentOps) {

@@ -87,7 +87,8 @@
 // in the backward's order, with nothing left for the engine to step, and the
 // averages start from the stepped parameters — PyTorch's PostLocalSGD (step,
 // then average every H) for flsgd, the same rule per layer set for the others.
-// The plan still prices the averages as starting inside the backward.
+// The simulator prices it where told (Note [Averages after the step] in
+// sim/simulator.cc).
 //
 // Note [Gradient hooks]
 // ---------------------
