@@ -37,18 +37,20 @@ def expected_error(habit, update):
     return None
 
 
-def test_every_habit_matches_ddp_or_is_refused_by_name(tmp_path):
-    runs = ["ddp"] + [f"{s}/{u}" for s, updates in RUNS.items() for u in updates]
-    jobs = [(habit, run) for habit in HABITS for run in runs]
+def check_against(tmp_path, reference, runs):
+    """Runs every habit under `reference` (a parity_worker RUN) and each of `runs`
+    (STRATEGY/UPDATE), in one job of two processes; fails naming every run that is
+    neither within 1e-5 of the reference's parameters nor refused as expected."""
+    jobs = [(habit, run) for habit in HABITS for run in [reference] + runs]
     ports = iter(free_ports(sum(2 if habit == "checkpoint" else 1 for habit, _ in jobs)))  # all distinct
     specs = [f"{habit}:{run}:{next(ports)}" + (f",{next(ports)}" if habit == "checkpoint" else "")
              for habit, run in jobs]
     check(run_job("parity_worker.py", [tmp_path, *specs], nproc=2, timeout=500))
     failures = []
     for habit in HABITS:
-        ddp = [torch.load(os.path.join(tmp_path, f"{habit}.ddp.rank{r}.pt")) for r in range(2)]
-        assert not isinstance(ddp[0], dict), (habit, ddp[0])
-        for run in runs[1:]:
+        expected = [torch.load(os.path.join(tmp_path, f"{habit}.{reference}.rank{r}.pt")) for r in range(2)]
+        assert not isinstance(expected[0], dict), (habit, expected[0])
+        for run in runs:
             update = run.split("/")[1]
             for rank in range(2):
                 got = torch.load(os.path.join(tmp_path, f"{habit}.{run.replace('/', '-')}.rank{rank}.pt"))
@@ -59,10 +61,14 @@ def test_every_habit_matches_ddp_or_is_refused_by_name(tmp_path):
                                         f"{got['error'] if isinstance(got, dict) else 'parameters'}")
                 elif isinstance(got, dict):
                     failures.append(f"{habit} {run} rank {rank}: {got['error']}")
-                elif models.max_difference(got, ddp[rank]) > 1e-5:
-                    failures.append(f"{habit} {run} rank {rank}: {models.max_difference(got, ddp[rank]):.3g} "
-                                    "from DDP")
+                elif models.max_difference(got, expected[rank]) > 1e-5:
+                    failures.append(f"{habit} {run} rank {rank}: "
+                                    f"{models.max_difference(got, expected[rank]):.3g} from {reference}")
     assert not failures, "\n".join(failures)
+
+
+def test_every_habit_matches_ddp_or_is_refused_by_name(tmp_path):
+    check_against(tmp_path, "ddp", [f"{s}/{u}" for s, updates in RUNS.items() for u in updates])
 
 
 def test_local_sgd_ends_agreed_and_gives_the_agreed_model_mid_training(tmp_path):
