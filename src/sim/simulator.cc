@@ -153,14 +153,6 @@ ScheduleIndex validated_index(const Schedule& schedule, const Profile& profile, 
   return ScheduleIndex(schedule, profile.size());
 }
 
-// Default length of a run: one warm-up period, then whole periods for at least ~10
-// iterations, and never fewer than two measured periods.
-// Note [Bounded simulation]
-// A run handles about iterations × (operations + layers) events per simulated
-// worker (one when the workers are symmetric, else every worker). Each bound on
-// its own (limits.h) allows products that would run for days, so the product is
-// bounded too, before anything is allocated: a minute or so of work at most.
-
 // Whether the schedule averages parameters (local SGD; Note [Averages after the step]).
 bool averages_parameters(const Schedule& schedule) {
   for (int t = 0; t < schedule.period; ++t) {
@@ -170,6 +162,14 @@ bool averages_parameters(const Schedule& schedule) {
   }
   return false;
 }
+
+// Default length of a run: one warm-up period, then whole periods for at least ~10
+// iterations, and never fewer than two measured periods.
+// Note [Bounded simulation]
+// A run handles about iterations × (operations + layers) events per simulated
+// worker (one when the workers are symmetric, else every worker). Each bound on
+// its own (limits.h) allows products that would run for days, so the product is
+// bounded too, before anything is allocated: a minute or so of work at most.
 
 int default_iterations(int period) { return period * (1 + std::max(2, (10 + period - 1) / period)); }
 
