@@ -154,7 +154,7 @@ class Update:
             if self.watching:
                 self._watch(closure)
             result = original(closure) if closure is not None else original()
-            if self.local and self.w._engine is not None:
+            if self.local:
                 self.w._engine.stepped_outside()
             self._stepped()
             if self.watching:
