@@ -176,7 +176,7 @@ class DataParallel(nn.Module):
                                            float(o["failure_timeout"]), o["outer_optimizer"] or "",
                                            _float_or_none(o["outer_lr"]), _float_or_none(o["outer_momentum"]),
                                            inner_kind(optimizer), "H" not in options, list(dict.fromkeys(allow)),
-                                           averages_after_step=o["update"] == "ddp")
+                                           steps_outside=o["update"] == "ddp")
 
         trainable = [p for p in module.parameters() if p.requires_grad]
         if not trainable:

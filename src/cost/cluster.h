@@ -110,11 +110,12 @@ struct Cluster {
   // empty, every worker's link is `bandwidth` with `latency`; else each worker's
   // is its site's, and the WAN joins the sites (Note [Collectives across sites]).
   Topology topology;
-  // Local SGD's parameter averages start when the whole backward has ended (the
-  // workers' own optimizer steps after it: weft.DataParallel's update="ddp",
-  // Note [Local SGD under the user's step] in runtime/comm/engine.h), not as
-  // each layer's backward ends and the engine steps it.
-  bool averages_after_step = false;
+  // The workers' own optimizer steps once each backward has returned
+  // (weft.DataParallel's update="ddp"), not the engine layer by layer: a backward
+  // returns only when every gradient is averaged, and parameter averages start
+  // after the step (Note [The workers' own step] in sim/simulator.cc). All-reduce
+  // only: parameter servers step on the servers.
+  bool steps_outside = false;
 };
 
 // THROWS UsageError for workers < 1, bandwidth <= 0, latency < 0, servers < 1 (ps),

@@ -180,7 +180,7 @@ runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedu
                              std::optional<std::int64_t> steps, double failure_timeout, const std::string& outer,
                              std::optional<double> outer_lr, std::optional<double> outer_momentum,
                              const std::string& inner, bool choose_period, const std::vector<std::string>& allow,
-                             bool averages_after_step) {
+                             bool steps_outside) {
   ranges::KeywordSpelling keywords;
   auto [cluster, strategy_spec] = specs_of(schedule_options, 1, servers);
   cluster.sites = {};  // Note [Python's sites]: with_world gives the job its topology
@@ -191,7 +191,7 @@ runtime::JobOptions make_job(const std::string& strategy, const py::dict& schedu
                           .strategy_options = make_strategy_options(strategy_spec),
                           .outer = {.kind = outer, .lr = outer_lr, .momentum = outer_momentum, .inner = inner},
                           .failure_timeout = failure_timeout};
-  job.cluster.averages_after_step = averages_after_step;  // Note [Averages after the step] (sim/simulator.cc)
+  job.cluster.steps_outside = steps_outside;  // Note [The workers' own step] (sim/simulator.cc)
   if (strategy == "auto") {
     job.allow = allow;
     job.choose_period = choose_period;  // Note [How auto chooses H]
@@ -370,13 +370,13 @@ class PyEngine {
   // the prediction and returns its summary as JSON text (with
   // "predicted_iteration_s"); the others None. UsageError (ValueError) where
   // `file` cannot be written.
-  // `averages_after_step`: the run ended under the user's own step (Note [Averages
-  // after the step] in sim/simulator.cc), which the prediction then prices.
-  std::optional<std::string> write_trace(const std::string& file, bool averages_after_step) {
+  // `steps_outside`: the run ended under the user's own step (Note [The
+  // workers' own step] in sim/simulator.cc), which the prediction then prices.
+  std::optional<std::string> write_trace(const std::string& file, bool steps_outside) {
     if (!recorder_) throw std::logic_error("write_trace: the engine records no timeline");
     ranges::KeywordSpelling keywords;
     runtime::JobOptions ran = options_;
-    ran.cluster.averages_after_step = averages_after_step;
+    ran.cluster.steps_outside = steps_outside;
     return runtime::write_trace(job_->group, workers_, workers_, plan_.get(), ran, *recorder_,
                                 engine_->iterations_done(), "--trace", file);
   }
@@ -566,7 +566,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("job_options", &make_job, py::arg("strategy"), py::arg("schedule_options"), py::arg("servers"),
         py::arg("steps"), py::arg("failure_timeout"), py::arg("outer_optimizer"), py::arg("outer_lr"),
         py::arg("outer_momentum"), py::arg("inner_optimizer"), py::arg("choose_period"),
-        py::arg("allow") = std::vector<std::string>{}, py::arg("averages_after_step") = false,
+        py::arg("allow") = std::vector<std::string>{}, py::arg("steps_outside") = false,
         "The job's options, checked as weft train checks its flags; ValueError naming the keyword.");
   py::class_<runtime::DivergenceWatch>(m, "DivergenceWatch")
       .def(py::init([](const runtime::JobOptions& j) {
@@ -617,7 +617,7 @@ PYBIND11_MODULE(_C, m) {
       .def("wait_for_forward", &PyEngine::wait_for_forward, py::call_guard<py::gil_scoped_release>())
       .def("begin_forward", &PyEngine::begin_forward, "A training forward starts (Note [Python's timeline]).")
       .def("end_forward", &PyEngine::end_forward, "The training forward returned.")
-      .def("write_trace", &PyEngine::write_trace, py::arg("file"), py::arg("averages_after_step"),
+      .def("write_trace", &PyEngine::write_trace, py::arg("file"), py::arg("steps_outside"),
            py::call_guard<py::gil_scoped_release>(),
            "Collective, after finish(): rank 0 writes the measured timeline and returns its summary (JSON text).")
       .def("start_backward", [](PyEngine& e) { (*e).start_backward(); })

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <queue>
 #include <stdexcept>
@@ -153,7 +154,7 @@ ScheduleIndex validated_index(const Schedule& schedule, const Profile& profile, 
   return ScheduleIndex(schedule, profile.size());
 }
 
-// Whether the schedule averages parameters (local SGD; Note [Averages after the step]).
+// Whether the schedule averages parameters (local SGD; Note [The workers' own step]).
 bool averages_parameters(const Schedule& schedule) {
   for (int t = 0; t < schedule.period; ++t) {
     for (const CommOp& op : schedule.ops(t)) {
@@ -266,9 +267,9 @@ class Simulation {
   int worker_id(int w) const { return w; }  // simulated worker w is rank w
   bool forward_may_start(const Worker& w) const;
   // Whether the forward of `layer` waits for some op of iteration t.
-  bool needs_communication(int t, int layer) const {
-    return index_.at(t).blockers[static_cast<size_t>(layer)] > 0;
-  }
+  bool needs_communication(int t, int layer) const { return blockers(t)[static_cast<size_t>(layer)] > 0; }
+  // Layer -> how many ops of iteration t the forward of that layer is the first to wait for.
+  const std::vector<int>& blockers(int t) const { return blockers_[static_cast<size_t>(t) % blockers_.size()]; }
   void try_start(int w, Seconds now);
   // Step s of an iteration's stream (0..2L−1) computes the forward of layer s, then
   // the backward of layer 2L−1−s.
@@ -370,7 +371,10 @@ class Simulation {
   int collective_base_ = 0;
   Seconds last_due_ = 0;  // Note [Skew]
   bool announced_ = false;  // Note [Skew]: rank 0 announces each collective
-  bool averages_after_step_ = false;  // Note [Averages after the step]
+  // Note [The workers' own step]
+  bool averages_after_step_ = false;
+  bool drains_ = false;
+  std::vector<std::vector<int>> blockers_;  // [iteration of the period]: index_'s, or all at layer 0 where drains_
   // Note [Collectives in flight]
   int transport_limit_ = 0;  // collectives the transport runs at once; 0 = any number
   int collectives_moving_ = 0;
@@ -415,7 +419,18 @@ Simulation::Simulation(const Schedule& schedule, const Profile& profile, const C
       network_(links_of(validated(cluster))) {
   if (cluster.fitted) transport_limit_ = cluster.fitted->concurrent;
   announced_ = decided_by_timing(schedule.dispatch);
-  averages_after_step_ = cluster.averages_after_step && averages_parameters(schedule);
+  const bool outside = cluster.steps_outside && cluster.arch == Arch::kAllReduce;
+  averages_after_step_ = outside && averages_parameters(schedule);
+  drains_ = outside && !averages_after_step_;
+  for (int t = 0; t < schedule.period; ++t) {
+    std::vector<int> b = index_.at(t).blockers;
+    if (drains_) {
+      const int all = std::accumulate(b.begin(), b.end(), 0);
+      b.assign(b.size(), 0);
+      b.front() = all;
+    }
+    blockers_.push_back(std::move(b));
+  }
   if (options.iterations < 0 || options.record_iterations < 0) {
     throw UsageError(fmt::format("--iterations {} / record {}: need >= 0", options.iterations,
                                  options.record_iterations));
@@ -635,14 +650,18 @@ void Simulation::layer_done(int wi, int t, int layer, bool forward, Seconds star
                        .start = start, .end = end, .iteration = t, .layer = layer, .bytes = 0});
   }
   if (forward) return;
-  // Note [Averages after the step]
-  // ------------------------------
-  // Rule: with cluster.averages_after_step, a schedule of parameter averages has
-  // every layer's operations released when layer 0's backward ends, the whole
-  // backward done, in the backward's order. Why: there the workers' own
-  // optimizer steps after the backward, and the runtime makes every layer ready
-  // once it has (Engine::stepped_outside); gradients (S-SGD) are still averaged
-  // during the backward, so only parameter averages wait.
+  // Note [The workers' own step]
+  // -----------------------------
+  // Rule: with cluster.steps_outside (all-reduce), a schedule of parameter
+  // averages has every layer's operations released when layer 0's backward
+  // ends, in the backward's order; a schedule of gradients has its operations
+  // released as each layer's backward ends, as ever, but the next iteration's
+  // first forward waits for all of them (every op's needed layer counts as 0).
+  // Why: there the workers' own optimizer steps once the backward has returned
+  // (weft.DataParallel's update="ddp"). The runtime makes every layer ready
+  // after that step (Engine::stepped_outside) under local SGD; under S-SGD the
+  // backward returns only when every gradient is averaged, so the next forward
+  // overlaps none of its messages, whatever order they left in.
   if (!averages_after_step_) {
     schedule_releases(wi, t, layer, end);
   } else if (layer == 0) {
@@ -738,7 +757,7 @@ void Simulation::on_iteration_start(int wi, int t, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
   // The slot last held iteration t-2, whose ops all completed before the forward of
   // t-1 could finish.
-  w.unfinished[t % 2] = index_.at(t).blockers;
+  w.unfinished[t % 2] = blockers(t);
   iteration_start_[static_cast<size_t>(t)] = std::max(iteration_start_[static_cast<size_t>(t)], now);
   if (++started_[static_cast<size_t>(t)] == sim_workers_) {
     if (t == warmup_end_) busy_at_warmup_end_ = link_busy(now);
@@ -787,7 +806,7 @@ void Simulation::pump(int wi, Seconds now) {
 
 void Simulation::complete_op(int wi, OpRef op, Seconds now) {
   Worker& w = workers_state_[static_cast<size_t>(wi)];
-  const int needed = index_.at(op.iteration).needed[static_cast<size_t>(op.index)];
+  const int needed = drains_ ? 0 : index_.at(op.iteration).needed[static_cast<size_t>(op.index)];
   --w.unfinished[op.iteration % 2][static_cast<size_t>(needed)];
   try_start(wi, now);
 }

@@ -185,12 +185,20 @@ TEST(Simulate, LayerWiseDependencyOverlapsTheNextForward) {
   EXPECT_NEAR(start_of(lw, "fp layer0", 1), bp_done + m, 1e-12);
   EXPECT_NEAR(start_of(lw, "fp layer1", 1), bp_done + 2 * m, 1e-12);
   EXPECT_NEAR(start_of(lw, "fp layer2", 1), bp_done + 3 * m, 1e-12);
+
+  // Note [The workers' own step]: where the workers step once the backward has
+  // returned, it returns with every gradient averaged: the barrier's timing.
+  Cluster outside = c;
+  outside.steps_outside = true;
+  const Timeline drained = simulate(one_period(layer_wise), p, outside, {.iterations = 4, .record_iterations = 2});
+  EXPECT_NEAR(start_of(drained, "fp layer0", 1), end_of_last_comm(drained, 0), 1e-12);
+  EXPECT_NEAR(drained.summary.iteration, bar.summary.iteration, 1e-12);
 }
 
-// Note [Averages after the step]: under the workers' own step, layer-wise
+// Note [The workers' own step]: under the workers' own step, layer-wise
 // parameter averages leave together when the whole backward has ended; S-SGD's
 // gradients still leave as each layer's backward ends.
-TEST(Simulate, AveragesAfterTheStepLeaveWhenTheBackwardEnds) {
+TEST(Simulate, AveragesUnderTheWorkersOwnStepLeaveWhenTheBackwardEnds) {
   const Profile p = make_profile({{1e-3, 2e-3, 1'000'000}, {1e-3, 2e-3, 1'000'000}, {1e-3, 2e-3, 1'000'000}});
   Cluster c = ring(4, 1_Gbit, 10_us);
   const auto first_comm = [](const Timeline& t) {
@@ -206,9 +214,9 @@ TEST(Simulate, AveragesAfterTheStepLeaveWhenTheBackwardEnds) {
       ops.push_back(whole_layers(p, {l}, l));
       ops.back().kind = kind;
     }
-    c.averages_after_step = false;
+    c.steps_outside = false;
     const Timeline in_backward = simulate(one_period(ops), p, c, {.iterations = 4, .record_iterations = 1});
-    c.averages_after_step = true;
+    c.steps_outside = true;
     const Timeline after = simulate(one_period(ops), p, c, {.iterations = 4, .record_iterations = 1});
     const Seconds layer2_done = p.forward_time() + p.layers[2].bp;
     EXPECT_NEAR(first_comm(in_backward), layer2_done, 1e-12);

@@ -87,7 +87,7 @@
 // in the backward's order, with nothing left for the engine to step, and the
 // averages start from the stepped parameters — PyTorch's PostLocalSGD (step,
 // then average every H) for flsgd, the same rule per layer set for the others.
-// The simulator prices it where told (Note [Averages after the step] in
+// The simulator prices it where told (Note [The workers' own step] in
 // sim/simulator.cc).
 //
 // Note [Gradient hooks]
