@@ -84,7 +84,7 @@ def test_rank_0_keeps_the_summary(tmp_path):
 
 @pytest.mark.parametrize("options, error, message", [
     (dict(trace="/no/such/dir/t.json"), ValueError, r"^trace=/no/such/dir/t.json: cannot write it \("),
-    (dict(trace="t.json", trace_iterations=-1), ValueError, r"^trace_iterations=-1: expected an integer in \[0, "),
+    (dict(trace="t.json", trace_iterations=0), ValueError, r"^trace_iterations=0: expected an integer in \[1, "),
     (dict(trace="t.json", trace_iterations="5"), TypeError, r"^trace_iterations='5': expected an integer"),
     (dict(trace=5), TypeError, r"^trace=5: expected a file name"),
 ])

@@ -63,7 +63,7 @@ WRAPPER_OPTIONS = {
     "outer_lr": None,                # None: the measured default for the optimizer (docs/local-sgd.md)
     "outer_momentum": None,
     "trace": None,                   # a file: every worker's measured timeline, written by finish()
-    "trace_iterations": 50,          # the first iterations recorded in trace
+    "trace_iterations": _C.TRACE_ITERATIONS,  # the first iterations recorded in trace (weft train's default)
 }
 ACCEPTED = sorted(SCHEDULE_OPTIONS) + sorted(WRAPPER_OPTIONS)
 FAMILIES = ("ssgd", "local_sgd", "ps")

@@ -157,6 +157,8 @@ TEST_F(BadInput, NumericFlagsOutsideTheirRangeAreRefusedNamingTheRange) {
   expect_refused("plan --model resnet18 -P 2 --credit 1e300", "--credit 1e300: expected a size in [1KiB, 1PiB]");
   expect_refused("plan --model resnet18 -P 2 --easgd-beta nan", "--easgd-beta nan: expected a finite number in (0, 1]");
   expect_refused("simulate --model resnet18 -P 2 --trace-iterations 1e9", "--trace-iterations 1e9");
+  expect_refused("simulate --model resnet18 -P 2 --trace t.json --trace-iterations 0",
+                 "--trace-iterations 0: expected an integer in [1, 100000]");
   expect_refused("netem -P 2 -B 1Gbit --grace 1e300 -- true", "--grace 1e300: expected a duration in (0, 86400] s");
   expect_refused("netem -P 2 -B 1Gbit --timeout 1e300 -- true", "--timeout 1e300: expected a duration in [0, 604800] s");
   expect_refused("netem -P 2 -B 1e-300Gbit -- true", "--bandwidth 1e-300Gbit: expected a rate");

@@ -268,10 +268,7 @@ void run_simulate(const SimulateFlags& flags) {
     throw UsageError(fmt::format("--iterations {}: expected an integer in [0, {}] (0: enough for a steady state)",
                                  flags.iterations, limits::kMaxIterations));
   }
-  if (flags.trace_iterations < 0 || flags.trace_iterations > limits::kMaxIterations) {
-    throw UsageError(fmt::format("--trace-iterations {}: expected an integer in [0, {}]", flags.trace_iterations,
-                                 limits::kMaxIterations));
-  }
+  ranges::check(ranges::kTraceIterations, flags.trace_iterations);
   const Profile profile = load_model(flags.model);
   const Cluster cluster = make_cluster(flags.cluster, flags.model.profile_file);
   const Schedule schedule = flags.schedule.empty() ? planned_schedule(flags, profile, cluster)

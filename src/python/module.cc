@@ -44,6 +44,7 @@
 #include "runtime/train/divergence.h"
 #include "runtime/train/job.h"
 #include "runtime/train/measured_trace.h"
+#include "runtime/train/train.h"
 #include "runtime/train/worker.h"
 #include "schedule/encoding.h"
 #include "schedulers/strategies.h"
@@ -462,6 +463,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace weft::python;
   m.doc() = "weft's C++ engine, planner and simulator (docs/python.md)";
   py::register_exception<UsageError>(m, "UsageError", PyExc_ValueError);
+  m.attr("TRACE_ITERATIONS") = runtime::TrainDefaults::kTraceIterations;  // weft train's --trace-iterations
 
   m.def("strategies", [] {
     std::vector<std::pair<std::string, std::string>> out;

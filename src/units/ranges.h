@@ -64,7 +64,7 @@ inline constexpr Range kTargetAccuracy{"--target-accuracy", "bench", Kind::kNumb
 inline constexpr Range kSteps{"--steps", "train, bench", Kind::kInteger, 1, kMaxSteps};
 inline constexpr Range kEpochs{"--epochs", "train", Kind::kNumber, 0, 1e6, true};
 inline constexpr Range kIterations{"--iterations", "simulate", Kind::kInteger, 0, limits::kMaxIterations};
-inline constexpr Range kTraceIterations{"--trace-iterations", "simulate, train", Kind::kInteger, 0,
+inline constexpr Range kTraceIterations{"--trace-iterations", "simulate, train", Kind::kInteger, 1,
                                         limits::kMaxIterations};
 inline constexpr Range kProfileIterations{"--iterations", "profile", Kind::kInteger, 1, limits::kMaxIterations};
 inline constexpr Range kWarmup{"--warmup", "profile, bench", Kind::kInteger, 0, limits::kMaxIterations};
