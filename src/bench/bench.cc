@@ -107,17 +107,6 @@ Bytes network_max_bytes(Bytes n) {
   return size;
 }
 
-// Rank 0's last training loss, and the number of iterations done.
-std::pair<double, std::int64_t> last_loss(const Metrics& m) {
-  double loss = 0;
-  std::int64_t steps = 0;
-  for (const IterationLine& line : m.iterations) {
-    steps = std::max(steps, line.iter + 1);
-    if (line.rank == 0) loss = line.loss;
-  }
-  return {loss, steps};
-}
-
 class Bench {
  public:
   Bench(const BenchOptions& options, const netem::TerminationSignals& signals, std::ostream& progress)
@@ -620,7 +609,8 @@ bool Bench::train(const Link& link, const LinkResult& network, const Contender& 
     run.measured_iteration = steady.iteration;
     run.measured_compute = steady.compute;
     run.steady_iterations = steady.iterations;
-    std::tie(run.final_loss, run.steps) = last_loss(m);
+    run.final_loss = final_loss(m);
+    run.steps = iterations_done(m);
     run.accuracy = accuracy_curve(m);
     if (const auto hit = first_reaching(run.accuracy, o_.target_accuracy); hit && accuracy_mode) {
       run.time_to_accuracy = hit->wall;

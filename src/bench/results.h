@@ -121,7 +121,7 @@ struct RunResult {
   std::optional<double> predicted_speedup_vs_wfbp;
   int steady_iterations = 0;
   std::int64_t steps = 0;  // iterations the run completed
-  double final_loss = 0;   // rank 0's last training loss
+  double final_loss = 0;   // every rank's mean over the last iterations (bench::final_loss)
   nlohmann::json options = nlohmann::json::object();  // what the planner tuned
   std::string metrics;     // its metrics file
   std::vector<AccuracyPoint> accuracy;

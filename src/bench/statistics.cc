@@ -92,6 +92,24 @@ std::vector<AccuracyPoint> accuracy_curve(const Metrics& metrics) {
   return curve;
 }
 
+std::int64_t iterations_done(const Metrics& metrics) {
+  std::int64_t done = 0;
+  for (const IterationLine& line : metrics.iterations) done = std::max(done, line.iter + 1);
+  return done;
+}
+
+double final_loss(const Metrics& metrics) {
+  const std::int64_t done = iterations_done(metrics);
+  double sum = 0;
+  int n = 0;
+  for (const IterationLine& line : metrics.iterations) {
+    if (line.iter < done - kFinalLossIterations) continue;
+    sum += line.loss;
+    ++n;
+  }
+  return n > 0 ? sum / n : 0;
+}
+
 std::optional<AccuracyPoint> first_reaching(const std::vector<AccuracyPoint>& curve, double target) {
   const auto it = std::find_if(curve.begin(), curve.end(),
                                [target](const AccuracyPoint& p) { return p.accuracy >= target; });

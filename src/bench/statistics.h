@@ -68,4 +68,14 @@ std::vector<AccuracyPoint> accuracy_curve(const Metrics& metrics);
 // The first point of `curve` whose accuracy is >= target, or none.
 std::optional<AccuracyPoint> first_reaching(const std::vector<AccuracyPoint>& curve, double target);
 
+// How many iterations the run did: one past the last `iter` of any rank.
+std::int64_t iterations_done(const Metrics& metrics);
+
+// The training loss a run ended at: the mean over every rank's last
+// kFinalLossIterations iterations (all of them in a shorter run), since one
+// rank's single step is too noisy to compare two runs' losses by; 0 without
+// iterations.
+inline constexpr std::int64_t kFinalLossIterations = 20;
+double final_loss(const Metrics& metrics);
+
 }  // namespace weft::bench

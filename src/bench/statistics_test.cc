@@ -136,5 +136,20 @@ TEST(AccuracyCurve, TrainingTimeLeavesOutEveryEvaluationSoFar) {
   EXPECT_FALSE(first_reaching(curve, 0.9).has_value());
 }
 
+// The final loss is every rank's mean over the last kFinalLossIterations iterations,
+// not rank 0's last step; a shorter run's is over all of it.
+TEST(FinalLoss, EveryRanksMeanOverTheLastIterations) {
+  Metrics m = run_of(std::vector<double>(kFinalLossIterations + 5, 1.0), 2);
+  for (IterationLine& l : m.iterations) {
+    l.loss = l.iter < 5 ? 100 : (l.rank == 0 ? 1 : 3);
+  }
+  EXPECT_EQ(iterations_done(m), kFinalLossIterations + 5);
+  EXPECT_DOUBLE_EQ(final_loss(m), 2);
+  Metrics short_run = run_of({1, 1, 1}, 2);
+  short_run.iterations[0].loss = 7;
+  EXPECT_DOUBLE_EQ(final_loss(short_run), (7 + 5.0) / 6);
+  EXPECT_EQ(final_loss(Metrics{}), 0);
+}
+
 }  // namespace
 }  // namespace weft::bench
