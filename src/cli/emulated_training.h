@@ -26,6 +26,7 @@
 
 #include <string>
 
+#include "cli/site_options.h"
 #include "cost/cluster.h"
 #include "netem/netem.h"
 #include "units/cores.h"
@@ -47,14 +48,6 @@ struct EmulatedTraining {
   CorePlacement cores = CorePlacement::kAuto;  // --cores (netem::NetemOptions::cores)
   netem::SiteFlags sites;               // --sites/--topology/--wan-*: emulated sites (netem.h)
 };
-
-// Adds --sites, --topology, --wan-bandwidth and --wan-latency (emulated sites,
-// netem/netem.h) to `command`, read into `flags`, which must outlive it.
-void add_site_options(CLI::App& command, netem::SiteFlags& flags);
-
-// "2 sites (ranks 0-1 | 2-3) at 1Gbit inside, 20Mbit and 20ms one-way between them",
-// for the line a command prints before it runs; "" without sites.
-std::string describe_sites(const netem::NetemOptions& network);
 
 // Whether weft train runs its job under emulated links (the note): --bandwidth and
 // --nproc given, and this process is not itself a launched worker.

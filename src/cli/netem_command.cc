@@ -12,7 +12,7 @@
 
 #include "cli/cluster_flags.h"
 #include "cli/commands.h"
-#include "cli/emulated_training.h"
+#include "cli/site_options.h"
 #include "netem/netem.h"
 #include "netem/process.h"
 #include "units/cores.h"
