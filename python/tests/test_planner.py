@@ -35,6 +35,22 @@ def test_profile_and_plan(tmp_path):
         weft.plan(shapeless, workers=4, strategies=["wfbp"], compression="powersgd:1")
 
 
+def test_plan_prices_the_update_mode():
+    """update="ddp": your step after the backward (Note [The workers' own step]): layer-wise
+    averages leave later, S-SGD's next forward overlaps no message; servers step themselves."""
+    net = models.make_net()
+    text = weft.profile(net, (torch.randn(8, 1, 8, 8), torch.randint(0, 10, (8,))), F.cross_entropy)
+
+    def iteration(strategy, update, **options):
+        plan = weft.plan(text, workers=4, bandwidth="10Mbit", strategies=[strategy], update=update, **options)
+        return next(s["iteration_s"] for s in plan["strategies"] if s["name"] == strategy)
+    assert iteration("dreamddp", "ddp") > iteration("dreamddp", "overlap")
+    assert iteration("bytescheduler", "ddp") >= iteration("bytescheduler", "overlap")
+    assert iteration("ps", "ddp", arch="ps") == iteration("ps", "overlap", arch="ps")
+    with pytest.raises(ValueError, match=r"^update='step': expected one of auto, ddp, overlap"):
+        weft.plan(text, update="step")
+
+
 def test_auto_runs_the_recommended_strategy(capsys):
     net = models.make_net()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)

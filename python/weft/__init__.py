@@ -22,7 +22,7 @@ from ._layers import assign as _assign, first_calls as _first_calls, measure as 
 from ._layers import surrogate_loss as _surrogate_loss, tensors_in as _tensors_in
 from ._metrics import Metrics
 from ._parallel import DataParallel, is_server, strategies
-from ._update import guard_clipping as _guard_clipping
+from ._update import UPDATES as _UPDATES, guard_clipping as _guard_clipping
 
 _guard_clipping()
 
@@ -72,10 +72,12 @@ def profile(module, example_batch, loss_fn=None, *, out=None, layers=None, warmu
 
 
 def plan(profile, workers=16, bandwidth="1Gbit", *, latency="50us", strategies=None, arch="allreduce",
-         servers=1, server_bandwidth=None, network=None, host=None, **strategy_options):
+         servers=1, server_bandwidth=None, network=None, host=None, update="overlap", **strategy_options):
     """`weft plan --json` as a dict: every strategy's predicted iteration, and the recommended one.
 
     profile: the JSON text weft.profile returns, a dict of it, or a file name.
+    update: where weft.DataParallel's optimizer steps; "ddp" prices your own step after
+    each backward, "overlap" (and "auto", which plans it) the engine's per layer.
     strategy_options: H, T, partition, credit, easgd_alpha, easgd_beta, compression
     (unset: the command line's defaults; partition and credit tuned).
     """
@@ -83,7 +85,8 @@ def plan(profile, workers=16, bandwidth="1Gbit", *, latency="50us", strategies=N
     unknown = sorted(set(strategy_options) - accepted)
     if unknown:
         raise TypeError(f"weft.plan: unknown option {', '.join(unknown)}; accepted: workers, bandwidth, latency, "
-                        f"strategies, arch, servers, server_bandwidth, network, host, {', '.join(sorted(accepted))}")
+                        f"strategies, arch, servers, server_bandwidth, network, host, update, "
+                        f"{', '.join(sorted(accepted))}")
     if isinstance(profile, dict):
         text = _json.dumps(profile)
     elif isinstance(profile, str) and profile.lstrip().startswith("{"):
@@ -96,6 +99,9 @@ def plan(profile, workers=16, bandwidth="1Gbit", *, latency="50us", strategies=N
             raise ValueError(f"profile={profile!r}: expected profile JSON, a dict of it or a file ({e})") from None
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r}: expected an integer >= 1")
+    if update not in _UPDATES:
+        raise ValueError(f"update={update!r}: expected one of {', '.join(_UPDATES)}")
     options = dict(strategy_options, bandwidth=bandwidth, latency=latency, server_bandwidth=server_bandwidth,
                    network=network, host=host)
-    return _json.loads(_C.plan_json(text, workers, options, list(strategies or []), arch, servers))
+    return _json.loads(_C.plan_json(text, workers, options, list(strategies or []), arch, servers,
+                                    steps_outside=update == "ddp"))

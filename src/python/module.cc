@@ -443,13 +443,17 @@ std::string profile_json(const std::string& model, int batch, const std::vector<
   return to_json(p);
 }
 
+// `steps_outside`: the workers' own optimizer steps (update="ddp"; Note [The
+// workers' own step] in sim/simulator.cc).
 std::string plan_of(const std::string& profile_text, int workers, const py::dict& options,
-                    const std::vector<std::string>& strategies, const std::string& arch, int servers) {
+                    const std::vector<std::string>& strategies, const std::string& arch, int servers,
+                    bool steps_outside) {
   ranges::KeywordSpelling keywords;
   const Profile profile = parse_profile(profile_text, "profile");
   auto [cluster_spec, strategy_spec] = specs_of(options, workers, servers);
   cluster_spec.arch = arch;
-  const Cluster cluster = runtime::planned_cluster(make_cluster(cluster_spec));
+  Cluster cluster = runtime::planned_cluster(make_cluster(cluster_spec));
+  cluster.steps_outside = steps_outside;
   PlanOptions plan_options{.strategies = strategies, .strategy = make_strategy_options(strategy_spec)};
   py::gil_scoped_release release;
   return plan_json(plan(profile, cluster, plan_options));
@@ -648,6 +652,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("profile_json", &profile_json, py::arg("model"), py::arg("batch"), py::arg("layers"),
         "The profile file's JSON (profile/profile.h) of layers (name, params, bytes_per_param, fp_s, bp_s[, shapes]).");
   m.def("plan_json", &plan_of, py::arg("profile"), py::arg("workers"), py::arg("options"),
-        py::arg("strategies"), py::arg("arch"), py::arg("servers"),
+        py::arg("strategies"), py::arg("arch"), py::arg("servers"), py::arg("steps_outside") = false,
         "`weft plan --json` for a profile's JSON text.");
 }
