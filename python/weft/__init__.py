@@ -22,7 +22,7 @@ from ._layers import assign as _assign, first_calls as _first_calls, measure as 
 from ._layers import surrogate_loss as _surrogate_loss, tensors_in as _tensors_in
 from ._metrics import Metrics
 from ._parallel import DataParallel, is_server, strategies
-from ._update import UPDATES as _UPDATES, guard_clipping as _guard_clipping
+from ._update import guard_clipping as _guard_clipping, steps_outside as _steps_outside
 
 _guard_clipping()
 
@@ -99,9 +99,7 @@ def plan(profile, workers=16, bandwidth="1Gbit", *, latency="50us", strategies=N
             raise ValueError(f"profile={profile!r}: expected profile JSON, a dict of it or a file ({e})") from None
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers={workers!r}: expected an integer >= 1")
-    if update not in _UPDATES:
-        raise ValueError(f"update={update!r}: expected one of {', '.join(_UPDATES)}")
     options = dict(strategy_options, bandwidth=bandwidth, latency=latency, server_bandwidth=server_bandwidth,
                    network=network, host=host)
     return _json.loads(_C.plan_json(text, workers, options, list(strategies or []), arch, servers,
-                                    steps_outside=update == "ddp"))
+                                    steps_outside=_steps_outside(update)))

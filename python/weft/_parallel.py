@@ -22,7 +22,7 @@ from . import _C
 from ._buffers import Buffers, forward_changed_buffers
 from ._layers import assign, first_calls, measure, surrogate_loss, tensors_in
 from ._optim import Mirror, inner_kind, mirror_reason
-from ._update import UPDATES, Update
+from ._update import Update, steps_outside
 
 # Options with the command line's names and defaults (`weft train --help`); None:
 # the command line's default (partition and credit: tuned, as `weft plan` does).
@@ -131,9 +131,7 @@ class DataParallel(nn.Module):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
         _check_not_wrapped(module, optimizer)
-        update = options.get("update", "auto")
-        if update not in UPDATES:
-            raise ValueError(f"update={update!r}: expected one of {', '.join(UPDATES)}")
+        steps_outside(options.get("update", "auto"))  # ValueError for an unknown mode, before anything starts
         known = strategies()
         if strategy != "auto" and strategy not in known:
             raise ValueError(f"strategy={strategy!r} is not a weft strategy; accepted: auto, {', '.join(known)}")
@@ -176,7 +174,7 @@ class DataParallel(nn.Module):
                                            float(o["failure_timeout"]), o["outer_optimizer"] or "",
                                            _float_or_none(o["outer_lr"]), _float_or_none(o["outer_momentum"]),
                                            inner_kind(optimizer), "H" not in options, list(dict.fromkeys(allow)),
-                                           steps_outside=o["update"] == "ddp")
+                                           steps_outside=steps_outside(o["update"]))
 
         trainable = [p for p in module.parameters() if p.requires_grad]
         if not trainable:
@@ -691,7 +689,7 @@ class DataParallel(nn.Module):
         if self._engine is not None:
             self._engine.finish()
             if self._options["trace"]:
-                summary = self._engine.write_trace(self._options["trace"], self._update.mode == "ddp")
+                summary = self._engine.write_trace(self._options["trace"], steps_outside(self._update.mode))
                 if summary is not None:
                     self.trace_summary = json.loads(summary)
                     if self._options["verbose"]:

@@ -45,6 +45,17 @@ import torch
 from ._optim import mirror_reason
 
 UPDATES = ("auto", "ddp", "overlap")
+
+
+def steps_outside(update):
+    """Whether the planner prices the user's own step after each backward for this mode
+    (Note [The workers' own step], src/sim/simulator.cc): "ddp"; "auto" plans the
+    overlapped update it hopes to keep. ValueError for a mode that is not one of UPDATES."""
+    if update not in UPDATES:
+        raise ValueError(f"update={update!r}: expected one of {', '.join(UPDATES)}")
+    return update == "ddp"
+
+
 DDP_HINT = "pass update='ddp' to weft.DataParallel for DDP's semantics (your optimizer steps after the messages)"
 
 
